@@ -1,0 +1,127 @@
+/* Device identity: names, ids, PCI, memory size, capability, MIG and ECC mode. */
+#include <string.h>
+
+#include "sim.h"
+
+SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    return rc ? rc : sim_leave(sim_copy_string(name, length, device->desc.product->name));
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    return rc ? rc : sim_leave(sim_copy_string(uuid, length, device->desc.uuid));
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    return rc ? rc : sim_leave(sim_copy_string(serial, length, device->desc.serial));
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!index)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *index = device->desc.index;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!minorNumber)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *minorNumber = device->desc.minor;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!pci)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_gpu *g = &device->desc;
+    sim_fill_pci(pci, g->domain, g->bus, g->device, g->product->pci_device_id,
+                 g->product->pci_subsystem_id);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
+                                                 unsigned long *nodeSet, nvmlAffinityScope_t scope)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!nodeSet || nodeSetSize == 0 || scope != NVML_AFFINITY_SCOPE_NODE)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    memset(nodeSet, 0, nodeSetSize * sizeof *nodeSet);
+    unsigned node = (unsigned)device->desc.numa_node, bits = 8 * sizeof *nodeSet;
+    if (node / bits < nodeSetSize)
+        nodeSet[node / bits] |= 1UL << (node % bits);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!major || !minor)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *major = device->desc.product->cc_major;
+    *minor = device->desc.product->cc_minor;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!arch)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *arch = device->desc.product->arch;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                          unsigned int *pendingMode)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!currentMode || !pendingMode)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!device->desc.product->mig_capable)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *currentMode = *pendingMode = device->desc.mig_enabled ? NVML_DEVICE_MIG_ENABLE
+                                                           : NVML_DEVICE_MIG_DISABLE;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
+                                          nvmlEnableState_t *pending)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!current || !pending)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *current = *pending = NVML_FEATURE_ENABLED;
+    return sim_leave(NVML_SUCCESS);
+}

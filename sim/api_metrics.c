@@ -1,0 +1,162 @@
+/* Live readings: memory, utilization, temperature, power, clocks, energy,
+ * ECC and PCIe counters, from the live model in live.c. */
+#include "sim.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!memory)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (memory->version != nvmlMemory_v2)
+        return sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    const struct sim_product *p = device->desc.product;
+    unsigned long long used = (unsigned long long)sim_live_value(device, SIM_MEM_USED);
+    if (used > p->memory_mib - p->reserved_mib)
+        used = p->memory_mib - p->reserved_mib;
+    memory->total = p->memory_mib * MIB;
+    memory->reserved = p->reserved_mib * MIB;
+    memory->used = used * MIB;
+    memory->free = memory->total - memory->reserved - memory->used;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    /* v1 counts reserved memory as used, which is why nvidia-smi disagrees with it. */
+    if (!memory)
+        return nvmlDeviceGetMemoryInfo_v2(device, NULL);
+    nvmlMemory_v2_t v2 = {.version = nvmlMemory_v2};
+    nvmlReturn_t rc = nvmlDeviceGetMemoryInfo_v2(device, &v2);
+    if (rc == NVML_SUCCESS) {
+        memory->total = v2.total;
+        memory->free = v2.free;
+        memory->used = v2.used + v2.reserved;
+    }
+    return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                   nvmlUtilization_t *utilization)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!utilization)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    utilization->gpu = (unsigned)sim_live_value(device, SIM_UTIL_GPU);
+    utilization->memory = (unsigned)sim_live_value(device, SIM_UTIL_MEM);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                              nvmlTemperatureSensors_t sensorType,
+                                              unsigned int *temp)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!temp || sensorType != NVML_TEMPERATURE_GPU)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *temp = (unsigned)sim_live_value(device, SIM_TEMP);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!power)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *power = (unsigned)(sim_live_value(device, SIM_POWER) * 1000.0); /* milliwatts */
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!limit)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *limit = device->desc.product->power_max_w * 1000;
+    return sim_leave(NVML_SUCCESS);
+}
+
+static nvmlReturn_t metrics_clock(nvmlDevice_t device, nvmlClockType_t type, unsigned *clock,
+                                  bool max)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!clock)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_product *p = device->desc.product;
+    switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+        *clock = max ? p->sm_clock_max : (unsigned)sim_live_value(device, SIM_CLOCK_SM);
+        break;
+    case NVML_CLOCK_MEM:
+        *clock = max ? p->mem_clock : (unsigned)sim_live_value(device, SIM_CLOCK_MEM);
+        break;
+    default:
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                            unsigned int *clock)
+{
+    return metrics_clock(device, type, clock, false);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                               unsigned int *clock)
+{
+    return metrics_clock(device, type, clock, true);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                         unsigned long long *energy)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!energy)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *energy = sim_live_energy(device);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
+                                                 nvmlMemoryErrorType_t errorType,
+                                                 nvmlEccCounterType_t counterType,
+                                                 unsigned long long *eccCounts)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!eccCounts || (unsigned)errorType > NVML_MEMORY_ERROR_TYPE_UNCORRECTED ||
+        (unsigned)counterType > NVML_AGGREGATE_ECC)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *eccCounts = counterType == NVML_VOLATILE_ECC ? device->ecc_volatile[errorType]
+                                                  : device->ecc_aggregate[errorType];
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!value)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *value = device->pcie_replays;
+    return sim_leave(NVML_SUCCESS);
+}

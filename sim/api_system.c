@@ -1,0 +1,197 @@
+/* Library lifetime, system queries and device handles. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "nvml/nvml.h"
+#include "sim.h"
+
+#define SIM_DEFAULT_SCENARIO "dgx-h100"
+
+/* Loads the scenario named by GPULET_SIM_SCENARIO on the first init. Later
+ * inits keep the GPUs' state, as the real driver outlives an NVML session. */
+static nvmlReturn_t system_load(void)
+{
+    const char *spec = getenv("GPULET_SIM_SCENARIO");
+    if (!spec || !*spec)
+        spec = SIM_DEFAULT_SCENARIO;
+    if (sim_state.loaded && !strcmp(spec, sim_state.spec))
+        return NVML_SUCCESS;
+    struct err e;
+    static struct scenario sc; /* large: kept off the caller's stack */
+    if (scenario_load(spec, &sc, &e) < 0) {
+        fprintf(stderr, "gpulet-nvml-sim: %s\n", e.msg);
+        return NVML_ERROR_UNKNOWN;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sim_state.t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    sim_state.sc = sc;
+    snprintf(sim_state.spec, sizeof sim_state.spec, "%s", spec);
+    memset(sim_state.gpus, 0, sizeof sim_state.gpus);
+    for (unsigned i = 0; i < sc.count; i++) {
+        sim_state.gpus[i].desc = sc.gpus[i];
+        sim_live_reset(&sim_state.gpus[i], true);
+    }
+    sim_state.loaded = true;
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&sim_state.lock);
+    nvmlReturn_t rc = sim_state.refcount ? NVML_SUCCESS : system_load();
+    bool first = rc == NVML_SUCCESS && sim_state.refcount++ == 0;
+    pthread_mutex_unlock(&sim_state.lock);
+    if (first)
+        sim_control_start();
+    return rc;
+}
+
+SIM_API nvmlReturn_t nvmlInit_v2(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+SIM_API nvmlReturn_t nvmlInit(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+SIM_API nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&sim_state.lock);
+    if (sim_state.refcount == 0) {
+        pthread_mutex_unlock(&sim_state.lock);
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    bool last = --sim_state.refcount == 0;
+    if (last)
+        sim_events_clear();
+    pthread_mutex_unlock(&sim_state.lock);
+    if (last)
+        sim_control_stop();
+    return NVML_SUCCESS;
+}
+
+SIM_API const char *nvmlErrorString(nvmlReturn_t result)
+{
+    return nvml_errors_builtin(result);
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    nvmlReturn_t rc = sim_enter();
+    return rc ? rc : sim_leave(sim_copy_string(version, length, sim_state.sc.driver_version));
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    /* NVML's version is the driver's without its last component: 580.159. */
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    char v[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
+    snprintf(v, sizeof v, "%s", sim_state.sc.driver_version);
+    char *dot = strchr(v, '.');
+    if (dot && (dot = strchr(dot + 1, '.')))
+        *dot = '\0';
+    return sim_leave(sim_copy_string(version, length, v));
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+{
+    /* Works without nvmlInit on the real library too. */
+    if (!cudaDriverVersion)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&sim_state.lock);
+    nvmlReturn_t rc = sim_state.loaded ? NVML_SUCCESS : system_load();
+    if (rc == NVML_SUCCESS)
+        *cudaDriverVersion = sim_state.sc.cuda_version;
+    return sim_leave(rc);
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    return nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    if (!deviceCount)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *deviceCount = sim_state.sc.count;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    if (!device || index >= sim_state.sc.count)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (sim_state.gpus[index].lost)
+        return sim_leave(NVML_ERROR_GPU_IS_LOST);
+    *device = &sim_state.gpus[index];
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    if (!uuid || !device)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned i = 0; i < sim_state.sc.count; i++) {
+        if (!strcmp(sim_state.gpus[i].desc.uuid, uuid)) {
+            if (sim_state.gpus[i].lost)
+                return sim_leave(NVML_ERROR_GPU_IS_LOST);
+            *device = &sim_state.gpus[i];
+            return sim_leave(NVML_SUCCESS);
+        }
+    }
+    return sim_leave(NVML_ERROR_NOT_FOUND);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    unsigned dom, bus, dev, fn;
+    if (!pciBusId || !device || sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned i = 0; i < sim_state.sc.count; i++) {
+        const struct sim_gpu *g = &sim_state.gpus[i].desc;
+        if (g->domain == dom && g->bus == bus && g->device == dev && fn == 0) {
+            if (sim_state.gpus[i].lost)
+                return sim_leave(NVML_ERROR_GPU_IS_LOST);
+            *device = &sim_state.gpus[i];
+            return sim_leave(NVML_SUCCESS);
+        }
+    }
+    return sim_leave(NVML_ERROR_NOT_FOUND);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}

@@ -1,0 +1,141 @@
+/* Fault injection commands, one line each, as sent by `gpulet sim` over the
+ * control socket. Each command does what the real driver would show:
+ * events through the NVML event API, counters, lost GPUs, resets. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define XID_DBE 48      /* the driver's XID for a double-bit ECC error */
+#define XID_OFF_BUS 79  /* "GPU has fallen off the bus" */
+
+static const struct {
+    const char *name;
+    enum sim_field field;
+    double max;
+} fault_pinnable[] = {
+    {"utilization.gpu", SIM_UTIL_GPU, 100}, {"utilization.memory", SIM_UTIL_MEM, 100},
+    {"memory.used", SIM_MEM_USED, 1e7},     {"temperature.gpu", SIM_TEMP, 200},
+    {"power.draw", SIM_POWER, 5000},        {"clocks.sm", SIM_CLOCK_SM, 10000},
+    {"clocks.mem", SIM_CLOCK_MEM, 20000},
+};
+
+static int fault_number(const char *s, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* FIELD=VALUE: pins a live value ("auto" releases it) or sets a counter. */
+static int fault_set_one(struct nvmlDevice_st *g, char *assign, char *reply, size_t len)
+{
+    char *eq = strchr(assign, '=');
+    if (!eq)
+        return snprintf(reply, len, "error: expected FIELD=VALUE, got '%s'", assign), -1;
+    *eq = '\0';
+    const char *field = assign, *value = eq + 1;
+    double v;
+    for (size_t i = 0; i < sizeof fault_pinnable / sizeof *fault_pinnable; i++) {
+        if (strcmp(field, fault_pinnable[i].name))
+            continue;
+        enum sim_field f = fault_pinnable[i].field;
+        if (!strcmp(value, "auto")) {
+            g->pinned[f] = false;
+            return 0;
+        }
+        if (fault_number(value, fault_pinnable[i].max, &v) < 0)
+            return snprintf(reply, len, "error: %s must be a number from 0 to %g or auto, not '%s'",
+                            field, fault_pinnable[i].max, value), -1;
+        g->pinned[f] = true;
+        g->pin[f] = v;
+        return 0;
+    }
+    if (fault_number(value, 1e18, &v) < 0)
+        return snprintf(reply, len, "error: %s must be a non-negative number, not '%s'", field,
+                        value), -1;
+    unsigned long long n = (unsigned long long)v;
+    if (!strcmp(field, "ecc.corrected") || !strcmp(field, "ecc.uncorrected")) {
+        int k = field[4] == 'u';
+        g->ecc_volatile[k] = n;
+        if (g->ecc_aggregate[k] < n)
+            g->ecc_aggregate[k] = n;
+    } else if (!strcmp(field, "pcie.replays")) {
+        g->pcie_replays = (unsigned)(n > 0xffffffffULL ? 0xffffffffULL : n);
+    } else if (!strcmp(field, "energy")) {
+        g->energy_mj = (double)n;
+    } else {
+        return snprintf(reply, len,
+                        "error: unknown field '%s' (fields: utilization.gpu, utilization.memory, "
+                        "memory.used, temperature.gpu, power.draw, clocks.sm, clocks.mem, "
+                        "ecc.corrected, ecc.uncorrected, pcie.replays, energy)", field), -1;
+    }
+    return 0;
+}
+
+static int fault_apply(char **argv, int argc, char *reply, size_t len)
+{
+    const char *cmd = argv[0];
+    if (!strcmp(cmd, "ping"))
+        return snprintf(reply, len, "ok %s %u", sim_state.sc.name, sim_state.sc.count), 0;
+    if (argc < 2)
+        return snprintf(reply, len, "error: %s needs a GPU (index or UUID)", cmd), -1;
+    struct nvmlDevice_st *g = sim_find_gpu(argv[1]);
+    if (!g)
+        return snprintf(reply, len, "error: no GPU '%s' (this node has GPUs 0-%u)", argv[1],
+                        sim_state.sc.count - 1), -1;
+    if (!strcmp(cmd, "xid")) {
+        double xid;
+        if (argc != 3 || fault_number(argv[2], 65535, &xid) < 0 || xid < 1)
+            return snprintf(reply, len, "error: usage: xid GPU XID (XID from 1 to 65535)"), -1;
+        sim_event_post(g, nvmlEventTypeXidCriticalError, (unsigned long long)xid);
+    } else if (!strcmp(cmd, "ecc") && argc == 2) {
+        g->ecc_volatile[1]++;
+        g->ecc_aggregate[1]++;
+        sim_event_post(g, nvmlEventTypeDoubleBitEccError, 0);
+        sim_event_post(g, nvmlEventTypeXidCriticalError, XID_DBE);
+    } else if (!strcmp(cmd, "lose") && argc == 2) {
+        sim_event_post(g, nvmlEventTypeXidCriticalError, XID_OFF_BUS);
+        g->lost = true;
+        sim_event_lost(g);
+    } else if (!strcmp(cmd, "recover") && argc == 2) {
+        sim_live_reset(g, false);
+    } else if (!strcmp(cmd, "set") && argc >= 3) {
+        /* All or nothing: apply to a copy, keep it only if every field was good. */
+        struct nvmlDevice_st next = *g;
+        for (int i = 2; i < argc; i++)
+            if (fault_set_one(&next, argv[i], reply, len) < 0)
+                return -1;
+        *g = next;
+    } else {
+        return snprintf(reply, len, "error: unknown command '%s' with %d argument(s) (commands: "
+                        "xid GPU XID, ecc GPU, lose GPU, recover GPU, set GPU FIELD=VALUE...)",
+                        cmd, argc - 1), -1;
+    }
+    return snprintf(reply, len, "ok"), 0;
+}
+
+int sim_fault_command(const char *line, char *reply, size_t len)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", line);
+    char *argv[16], *save = NULL;
+    int argc = 0;
+    for (char *t = strtok_r(buf, " \t\r\n", &save); t && argc < 16; t = strtok_r(NULL, " \t\r\n", &save))
+        argv[argc++] = t;
+    if (argc == 0)
+        return snprintf(reply, len, "error: empty command"), -1;
+    pthread_mutex_lock(&sim_state.lock);
+    int rc = sim_state.refcount == 0
+                 ? (snprintf(reply, len, "error: NVML is not initialized in this process"), -1)
+                 : fault_apply(argv, argc, reply, len);
+    pthread_mutex_unlock(&sim_state.lock);
+    return rc;
+}

@@ -1,0 +1,367 @@
+/* Scenario YAML: see docs/simulator.md for the format. Every error names
+ * the source, line and column of the value at fault. */
+#include "scenario.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/ydoc.h"
+
+#define SCENARIO_DEFAULT_DRIVER "580.159.04"
+#define SCENARIO_DEFAULT_CUDA 13000
+
+/* Where each GPU's explicit settings came from, for errors found later. */
+struct scenario_src {
+    yaml_node_t *uuid[SIM_MAX_GPUS];
+    yaml_node_t *bus[SIM_MAX_GPUS];
+    bool numa_set[SIM_MAX_GPUS];
+};
+
+static uint64_t scenario_mix(uint64_t x)
+{
+    /* splitmix64: a stable, well-spread hash for generated identities. */
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t scenario_hash(const char *s, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+static void scenario_identity(struct scenario *sc, struct sim_gpu *g, uint64_t seed)
+{
+    uint64_t a = scenario_mix(scenario_hash(sc->name, seed) + g->index);
+    uint64_t b = scenario_mix(a);
+    /* Same shape as a real UUID: GPU-8-4-4-4-12 lower-case hex. */
+    snprintf(g->uuid, sizeof g->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+             (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
+             (unsigned long long)(b & 0xffffffffffffULL));
+    snprintf(g->serial, sizeof g->serial, "165%010llu",
+             (unsigned long long)(b % 10000000000ULL));
+}
+
+static int scenario_parse_uuid(struct ydoc *d, yaml_node_t *n, char *out, struct err *e)
+{
+    const char *s = NULL;
+    if (ydoc_scalar(d, n, "uuid", &s, e) < 0)
+        return -1;
+    static const char shape[] = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+    bool ok = strlen(s) == sizeof shape - 1;
+    for (size_t i = 0; ok && shape[i]; i++)
+        ok = shape[i] == 'x' ? isxdigit((unsigned char)s[i]) != 0 : s[i] == shape[i];
+    if (!ok)
+        return ydoc_error(d, n, e, "uuid '%s' is not of the form %s", s, shape);
+    strcpy(out, s);
+    return 0;
+}
+
+static int scenario_parse_bus(struct ydoc *d, yaml_node_t *n, struct sim_gpu *g, struct err *e)
+{
+    const char *s = NULL;
+    if (ydoc_scalar(d, n, "pci_bus_id", &s, e) < 0)
+        return -1;
+    unsigned dom, bus, dev, fn;
+    int used = 0;
+    if (sscanf(s, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &used) != 4 || s[used] != '\0' ||
+        bus > 0xff || dev > 0x1f || fn != 0)
+        return ydoc_error(d, n, e, "pci_bus_id '%s' is not DOMAIN:BUS:DEVICE.0 in hex", s);
+    g->domain = dom;
+    g->bus = bus;
+    g->device = dev;
+    return 0;
+}
+
+static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario *sc,
+                                struct scenario_src *src, struct err *e)
+{
+    static const char *const keys[] = {"product", "count", "uuid", "pci_bus_id", "numa_node",
+                                       "mig", NULL};
+    if (ydoc_check_keys(d, n, "a gpus entry", keys, e) < 0)
+        return -1;
+    yaml_node_t *pn = ydoc_get(d, n, "product");
+    if (!pn)
+        return ydoc_error(d, n, e, "gpus entry needs a product (one of h100-sxm, h200, "
+                                   "a100-80gb, l4, t4)");
+    const char *key = NULL;
+    if (ydoc_scalar(d, pn, "product", &key, e) < 0)
+        return -1;
+    const struct sim_product *p = sim_product_find(key);
+    if (!p)
+        return ydoc_error(d, pn, e, "unknown product '%s' (known: h100-sxm, h200, a100-80gb, "
+                                    "l4, t4)", key);
+    long count = 1;
+    yaml_node_t *cn = ydoc_get(d, n, "count");
+    if (cn && ydoc_int(d, cn, "count", 1, SIM_MAX_GPUS, &count, e) < 0)
+        return -1;
+    if (sc->count + (unsigned long)count > SIM_MAX_GPUS)
+        return ydoc_error(d, cn ? cn : n, e, "more than %d GPUs in total", SIM_MAX_GPUS);
+    yaml_node_t *un = ydoc_get(d, n, "uuid"), *bn = ydoc_get(d, n, "pci_bus_id");
+    if (count > 1 && (un || bn))
+        return ydoc_error(d, un ? un : bn, e, "uuid and pci_bus_id need count: 1");
+    long numa = -1;
+    yaml_node_t *nn = ydoc_get(d, n, "numa_node");
+    if (nn && ydoc_int(d, nn, "numa_node", 0, 63, &numa, e) < 0)
+        return -1;
+    bool mig = false;
+    yaml_node_t *mn = ydoc_get(d, n, "mig");
+    if (mn && ydoc_bool(d, mn, "mig", &mig, e) < 0)
+        return -1;
+    if (mig && !p->mig_capable)
+        return ydoc_error(d, mn, e, "product %s does not support MIG", p->key);
+    for (long i = 0; i < count; i++) {
+        struct sim_gpu *g = &sc->gpus[sc->count];
+        memset(g, 0, sizeof *g);
+        g->index = g->minor = sc->count;
+        g->product = p;
+        g->mig_enabled = mig;
+        g->numa_node = (int)numa;
+        src->numa_set[sc->count] = numa >= 0;
+        if (un && scenario_parse_uuid(d, un, g->uuid, e) < 0)
+            return -1;
+        if (bn && scenario_parse_bus(d, bn, g, e) < 0)
+            return -1;
+        src->uuid[sc->count] = un;
+        src->bus[sc->count] = bn;
+        sc->count++;
+    }
+    return 0;
+}
+
+static int scenario_parse_gpus(struct ydoc *d, yaml_node_t *n, struct scenario *sc,
+                               struct scenario_src *src, struct err *e)
+{
+    if (!n)
+        return ydoc_error(d, NULL, e, "missing 'gpus': the list of simulated GPUs");
+    if (n->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, n, e, "gpus must be a list of {product, count, ...} entries");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++)
+        if (scenario_parse_group(d, ydoc_node(d, *it), sc, src, e) < 0)
+            return -1;
+    if (sc->count == 0)
+        return ydoc_error(d, n, e, "gpus lists no GPU");
+    return 0;
+}
+
+/* Spreads GPUs over NUMA nodes and PCIe switches in index order, and gives
+ * every GPU without an explicit one a bus id, UUID and serial. */
+static void scenario_layout(struct scenario *sc, const struct scenario_src *src, long numa_nodes,
+                            long per_switch, uint64_t seed)
+{
+    unsigned step = sc->count <= 16 ? 0x0c : 3;
+    for (unsigned i = 0; i < sc->count; i++) {
+        struct sim_gpu *g = &sc->gpus[i];
+        if (!src->numa_set[i])
+            g->numa_node = (int)((long)i * numa_nodes / (long)sc->count);
+        g->pcie_switch = (int)(i / (unsigned)per_switch);
+        if (!src->bus[i])
+            g->bus = 0x18 + i * step;
+        scenario_identity(sc, g, seed);
+    }
+}
+
+static int scenario_check_unique(struct ydoc *d, struct scenario *sc,
+                                 const struct scenario_src *src, struct err *e)
+{
+    for (unsigned i = 0; i < sc->count; i++) {
+        for (unsigned j = 0; j < i; j++) {
+            const struct sim_gpu *a = &sc->gpus[i], *b = &sc->gpus[j];
+            if (src->uuid[i] && !strcmp(a->uuid, b->uuid))
+                return ydoc_error(d, src->uuid[i], e, "uuid %s is used twice", a->uuid);
+            if (a->domain == b->domain && a->bus == b->bus && a->device == b->device)
+                return ydoc_error(d, src->bus[i] ? src->bus[i] : src->bus[j], e,
+                                  "GPUs %u and %u have the same pci_bus_id", j, i);
+        }
+    }
+    return 0;
+}
+
+/* NVSwitch fabric: link k of every GPU goes to switch k % 4 (buses 0xe0..0xe3). */
+static int scenario_nvswitch(struct ydoc *d, yaml_node_t *n, struct scenario *sc, struct err *e)
+{
+    for (unsigned i = 0; i < sc->count; i++) {
+        struct sim_gpu *g = &sc->gpus[i];
+        if (!g->product->nvlinks)
+            return ydoc_error(d, n, e, "GPU %u (%s) has no NVLink", i, g->product->key);
+        g->nlinks = g->product->nvlinks;
+        for (unsigned k = 0; k < g->nlinks; k++)
+            g->links[k] = (struct sim_link){NVML_NVLINK_DEVICE_TYPE_SWITCH, -1, 0xe0 + k % 4};
+    }
+    return 0;
+}
+
+static int scenario_island(struct ydoc *d, yaml_node_t *isl, struct scenario *sc, int *owner,
+                           int island_no, struct err *e)
+{
+    if (!isl || isl->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, isl, e, "each NVLink island must be a list of GPU indexes");
+    int members[SIM_MAX_GPUS];
+    unsigned size = 0;
+    for (yaml_node_item_t *it = isl->data.sequence.items.start;
+         it < isl->data.sequence.items.top; it++) {
+        yaml_node_t *m = ydoc_node(d, *it);
+        long idx;
+        if (ydoc_int(d, m, "an island member", 0, (long)sc->count - 1, &idx, e) < 0)
+            return -1;
+        if (owner[idx] >= 0)
+            return ydoc_error(d, m, e, "GPU %ld is in two NVLink islands", idx);
+        if (!sc->gpus[idx].product->nvlinks)
+            return ydoc_error(d, m, e, "GPU %ld (%s) has no NVLink", idx,
+                              sc->gpus[idx].product->key);
+        owner[idx] = island_no;
+        members[size++] = (int)idx;
+    }
+    if (size < 2)
+        return ydoc_error(d, isl, e, "an NVLink island needs at least two GPUs");
+    for (unsigned a = 0; a < size; a++) {
+        struct sim_gpu *g = &sc->gpus[members[a]];
+        unsigned per_peer = g->product->nvlinks / (size - 1);
+        if (per_peer == 0)
+            return ydoc_error(d, isl, e, "island of %u GPUs is larger than %s's %u NVLinks allow",
+                              size, g->product->key, g->product->nvlinks);
+        for (unsigned b = 0; b < size; b++) {
+            if (a == b)
+                continue;
+            for (unsigned k = 0; k < per_peer; k++)
+                g->links[g->nlinks++] = (struct sim_link){
+                    NVML_NVLINK_DEVICE_TYPE_GPU, members[b], sc->gpus[members[b]].bus};
+        }
+    }
+    return 0;
+}
+
+static int scenario_nvlink(struct ydoc *d, yaml_node_t *root, struct scenario *sc, struct err *e)
+{
+    yaml_node_t *n = ydoc_get(d, root, "nvlink"), *isl = ydoc_get(d, root, "nvlink_islands");
+    const char *mode = "none";
+    if (n && ydoc_scalar(d, n, "nvlink", &mode, e) < 0)
+        return -1;
+    if (isl && strcmp(mode, "islands"))
+        return ydoc_error(d, isl, e, "nvlink_islands needs nvlink: islands");
+    if (!strcmp(mode, "none"))
+        return 0;
+    if (!strcmp(mode, "nvswitch"))
+        return scenario_nvswitch(d, n, sc, e);
+    if (strcmp(mode, "islands"))
+        return ydoc_error(d, n, e, "nvlink must be none, nvswitch or islands, not '%s'", mode);
+    if (!isl || isl->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, isl ? isl : n, e,
+                          "nvlink: islands needs nvlink_islands: a list of GPU index lists");
+    int owner[SIM_MAX_GPUS];
+    memset(owner, -1, sizeof owner);
+    int no = 0;
+    for (yaml_node_item_t *it = isl->data.sequence.items.start;
+         it < isl->data.sequence.items.top; it++)
+        if (scenario_island(d, ydoc_node(d, *it), sc, owner, no++, e) < 0)
+            return -1;
+    return 0;
+}
+
+static int scenario_versions(struct ydoc *d, yaml_node_t *root, struct scenario *sc,
+                             struct err *e)
+{
+    snprintf(sc->driver_version, sizeof sc->driver_version, "%s", SCENARIO_DEFAULT_DRIVER);
+    sc->cuda_version = SCENARIO_DEFAULT_CUDA;
+    yaml_node_t *n = ydoc_get(d, root, "driver_version");
+    const char *s = NULL;
+    if (n) {
+        if (ydoc_scalar(d, n, "driver_version", &s, e) < 0)
+            return -1;
+        if (!*s || strlen(s) >= sizeof sc->driver_version || strspn(s, "0123456789.") != strlen(s))
+            return ydoc_error(d, n, e, "driver_version '%s' is not like 580.159.04", s);
+        strcpy(sc->driver_version, s);
+    }
+    if ((n = ydoc_get(d, root, "cuda_version"))) {
+        unsigned major, minor;
+        int used = 0;
+        if (ydoc_scalar(d, n, "cuda_version", &s, e) < 0)
+            return -1;
+        if (sscanf(s, "%u.%u%n", &major, &minor, &used) != 2 || s[used] || major > 99 ||
+            minor > 9)
+            return ydoc_error(d, n, e, "cuda_version '%s' is not like 13.0", s);
+        sc->cuda_version = (int)(major * 1000 + minor * 10);
+    }
+    return 0;
+}
+
+static int scenario_build(struct ydoc *d, struct scenario *sc, struct err *e)
+{
+    static const char *const keys[] = {"name", "driver_version", "cuda_version", "numa_nodes",
+                                       "gpus_per_pcie_switch", "nvlink", "nvlink_islands",
+                                       "gpus", "seed", NULL};
+    yaml_node_t *root = ydoc_root(d);
+    if (!root)
+        return ydoc_error(d, NULL, e, "empty scenario");
+    if (ydoc_check_keys(d, root, "the scenario", keys, e) < 0)
+        return -1;
+    yaml_node_t *n = ydoc_get(d, root, "name");
+    const char *s = NULL;
+    if (n) {
+        if (ydoc_scalar(d, n, "name", &s, e) < 0)
+            return -1;
+        snprintf(sc->name, sizeof sc->name, "%s", s);
+    }
+    if (scenario_versions(d, root, sc, e) < 0)
+        return -1;
+    long numa_nodes = 1, per_switch = 1, seed = 0;
+    if ((n = ydoc_get(d, root, "numa_nodes")) && ydoc_int(d, n, "numa_nodes", 1, 64, &numa_nodes, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "gpus_per_pcie_switch")) &&
+        ydoc_int(d, n, "gpus_per_pcie_switch", 1, SIM_MAX_GPUS, &per_switch, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "seed")) && ydoc_int(d, n, "seed", 0, 1L << 30, &seed, e) < 0)
+        return -1;
+    struct scenario_src src;
+    memset(&src, 0, sizeof src);
+    if (scenario_parse_gpus(d, ydoc_get(d, root, "gpus"), sc, &src, e) < 0)
+        return -1;
+    scenario_layout(sc, &src, numa_nodes, per_switch, (uint64_t)seed);
+    if (scenario_check_unique(d, sc, &src, e) < 0)
+        return -1;
+    return scenario_nvlink(d, root, sc, e);
+}
+
+int scenario_parse(const char *source, const char *text, size_t len, struct scenario *sc,
+                   struct err *e)
+{
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->name, sizeof sc->name, "%s", source);
+    struct ydoc d;
+    if (ydoc_load(&d, source, text, len, e) < 0)
+        return -1;
+    int rc = scenario_build(&d, sc, e);
+    ydoc_free(&d);
+    return rc;
+}
+
+int scenario_load(const char *spec, struct scenario *sc, struct err *e)
+{
+    const char *text = sim_preset_text(spec);
+    if (text) {
+        char source[96];
+        snprintf(source, sizeof source, "preset %s", spec);
+        return scenario_parse(source, text, strlen(text), sc, e);
+    }
+    /* Anything that is not a preset name must be a file. */
+    if (!strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
+        return err_set(e, "unknown simulator preset '%s' (presets: dgx-h100, hgx-h200, "
+                          "a100-2x4, l4-pcie, t4, scale-64; or give a scenario file)", spec);
+    struct ydoc d;
+    memset(sc, 0, sizeof *sc);
+    if (ydoc_load_file(&d, spec, e) < 0)
+        return -1;
+    const char *base = strrchr(spec, '/');
+    snprintf(sc->name, sizeof sc->name, "%s", base ? base + 1 : spec);
+    int rc = scenario_build(&d, sc, e);
+    ydoc_free(&d);
+    return rc;
+}

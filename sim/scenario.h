@@ -1,0 +1,78 @@
+/* A simulated node as described by a YAML scenario or a built-in preset:
+ * what the GPUs are and how they are connected. Shared by the simulator
+ * library and by gpulet, which validates --simulate before loading it. */
+#ifndef GPULET_SIM_SCENARIO_H
+#define GPULET_SIM_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nvml/nvml_abi.h"
+#include "util/err.h"
+
+#define SIM_MAX_GPUS 64
+
+/* A GPU model: identity and the limits its live values move within. */
+struct sim_product {
+    const char *key;         /* scenario name: "h100-sxm" */
+    const char *name;        /* what nvmlDeviceGetName returns */
+    nvmlDeviceArchitecture_t arch;
+    int cc_major, cc_minor;
+    unsigned pci_device_id;  /* device << 16 | vendor, as NVML reports it */
+    unsigned pci_subsystem_id;
+    unsigned long long memory_mib, reserved_mib;
+    unsigned nvlinks;        /* NVLinks per GPU; 0 for PCIe-only parts */
+    unsigned power_idle_w, power_max_w;
+    unsigned sm_clock_idle, sm_clock_max, mem_clock;
+    bool mig_capable;
+};
+
+/* One NVLink of a GPU: to a peer GPU or to an NVSwitch. */
+struct sim_link {
+    nvmlIntNvLinkDeviceType_t remote_type;
+    int remote_gpu;          /* index of the peer, -1 for a switch */
+    unsigned remote_bus;     /* PCI bus of the peer or switch (domain 0, device 0) */
+};
+
+/* The static description of one simulated GPU. */
+struct sim_gpu {
+    unsigned index, minor;
+    const struct sim_product *product;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+    unsigned domain, bus, device;
+    int numa_node;
+    int pcie_switch;         /* GPUs with the same value share a PCIe switch */
+    bool mig_enabled;
+    unsigned nlinks;
+    struct sim_link links[NVML_NVLINK_MAX_LINKS];
+};
+
+struct scenario {
+    char name[64];
+    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    int cuda_version;        /* 1000 * major + 10 * minor, as NVML reports it */
+    unsigned count;
+    struct sim_gpu gpus[SIM_MAX_GPUS];
+};
+
+/* Parses scenario YAML text; errors name source, line and column. */
+int scenario_parse(const char *source, const char *text, size_t len, struct scenario *sc,
+                   struct err *e);
+
+/* Loads a built-in preset by name, or else a scenario file by path. */
+int scenario_load(const char *spec, struct scenario *sc, struct err *e);
+
+/* The product with this scenario key, or NULL. */
+const struct sim_product *sim_product_find(const char *key);
+
+/* All products, NULL-terminated. */
+extern const struct sim_product *const sim_products[];
+
+/* The YAML text of a built-in preset, or NULL. */
+const char *sim_preset_text(const char *name);
+
+/* Built-in preset names, NULL-terminated. */
+extern const char *const sim_preset_names[];
+
+#endif

@@ -1,0 +1,89 @@
+/* State, locking and small helpers shared by the simulated NVML functions. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct sim sim_state = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .events = PTHREAD_COND_INITIALIZER,
+    .control_fd = -1,
+    .control_wake = {-1, -1},
+};
+
+nvmlReturn_t sim_enter(void)
+{
+    pthread_mutex_lock(&sim_state.lock);
+    if (sim_state.refcount == 0) {
+        pthread_mutex_unlock(&sim_state.lock);
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    struct nvmlDevice_st *base = sim_state.gpus;
+    /* A handle is valid only if it points at one of our GPUs, exactly. */
+    if (dev < base || dev >= base + sim_state.sc.count || dev != &base[dev - base])
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (dev->lost)
+        return sim_leave(NVML_ERROR_GPU_IS_LOST);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t sim_leave(nvmlReturn_t rc)
+{
+    pthread_mutex_unlock(&sim_state.lock);
+    return rc;
+}
+
+nvmlReturn_t sim_copy_string(char *buf, unsigned length, const char *s)
+{
+    if (!buf)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    size_t n = strlen(s);
+    if (length < n + 1)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(buf, s, n + 1);
+    return NVML_SUCCESS;
+}
+
+double sim_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - sim_state.t0;
+}
+
+void sim_fill_pci(nvmlPciInfo_t *pci, unsigned domain, unsigned bus, unsigned device,
+                  unsigned device_id, unsigned subsystem_id)
+{
+    memset(pci, 0, sizeof *pci);
+    pci->domain = domain;
+    pci->bus = bus;
+    pci->device = device;
+    pci->pciDeviceId = device_id;
+    pci->pciSubSystemId = subsystem_id;
+    /* NVML writes hex digits in upper case, with an 8-digit domain in busId. */
+    snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", domain, bus, device);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain & 0xffff,
+             bus, device);
+}
+
+struct nvmlDevice_st *sim_find_gpu(const char *id)
+{
+    char *end;
+    unsigned long idx = strtoul(id, &end, 10);
+    if (*id && *end == '\0')
+        return idx < sim_state.sc.count ? &sim_state.gpus[idx] : NULL;
+    for (unsigned i = 0; i < sim_state.sc.count; i++)
+        if (!strcmp(sim_state.gpus[i].desc.uuid, id))
+            return &sim_state.gpus[i];
+    return NULL;
+}

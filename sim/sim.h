@@ -1,0 +1,121 @@
+/* The simulated NVML's runtime state. NVML's C API has no context argument,
+ * so the library keeps its state in one struct (struct sim, `sim_state`),
+ * guarded by one mutex: gpulet calls NVML from its loop and from its event
+ * thread, and the control socket thread injects faults. */
+#ifndef GPULET_SIM_H
+#define GPULET_SIM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "scenario.h"
+
+#define SIM_API __attribute__((visibility("default")))
+#define SIM_EVENT_QUEUE 256
+#define SIM_SUPPORTED_EVENTS                                                           \
+    (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError |                  \
+     nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock)
+
+/* Values an operator can pin with `gpulet sim set`; unpinned ones follow the live model. */
+enum sim_field {
+    SIM_UTIL_GPU,      /* utilization.gpu, percent */
+    SIM_UTIL_MEM,      /* utilization.memory, percent */
+    SIM_MEM_USED,      /* memory.used, MiB */
+    SIM_TEMP,          /* temperature.gpu, C */
+    SIM_POWER,         /* power.draw, W */
+    SIM_CLOCK_SM,      /* clocks.sm, MHz */
+    SIM_CLOCK_MEM,     /* clocks.mem, MHz */
+    SIM_FIELD_COUNT
+};
+
+/* A simulated GPU; its address is the nvmlDevice_t handle. */
+struct nvmlDevice_st {
+    struct sim_gpu desc;
+    bool lost;                          /* calls answer NVML_ERROR_GPU_IS_LOST */
+    bool pinned[SIM_FIELD_COUNT];
+    double pin[SIM_FIELD_COUNT];
+    double energy_mj;                   /* running total since "driver load" */
+    double energy_t;                    /* model time of the last energy update */
+    unsigned long long ecc_volatile[2]; /* [corrected, uncorrected], zeroed by a reset */
+    unsigned long long ecc_aggregate[2];
+    unsigned pcie_replays;
+    double phase, period;               /* the utilization wave of this GPU */
+};
+
+struct nvmlEventSet_st {
+    struct nvmlEventSet_st *next;
+    unsigned long long mask[SIM_MAX_GPUS]; /* event types registered per GPU */
+    unsigned long long lost_pending;       /* GPUs lost since the last wait saw it */
+    nvmlEventData_t queue[SIM_EVENT_QUEUE];
+    unsigned head, len;
+};
+
+struct sim {
+    pthread_mutex_t lock;
+    pthread_cond_t events;              /* signalled when an event is queued */
+    unsigned refcount;                  /* nvmlInit minus nvmlShutdown calls */
+    bool loaded;                        /* scenario loaded; kept across re-inits */
+    char spec[512];                     /* the scenario it was loaded from */
+    struct scenario sc;
+    struct nvmlDevice_st gpus[SIM_MAX_GPUS];
+    struct nvmlEventSet_st *sets;
+    double t0;                          /* CLOCK_MONOTONIC seconds at first init */
+    /* control socket */
+    pthread_t control_thread;
+    bool control_running;
+    int control_fd, control_wake[2];
+    char control_path[108];
+};
+
+extern struct sim sim_state;
+
+/* Locks the state and checks NVML is initialized; unlocks again on failure. */
+nvmlReturn_t sim_enter(void);
+
+/* sim_enter plus a valid, present device handle. */
+nvmlReturn_t sim_enter_device(nvmlDevice_t dev);
+
+/* Unlocks the state and passes rc through. */
+nvmlReturn_t sim_leave(nvmlReturn_t rc);
+
+/* Copies s into buf as NVML does: INSUFFICIENT_SIZE when it does not fit. */
+nvmlReturn_t sim_copy_string(char *buf, unsigned length, const char *s);
+
+/* Seconds since the simulator started: the live model's clock. */
+double sim_now(void);
+
+/* Fills an nvmlPciInfo_t for a bus on domain 0 or the GPU's own. */
+void sim_fill_pci(nvmlPciInfo_t *pci, unsigned domain, unsigned bus, unsigned device,
+                  unsigned device_id, unsigned subsystem_id);
+
+/* The GPU with this index or UUID, or NULL. Caller holds the lock. */
+struct nvmlDevice_st *sim_find_gpu(const char *index_or_uuid);
+
+/* Current value of a live field, pinned or modelled. Caller holds the lock. */
+double sim_live_value(struct nvmlDevice_st *g, enum sim_field f);
+
+/* Energy in mJ up to now, advancing the running total. Caller holds the lock. */
+unsigned long long sim_live_energy(struct nvmlDevice_st *g);
+
+/* Resets a GPU's live state to power-on values. */
+void sim_live_reset(struct nvmlDevice_st *g, bool first_boot);
+
+/* Queues an event for every set registered for it. Caller holds the lock. */
+void sim_event_post(struct nvmlDevice_st *g, unsigned long long type, unsigned long long data);
+
+/* Marks a GPU lost in every event set. Caller holds the lock. */
+void sim_event_lost(struct nvmlDevice_st *g);
+
+/* Drops every event set (final shutdown). Caller holds the lock. */
+void sim_events_clear(void);
+
+/* Applies one control command line; writes the one-line answer to reply. */
+int sim_fault_command(const char *line, char *reply, size_t reply_len);
+
+/* Starts the control socket thread (best effort: a warning on failure). */
+void sim_control_start(void);
+
+/* Stops the control socket thread. Must be called without the lock held. */
+void sim_control_stop(void);
+
+#endif

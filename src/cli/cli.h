@@ -1,0 +1,27 @@
+/* Shared pieces of the subcommands: exit codes, NVML selection, usage. */
+#ifndef GPULET_CLI_H
+#define GPULET_CLI_H
+
+#include "nvml/nvml.h"
+
+#define CLI_OK 0
+#define CLI_FAIL 1   /* the command ran and failed */
+#define CLI_USAGE 2  /* the command line was wrong */
+
+/* Where NVML comes from: the real driver, a given file, or the simulator. */
+struct cli_nvml_opts {
+    const char *simulate;  /* preset name or scenario file; NULL for real GPUs */
+    const char *nvml_path; /* --nvml PATH */
+};
+
+/* Validates the scenario (if simulating), loads NVML and initializes it. */
+int cli_nvml_start(const struct cli_nvml_opts *o, struct nvml *n, struct err *e);
+
+/* Prints "gpulet: <msg>" to stderr and returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_list(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+
+#endif

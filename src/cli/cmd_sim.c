@@ -1,0 +1,101 @@
+/* gpulet sim: fault injection into a process running the simulated NVML,
+ * plus the built-in presets. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "scenario.h"
+#include "util/strbuf.h"
+
+static const char sim_usage[] =
+    "usage: gpulet sim COMMAND [ARGS]\n"
+    "Fault injection into a process that has the simulator loaded (socket from\n"
+    "GPULET_SIM_CONTROL, default /tmp/gpulet-sim.sock). GPU is an index or a UUID.\n"
+    "  xid GPU XID             deliver an XID event through the NVML event API\n"
+    "  ecc GPU                 a double-bit ECC error (counter, event, XID 48)\n"
+    "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
+    "  recover GPU             GPU reset: answers again, volatile counters zeroed\n"
+    "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter\n"
+    "  ping                    check the simulator answers\n"
+    "Presets and scenarios:\n"
+    "  presets                 list the built-in presets\n"
+    "  show PRESET             print a preset's YAML (a starting point for a scenario)\n"
+    "  check FILE              validate a scenario file\n";
+
+static int sim_send(int argc, char **argv)
+{
+    const char *path = getenv("GPULET_SIM_CONTROL");
+    if (!path || !*path)
+        path = "/tmp/gpulet-sim.sock";
+    struct strbuf line = {0};
+    for (int i = 0; i < argc; i++)
+        strbuf_printf(&line, "%s%s", i ? " " : "", argv[i]);
+    strbuf_puts(&line, "\n");
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        fprintf(stderr, "gpulet sim: cannot reach the simulator at %s: %s (is a process "
+                        "running with --simulate?)\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        strbuf_free(&line);
+        return CLI_FAIL;
+    }
+    (void)!send(fd, line.data, line.len, MSG_NOSIGNAL);
+    strbuf_free(&line);
+    char reply[1024];
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < sizeof reply && (r = read(fd, reply + n, sizeof reply - 1 - n)) > 0)
+        n += (size_t)r;
+    close(fd);
+    reply[n] = '\0';
+    if (strncmp(reply, "ok", 2) != 0) {
+        fprintf(stderr, "gpulet sim: %s", n ? reply : "no answer from the simulator\n");
+        return CLI_FAIL;
+    }
+    fputs(reply, stdout);
+    return CLI_OK;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(sim_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "presets")) {
+        for (size_t i = 0; sim_preset_names[i]; i++)
+            puts(sim_preset_names[i]);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "show") || !strcmp(cmd, "check")) {
+        if (argc != 3)
+            return cli_usage_error("sim", "%s needs exactly one argument", cmd);
+        if (!strcmp(cmd, "show")) {
+            const char *text = sim_preset_text(argv[2]);
+            if (!text)
+                return fprintf(stderr, "gpulet sim: unknown preset '%s'\n", argv[2]), CLI_FAIL;
+            fputs(text, stdout);
+            return CLI_OK;
+        }
+        static struct scenario sc;
+        struct err e;
+        if (scenario_load(argv[2], &sc, &e) < 0)
+            return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
+        printf("%s: %u GPUs, driver %s\n", sc.name, sc.count, sc.driver_version);
+        return CLI_OK;
+    }
+    static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "ping", NULL};
+    for (size_t i = 0; remote[i]; i++)
+        if (!strcmp(cmd, remote[i]))
+            return sim_send(argc - 1, argv + 1);
+    return cli_usage_error("sim", "unknown command '%s'", cmd);
+}

@@ -1,0 +1,164 @@
+#include "gpu/inventory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *inventory_arch_name(nvmlDeviceArchitecture_t arch)
+{
+    switch (arch) {
+    case NVML_DEVICE_ARCH_KEPLER: return "kepler";
+    case NVML_DEVICE_ARCH_MAXWELL: return "maxwell";
+    case NVML_DEVICE_ARCH_PASCAL: return "pascal";
+    case NVML_DEVICE_ARCH_VOLTA: return "volta";
+    case NVML_DEVICE_ARCH_TURING: return "turing";
+    case NVML_DEVICE_ARCH_AMPERE: return "ampere";
+    case NVML_DEVICE_ARCH_ADA: return "ada-lovelace";
+    case NVML_DEVICE_ARCH_HOPPER: return "hopper";
+    case NVML_DEVICE_ARCH_BLACKWELL: return "blackwell";
+    default: return "unknown";
+    }
+}
+
+/* Records the first failure of a GPU's read; NOT_SUPPORTED is an answer, not a problem. */
+static bool inventory_check(struct nvml *n, struct gpu_info *g, const char *what, nvmlReturn_t rc)
+{
+    if (rc == NVML_SUCCESS)
+        return true;
+    if (rc == NVML_ERROR_GPU_IS_LOST)
+        g->lost = true;
+    if (rc != NVML_ERROR_NOT_SUPPORTED && !g->problem[0])
+        snprintf(g->problem, sizeof g->problem, "%s: %s", what, nvml_strerror(n, rc));
+    return false;
+}
+
+/* The NUMA node NVML reports the GPU's memory is closest to, the same
+ * source as nvidia-smi topo's "NUMA Affinity"; -1 unless exactly one node. */
+static int inventory_numa(struct nvml *n, struct gpu_info *g)
+{
+    if (!n->DeviceGetMemoryAffinity)
+        return -1;
+    unsigned long set[4] = {0};
+    nvmlReturn_t rc = n->DeviceGetMemoryAffinity(g->handle, 4, set, NVML_AFFINITY_SCOPE_NODE);
+    if (!inventory_check(n, g, "memory affinity", rc))
+        return -1;
+    int node = -1;
+    for (int i = 0; i < 4 * 64; i++) {
+        if (set[i / 64] & (1UL << (i % 64))) {
+            if (node >= 0)
+                return -1; /* spans nodes: no single answer */
+            node = i;
+        }
+    }
+    return node;
+}
+
+static void inventory_memory(struct nvml *n, struct gpu_info *g)
+{
+    /* v2 separates reserved memory; total is the same in both. */
+    if (n->DeviceGetMemoryInfoV2) {
+        nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
+        nvmlReturn_t rc = n->DeviceGetMemoryInfoV2(g->handle, &m);
+        if (rc == NVML_SUCCESS) {
+            g->memory_total = m.total;
+            return;
+        }
+        if (rc != NVML_ERROR_FUNCTION_NOT_FOUND && rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH &&
+            rc != NVML_ERROR_NOT_SUPPORTED) {
+            inventory_check(n, g, "memory info", rc);
+            return;
+        }
+    }
+    if (n->DeviceGetMemoryInfo) {
+        nvmlMemory_t m;
+        if (inventory_check(n, g, "memory info", n->DeviceGetMemoryInfo(g->handle, &m)))
+            g->memory_total = m.total;
+    }
+}
+
+static void inventory_read_gpu(struct nvml *n, struct gpu_info *g)
+{
+    unsigned minor;
+    nvmlPciInfo_t pci;
+    if (inventory_check(n, g, "uuid", n->DeviceGetUUID(g->handle, g->uuid, sizeof g->uuid)) &&
+        inventory_check(n, g, "name", n->DeviceGetName(g->handle, g->name, sizeof g->name)) &&
+        inventory_check(n, g, "minor number", n->DeviceGetMinorNumber(g->handle, &minor)) &&
+        inventory_check(n, g, "pci info", n->DeviceGetPciInfo(g->handle, &pci))) {
+        g->minor = minor;
+        snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", pci.busId);
+    }
+    if (g->lost)
+        return;
+    inventory_memory(n, g);
+    g->numa_node = inventory_numa(n, g);
+    int major, minor_cc;
+    if (n->DeviceGetCudaComputeCapability &&
+        inventory_check(n, g, "compute capability",
+                        n->DeviceGetCudaComputeCapability(g->handle, &major, &minor_cc))) {
+        g->cc_major = major;
+        g->cc_minor = minor_cc;
+    }
+    nvmlDeviceArchitecture_t arch;
+    if (n->DeviceGetArchitecture &&
+        inventory_check(n, g, "architecture", n->DeviceGetArchitecture(g->handle, &arch)))
+        g->architecture = inventory_arch_name(arch);
+    unsigned cur, pending;
+    if (n->DeviceGetMigMode &&
+        inventory_check(n, g, "MIG mode", n->DeviceGetMigMode(g->handle, &cur, &pending)))
+        g->mig_mode = (int)cur;
+}
+
+static void inventory_system(struct nvml *n, struct gpu_inventory *inv)
+{
+    if (n->SystemGetDriverVersion(inv->driver_version, sizeof inv->driver_version) != NVML_SUCCESS)
+        inv->driver_version[0] = '\0';
+    if (!n->SystemGetNVMLVersion ||
+        n->SystemGetNVMLVersion(inv->nvml_version, sizeof inv->nvml_version) != NVML_SUCCESS)
+        inv->nvml_version[0] = '\0';
+    int cuda;
+    inv->cuda_version = -1;
+    if (n->SystemGetCudaDriverVersion && n->SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS)
+        inv->cuda_version = cuda;
+    snprintf(inv->library, sizeof inv->library, "%s", n->path);
+}
+
+int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e)
+{
+    memset(inv, 0, sizeof *inv);
+    inventory_system(n, inv);
+    unsigned count;
+    nvmlReturn_t rc = n->DeviceGetCount(&count);
+    if (rc != NVML_SUCCESS)
+        return err_set(e, "cannot count GPUs: %s", nvml_strerror(n, rc));
+    inv->count = count;
+    inv->gpus = calloc(count ? count : 1, sizeof *inv->gpus);
+    inv->links = calloc(count ? (size_t)count * count : 1, sizeof *inv->links);
+    if (!inv->gpus || !inv->links) {
+        gpu_inventory_free(inv);
+        return err_set(e, "out of memory for %u GPUs", count);
+    }
+    for (unsigned i = 0; i < count; i++) {
+        struct gpu_info *g = &inv->gpus[i];
+        g->index = g->minor = i;
+        g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = -1;
+        g->architecture = "unknown";
+        if (inventory_check(n, g, "handle", n->DeviceGetHandleByIndex(i, &g->handle)))
+            inventory_read_gpu(n, g);
+    }
+    gpu_topology_read(n, inv);
+    return 0;
+}
+
+void gpu_inventory_free(struct gpu_inventory *inv)
+{
+    free(inv->gpus);
+    free(inv->links);
+    inv->gpus = NULL;
+    inv->links = NULL;
+    inv->count = 0;
+}
+
+const struct gpu_link *gpu_inventory_link(const struct gpu_inventory *inv, unsigned a, unsigned b)
+{
+    return &inv->links[(size_t)a * inv->count + b];
+}

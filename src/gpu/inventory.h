@@ -1,0 +1,58 @@
+/* The device inventory: one in-memory model of the node's GPUs, built once
+ * from NVML and read by every part of gpulet (list, plugin, metrics, labels). */
+#ifndef GPULET_INVENTORY_H
+#define GPULET_INVENTORY_H
+
+#include <stdbool.h>
+
+#include "nvml/nvml.h"
+
+struct gpu_info {
+    nvmlDevice_t handle;
+    unsigned index;
+    unsigned minor;                 /* /dev/nvidiaN */
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    char pci_bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* as NVML writes it: 00000000:1B:00.0 */
+    unsigned long long memory_total; /* bytes */
+    int numa_node;                  /* -1: unknown or not a NUMA system */
+    int cc_major, cc_minor;         /* -1: unknown */
+    const char *architecture;       /* "hopper"; "unknown" when NVML cannot say */
+    int mig_mode;                   /* -1: not supported, else NVML_DEVICE_MIG_* */
+    bool lost;                      /* NVML answered GPU_IS_LOST */
+    char problem[160];              /* the first NVML error met while reading it, if any */
+};
+
+/* How two GPUs are connected. */
+struct gpu_link {
+    unsigned nvlinks;               /* NVLinks between them, direct or through NVSwitch */
+    int pcie;                       /* nvmlGpuTopologyLevel_t, -1 when NVML cannot say */
+};
+
+struct gpu_inventory {
+    char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    char nvml_version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
+    int cuda_version;               /* 13000 for 13.0; -1 unknown */
+    char library[512];              /* the NVML file in use */
+    unsigned count;
+    struct gpu_info *gpus;
+    struct gpu_link *links;         /* count x count, row-major */
+};
+
+/* Reads the whole inventory. A GPU that fails is kept, marked lost or with
+ * its problem; only failures to enumerate at all are errors. */
+int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e);
+
+/* Frees what the inventory owns. */
+void gpu_inventory_free(struct gpu_inventory *inv);
+
+/* The link between GPUs a and b (by position in inv->gpus). */
+const struct gpu_link *gpu_inventory_link(const struct gpu_inventory *inv, unsigned a, unsigned b);
+
+/* Fills inv->links from NVML (NVLink counts, PCIe common ancestors). */
+void gpu_topology_read(struct nvml *n, struct gpu_inventory *inv);
+
+/* nvidia-smi topo's short name for a PCIe level: PIX, PXB, PHB, NODE, SYS. */
+const char *gpu_topology_level_name(int level);
+
+#endif

@@ -1,0 +1,144 @@
+#include "gpu/watch.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+#define WATCH_WAIT_MS 200   /* bounds how long stopping takes */
+#define WATCH_EVENTS (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError)
+
+static unsigned watch_gpu_of(const struct gpu_watch *w, nvmlDevice_t dev)
+{
+    for (unsigned i = 0; i < w->inv->count; i++)
+        if (w->inv->gpus[i].handle == dev)
+            return i;
+    return GPU_WATCH_ANY_GPU;
+}
+
+static void watch_push(struct gpu_watch *w, const struct gpu_event *ev)
+{
+    uv_mutex_lock(&w->lock);
+    if (w->len == GPU_WATCH_QUEUE)
+        w->dropped++; /* the loop is far behind; keep what it has not seen */
+    else
+        w->queue[(w->head + w->len++) % GPU_WATCH_QUEUE] = *ev;
+    uv_mutex_unlock(&w->lock);
+    uv_async_send(&w->async);
+}
+
+static bool watch_stopping(struct gpu_watch *w)
+{
+    uv_mutex_lock(&w->lock);
+    bool stop = w->stop;
+    uv_mutex_unlock(&w->lock);
+    return stop;
+}
+
+static void watch_thread(void *arg)
+{
+    struct gpu_watch *w = arg;
+    while (!watch_stopping(w)) {
+        nvmlEventData_t data;
+        memset(&data, 0, sizeof data);
+        nvmlReturn_t rc = w->nvml->EventSetWait(w->set, &data, WATCH_WAIT_MS);
+        if (rc == NVML_ERROR_TIMEOUT)
+            continue;
+        struct gpu_event ev = {GPU_WATCH_ANY_GPU, 0, 0, rc};
+        if (rc == NVML_SUCCESS) {
+            ev.gpu = watch_gpu_of(w, data.device);
+            ev.type = data.eventType;
+            ev.data = data.eventData;
+        }
+        watch_push(w, &ev);
+        if (rc != NVML_SUCCESS && rc != NVML_ERROR_GPU_IS_LOST)
+            usleep(1000 * 1000); /* a broken wait must not spin a core */
+    }
+}
+
+static void watch_drain(uv_async_t *async)
+{
+    struct gpu_watch *w = async->data;
+    for (;;) {
+        uv_mutex_lock(&w->lock);
+        if (w->dropped) {
+            log_warn("NVML event queue overflowed: %u events dropped", w->dropped);
+            w->dropped = 0;
+        }
+        if (w->len == 0) {
+            uv_mutex_unlock(&w->lock);
+            return;
+        }
+        struct gpu_event ev = w->queue[w->head];
+        w->head = (w->head + 1) % GPU_WATCH_QUEUE;
+        w->len--;
+        uv_mutex_unlock(&w->lock);
+        w->cb(w->ctx, &ev);
+    }
+}
+
+static int watch_register(struct gpu_watch *w, struct err *e)
+{
+    struct nvml *n = w->nvml;
+    if (!n->EventSetCreate || !n->DeviceRegisterEvents || !n->EventSetWait || !n->EventSetFree)
+        return err_set(e, "this NVML has no event API; health events are off");
+    nvmlReturn_t rc = n->EventSetCreate(&w->set);
+    if (rc != NVML_SUCCESS)
+        return err_set(e, "nvmlEventSetCreate: %s", nvml_strerror(n, rc));
+    for (unsigned i = 0; i < w->inv->count; i++) {
+        const struct gpu_info *g = &w->inv->gpus[i];
+        if (g->lost || !g->handle)
+            continue;
+        unsigned long long supported = WATCH_EVENTS;
+        if (n->DeviceGetSupportedEventTypes &&
+            n->DeviceGetSupportedEventTypes(g->handle, &supported) != NVML_SUCCESS)
+            supported = 0;
+        rc = n->DeviceRegisterEvents(g->handle, supported & WATCH_EVENTS, w->set);
+        if (rc != NVML_SUCCESS)
+            log_warn("GPU %u: cannot watch XID/ECC events: %s", i, nvml_strerror(n, rc));
+    }
+    return 0;
+}
+
+int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
+                    const struct gpu_inventory *inv, gpu_watch_cb cb, void *ctx, struct err *e)
+{
+    memset(w, 0, sizeof *w);
+    w->nvml = n;
+    w->inv = inv;
+    w->cb = cb;
+    w->ctx = ctx;
+    if (watch_register(w, e) < 0) {
+        if (w->set)
+            n->EventSetFree(w->set);
+        w->set = NULL;
+        return -1;
+    }
+    uv_mutex_init(&w->lock);
+    uv_async_init(loop, &w->async, watch_drain);
+    w->async.data = w;
+    if (uv_thread_create(&w->thread, watch_thread, w) != 0) {
+        uv_close((uv_handle_t *)&w->async, NULL);
+        uv_mutex_destroy(&w->lock);
+        n->EventSetFree(w->set);
+        w->set = NULL;
+        return err_set(e, "cannot start the NVML event thread");
+    }
+    w->running = true;
+    return 0;
+}
+
+void gpu_watch_stop(struct gpu_watch *w)
+{
+    if (!w->running)
+        return;
+    uv_mutex_lock(&w->lock);
+    w->stop = true;
+    uv_mutex_unlock(&w->lock);
+    uv_thread_join(&w->thread);
+    w->nvml->EventSetFree(w->set);
+    w->set = NULL;
+    uv_close((uv_handle_t *)&w->async, NULL);
+    uv_mutex_destroy(&w->lock);
+    w->running = false;
+}

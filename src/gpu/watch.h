@@ -1,0 +1,46 @@
+/* The NVML event watcher: a thread blocked in nvmlEventSetWait that hands
+ * XID and ECC events to the libuv loop through a uv_async_t. */
+#ifndef GPULET_WATCH_H
+#define GPULET_WATCH_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "gpu/inventory.h"
+
+#define GPU_WATCH_QUEUE 256
+#define GPU_WATCH_ANY_GPU 0xFFFFFFFFU
+
+/* One event, as the loop sees it. */
+struct gpu_event {
+    unsigned gpu;                  /* position in the inventory, or GPU_WATCH_ANY_GPU */
+    unsigned long long type;       /* nvmlEventType* bits; 0 for a wait error */
+    unsigned long long data;       /* the XID for XID events */
+    nvmlReturn_t rc;               /* NVML_SUCCESS, or the wait's error (GPU_IS_LOST...) */
+};
+
+typedef void (*gpu_watch_cb)(void *ctx, const struct gpu_event *ev);
+
+struct gpu_watch {
+    struct nvml *nvml;
+    const struct gpu_inventory *inv;
+    nvmlEventSet_t set;
+    uv_thread_t thread;
+    uv_async_t async;
+    uv_mutex_t lock;               /* guards queue, len, head, dropped, stop */
+    struct gpu_event queue[GPU_WATCH_QUEUE];
+    unsigned head, len, dropped;
+    bool stop, running;
+    gpu_watch_cb cb;
+    void *ctx;
+};
+
+/* Registers every present GPU for XID and double-bit ECC events and starts
+ * the thread; cb runs on the loop for each event. */
+int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
+                    const struct gpu_inventory *inv, gpu_watch_cb cb, void *ctx, struct err *e);
+
+/* Stops the thread (within one wait timeout), frees the event set, closes the async. */
+void gpu_watch_stop(struct gpu_watch *w);
+
+#endif

@@ -1,0 +1,38 @@
+/* gpulet: one daemon for NVIDIA GPUs in Kubernetes. Subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char main_usage[] =
+    "usage: gpulet COMMAND [OPTIONS]\n"
+    "  agent     run the node agent\n"
+    "  list      show the node's GPUs\n"
+    "  sim       inject faults into simulated GPUs; list simulator presets\n"
+    "  version   print the version\n"
+    "Run gpulet COMMAND --help for a command's options.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(main_usage, stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(main_usage, stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("gpulet %s\n", GPULET_VERSION);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "list"))
+        return cmd_list(argc - 1, argv + 1);
+    if (!strcmp(cmd, "agent"))
+        return cmd_agent(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sim"))
+        return cmd_sim(argc - 1, argv + 1);
+    fprintf(stderr, "gpulet: unknown command '%s'\n%s", cmd, main_usage);
+    return CLI_USAGE;
+}

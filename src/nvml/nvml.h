@@ -1,0 +1,91 @@
+/* NVML loaded at run time with dlopen. One struct nvml holds the library
+ * handle and a pointer per function gpulet calls, each resolved to the
+ * newest versioned symbol the library has. */
+#ifndef GPULET_NVML_H
+#define GPULET_NVML_H
+
+#include <stdbool.h>
+
+#include "nvml/nvml_abi.h"
+#include "util/err.h"
+
+/* X(field, symbol names newest first..., NULL). A field whose every name is
+ * missing stays NULL; required ones fail the load. The names of one entry
+ * share a signature, so any of them can fill the field. */
+#define NVML_REQUIRED_FUNCS(X)                                                        \
+    X(Init, nvmlInit_v2, "nvmlInit_v2", "nvmlInit")                                  \
+    X(Shutdown, nvmlShutdown, "nvmlShutdown")                                         \
+    X(ErrorString, nvmlErrorString, "nvmlErrorString")                                \
+    X(SystemGetDriverVersion, nvmlSystemGetDriverVersion, "nvmlSystemGetDriverVersion") \
+    X(DeviceGetCount, nvmlDeviceGetCount_v2, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount") \
+    X(DeviceGetHandleByIndex, nvmlDeviceGetHandleByIndex_v2, "nvmlDeviceGetHandleByIndex_v2", \
+      "nvmlDeviceGetHandleByIndex")                                                   \
+    X(DeviceGetUUID, nvmlDeviceGetUUID, "nvmlDeviceGetUUID")                          \
+    X(DeviceGetName, nvmlDeviceGetName, "nvmlDeviceGetName")                          \
+    X(DeviceGetPciInfo, nvmlDeviceGetPciInfo_v3, "nvmlDeviceGetPciInfo_v3",            \
+      "nvmlDeviceGetPciInfo_v2")                                                      \
+    X(DeviceGetMinorNumber, nvmlDeviceGetMinorNumber, "nvmlDeviceGetMinorNumber")
+
+#define NVML_OPTIONAL_FUNCS(X)                                                        \
+    X(SystemGetNVMLVersion, nvmlSystemGetNVMLVersion, "nvmlSystemGetNVMLVersion")    \
+    X(SystemGetCudaDriverVersion, nvmlSystemGetCudaDriverVersion_v2,                  \
+      "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")          \
+    X(DeviceGetHandleByUUID, nvmlDeviceGetHandleByUUID, "nvmlDeviceGetHandleByUUID")  \
+    X(DeviceGetMemoryInfoV2, nvmlDeviceGetMemoryInfo_v2, "nvmlDeviceGetMemoryInfo_v2") \
+    X(DeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo")        \
+    X(DeviceGetMemoryAffinity, nvmlDeviceGetMemoryAffinity, "nvmlDeviceGetMemoryAffinity") \
+    X(DeviceGetCudaComputeCapability, nvmlDeviceGetCudaComputeCapability,             \
+      "nvmlDeviceGetCudaComputeCapability")                                           \
+    X(DeviceGetArchitecture, nvmlDeviceGetArchitecture, "nvmlDeviceGetArchitecture")  \
+    X(DeviceGetMigMode, nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode")                 \
+    X(DeviceGetNvLinkState, nvmlDeviceGetNvLinkState, "nvmlDeviceGetNvLinkState")     \
+    X(DeviceGetNvLinkRemotePciInfo, nvmlDeviceGetNvLinkRemotePciInfo_v2,              \
+      "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                          \
+    X(DeviceGetNvLinkRemoteDeviceType, nvmlDeviceGetNvLinkRemoteDeviceType,           \
+      "nvmlDeviceGetNvLinkRemoteDeviceType")                                          \
+    X(DeviceGetTopologyCommonAncestor, nvmlDeviceGetTopologyCommonAncestor,           \
+      "nvmlDeviceGetTopologyCommonAncestor")                                          \
+    X(EventSetCreate, nvmlEventSetCreate, "nvmlEventSetCreate")                       \
+    X(EventSetFree, nvmlEventSetFree, "nvmlEventSetFree")                             \
+    X(DeviceGetSupportedEventTypes, nvmlDeviceGetSupportedEventTypes,                 \
+      "nvmlDeviceGetSupportedEventTypes")                                             \
+    X(DeviceRegisterEvents, nvmlDeviceRegisterEvents, "nvmlDeviceRegisterEvents")     \
+    X(EventSetWait, nvmlEventSetWait_v2, "nvmlEventSetWait_v2", "nvmlEventSetWait")
+
+struct nvml {
+    void *dl;            /* NULL when functions come from a test's lookup */
+    char path[512];      /* the library that was loaded */
+    bool initialized;    /* nvmlInit succeeded; nvml_close calls nvmlShutdown */
+#define NVML_FIELD(field, proto, ...) __typeof__(&proto) field;
+    NVML_REQUIRED_FUNCS(NVML_FIELD)
+    NVML_OPTIONAL_FUNCS(NVML_FIELD)
+#undef NVML_FIELD
+};
+
+/* Resolves a symbol by name; dlsym in production, a table in tests. */
+typedef void *(*nvml_lookup_fn)(void *ctx, const char *name);
+
+/* Fills every function pointer through lookup, newest name first. Fails,
+ * naming the function, when a required one has none of its names. */
+int nvml_resolve(struct nvml *n, nvml_lookup_fn lookup, void *ctx, struct err *e);
+
+/* dlopens path, or when path is NULL the usual driver locations, and resolves
+ * the functions. The error names every location that was tried. */
+int nvml_open(struct nvml *n, const char *path, struct err *e);
+
+/* nvmlInit; the error carries NVML's own error string. */
+int nvml_init(struct nvml *n, struct err *e);
+
+/* Shuts NVML down if it was initialized and closes the library. */
+void nvml_close(struct nvml *n);
+
+/* NVML's message for rc: the library's own when loaded, else gpulet's copy. */
+const char *nvml_strerror(const struct nvml *n, nvmlReturn_t rc);
+
+/* gpulet's copy of NVML's error strings, for when no library is loaded. */
+const char *nvml_errors_builtin(nvmlReturn_t rc);
+
+/* The driver locations nvml_open tries, NULL-terminated. */
+extern const char *const nvml_search_paths[];
+
+#endif

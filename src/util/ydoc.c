@@ -1,0 +1,168 @@
+#include "util/ydoc.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define YDOC_MAX_FILE (1 << 20)
+
+int ydoc_load(struct ydoc *d, const char *source, const char *text, size_t len, struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->source, sizeof d->source, "%s", source);
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return err_set(e, "%s: out of memory", source);
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int ok = yaml_parser_load(&p, &d->doc);
+    if (!ok) {
+        /* libyaml marks are zero-based; editors count from one. */
+        err_set(e, "%s:%zu:%zu: %s%s%s", source, p.problem_mark.line + 1,
+                p.problem_mark.column + 1, p.problem ? p.problem : "invalid YAML",
+                p.context ? " " : "", p.context ? p.context : "");
+    } else {
+        d->loaded = true;
+    }
+    yaml_parser_delete(&p);
+    return ok ? 0 : -1;
+}
+
+int ydoc_load_file(struct ydoc *d, const char *path, struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, "%s: %s", path, strerror(errno));
+    char *buf = malloc(YDOC_MAX_FILE + 1);
+    if (!buf) {
+        fclose(f);
+        return err_set(e, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, YDOC_MAX_FILE + 1, f);
+    int rerr = ferror(f);
+    fclose(f);
+    int rc;
+    if (rerr)
+        rc = err_set(e, "%s: read error", path);
+    else if (n > YDOC_MAX_FILE)
+        rc = err_set(e, "%s: larger than %d bytes", path, YDOC_MAX_FILE);
+    else
+        rc = ydoc_load(d, path, buf, n, e);
+    free(buf);
+    return rc;
+}
+
+void ydoc_free(struct ydoc *d)
+{
+    if (d->loaded)
+        yaml_document_delete(&d->doc);
+    d->loaded = false;
+}
+
+yaml_node_t *ydoc_root(struct ydoc *d)
+{
+    return d->loaded ? yaml_document_get_root_node(&d->doc) : NULL;
+}
+
+yaml_node_t *ydoc_node(struct ydoc *d, int id)
+{
+    return yaml_document_get_node(&d->doc, id);
+}
+
+int ydoc_error(struct ydoc *d, const yaml_node_t *n, struct err *e, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!n)
+        return err_set(e, "%s: %s", d->source, msg);
+    return err_set(e, "%s:%zu:%zu: %s", d->source, n->start_mark.line + 1,
+                   n->start_mark.column + 1, msg);
+}
+
+int ydoc_scalar(struct ydoc *d, const yaml_node_t *n, const char *what, const char **out,
+                struct err *e)
+{
+    if (!n || n->type != YAML_SCALAR_NODE)
+        return ydoc_error(d, n, e, "%s must be a single value", what);
+    *out = (const char *)n->data.scalar.value;
+    return 0;
+}
+
+int ydoc_int(struct ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
+             long *out, struct err *e)
+{
+    const char *s = NULL;
+    if (ydoc_scalar(d, n, what, &s, e) < 0)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return ydoc_error(d, n, e, "%s must be an integer, not '%s'", what, s);
+    if (v < min || v > max)
+        return ydoc_error(d, n, e, "%s must be between %ld and %ld, not %ld", what, min, max, v);
+    *out = v;
+    return 0;
+}
+
+int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out, struct err *e)
+{
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    const char *s = NULL;
+    if (ydoc_scalar(d, n, what, &s, e) < 0)
+        return -1;
+    for (size_t i = 0; i < 3; i++) {
+        if (!strcasecmp(s, yes[i]))
+            return *out = true, 0;
+        if (!strcasecmp(s, no[i]))
+            return *out = false, 0;
+    }
+    return ydoc_error(d, n, e, "%s must be true or false, not '%s'", what, s);
+}
+
+static bool ydoc_known(const char *key, const char *const *known)
+{
+    for (; *known; known++)
+        if (!strcmp(key, *known))
+            return true;
+    return false;
+}
+
+int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
+                    const char *const *known, struct err *e)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return ydoc_error(d, n, e, "%s must be a mapping of keys to values", what);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ydoc_node(d, p->key);
+        const char *key = NULL;
+        if (ydoc_scalar(d, k, "a key", &key, e) < 0)
+            return -1;
+        if (!ydoc_known(key, known))
+            return ydoc_error(d, k, e, "unknown key '%s' in %s", key, what);
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *k2 = ydoc_node(d, q->key);
+            if (k2->type == YAML_SCALAR_NODE && !strcmp((char *)k2->data.scalar.value, key))
+                return ydoc_error(d, k, e, "duplicate key '%s' in %s", key, what);
+        }
+    }
+    return 0;
+}
+
+yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ydoc_node(d, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, key))
+            return ydoc_node(d, p->value);
+    }
+    return NULL;
+}

@@ -1,0 +1,62 @@
+/* Prints the size and field offsets of every NVML struct gpulet declares.
+ * Built twice, once against our src/nvml/nvml_abi.h and once against
+ * NVIDIA's nvml.h (-DUSE_NVIDIA_HEADER, on a machine that has it); the two
+ * outputs must be identical. See docs/real-gpu.md. */
+#include <stddef.h>
+#include <stdio.h>
+#ifdef USE_NVIDIA_HEADER
+#include <nvml.h>
+#else
+#include "nvml/nvml_abi.h"
+#endif
+
+#define SIZE(t) printf("sizeof(%s) = %zu\n", #t, sizeof(t))
+#define OFF(t, f) printf("offsetof(%s, %s) = %zu\n", #t, #f, offsetof(t, f))
+
+int main(void)
+{
+    SIZE(nvmlPciInfo_t);
+    OFF(nvmlPciInfo_t, busIdLegacy);
+    OFF(nvmlPciInfo_t, domain);
+    OFF(nvmlPciInfo_t, bus);
+    OFF(nvmlPciInfo_t, device);
+    OFF(nvmlPciInfo_t, pciDeviceId);
+    OFF(nvmlPciInfo_t, pciSubSystemId);
+    OFF(nvmlPciInfo_t, busId);
+    SIZE(nvmlMemory_t);
+    OFF(nvmlMemory_t, total);
+    OFF(nvmlMemory_t, free);
+    OFF(nvmlMemory_t, used);
+    SIZE(nvmlMemory_v2_t);
+    OFF(nvmlMemory_v2_t, version);
+    OFF(nvmlMemory_v2_t, total);
+    OFF(nvmlMemory_v2_t, reserved);
+    OFF(nvmlMemory_v2_t, free);
+    OFF(nvmlMemory_v2_t, used);
+    printf("nvmlMemory_v2 = 0x%x\n", (unsigned)nvmlMemory_v2);
+    SIZE(nvmlUtilization_t);
+    OFF(nvmlUtilization_t, memory);
+    SIZE(nvmlEventData_t);
+    OFF(nvmlEventData_t, device);
+    OFF(nvmlEventData_t, eventType);
+    OFF(nvmlEventData_t, eventData);
+    OFF(nvmlEventData_t, gpuInstanceId);
+    OFF(nvmlEventData_t, computeInstanceId);
+    printf("enum sizes %zu %zu %zu %zu\n", sizeof(nvmlReturn_t), sizeof(nvmlGpuTopologyLevel_t),
+           sizeof(nvmlEnableState_t), sizeof(nvmlIntNvLinkDeviceType_t));
+    printf("events %llx %llx %llx\n", (unsigned long long)nvmlEventTypeXidCriticalError,
+           (unsigned long long)nvmlEventTypeDoubleBitEccError,
+           (unsigned long long)nvmlEventTypeSingleBitEccError);
+    printf("topology %d %d %d %d %d %d\n", NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_SINGLE,
+           NVML_TOPOLOGY_MULTIPLE, NVML_TOPOLOGY_HOSTBRIDGE, NVML_TOPOLOGY_NODE,
+           NVML_TOPOLOGY_SYSTEM);
+    printf("arch hopper=%d ampere=%d ada=%d turing=%d\n", NVML_DEVICE_ARCH_HOPPER,
+           NVML_DEVICE_ARCH_AMPERE, NVML_DEVICE_ARCH_ADA, NVML_DEVICE_ARCH_TURING);
+    printf("clock sm=%d mem=%d; ecc volatile=%d aggregate=%d uncorrected=%d\n", NVML_CLOCK_SM,
+           NVML_CLOCK_MEM, NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC,
+           NVML_MEMORY_ERROR_TYPE_UNCORRECTED);
+    printf("errors lost=%d timeout=%d vmismatch=%d unknown=%d\n", NVML_ERROR_GPU_IS_LOST,
+           NVML_ERROR_TIMEOUT, NVML_ERROR_ARGUMENT_VERSION_MISMATCH, NVML_ERROR_UNKNOWN);
+    printf("nvswitch=%d\n", NVML_NVLINK_DEVICE_TYPE_SWITCH);
+    return 0;
+}
