@@ -37,12 +37,14 @@ static uint64_t scenario_hash(const char *s, uint64_t seed)
     return h;
 }
 
-static void scenario_identity(struct scenario *sc, struct sim_gpu *g, uint64_t seed)
+/* Generates a UUID (unless the scenario gave one) and a serial number. */
+static void scenario_identity(struct scenario *sc, struct sim_gpu *g, uint64_t seed, bool keep_uuid)
 {
     uint64_t a = scenario_mix(scenario_hash(sc->name, seed) + g->index);
     uint64_t b = scenario_mix(a);
     /* Same shape as a real UUID: GPU-8-4-4-4-12 lower-case hex. */
-    snprintf(g->uuid, sizeof g->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+    if (!keep_uuid)
+        snprintf(g->uuid, sizeof g->uuid, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
              (unsigned)(a >> 16) & 0xffff, (unsigned)a & 0xffff, (unsigned)(b >> 48),
              (unsigned long long)(b & 0xffffffffffffULL));
     snprintf(g->serial, sizeof g->serial, "165%010llu",
@@ -165,7 +167,7 @@ static void scenario_layout(struct scenario *sc, const struct scenario_src *src,
         g->pcie_switch = (int)(i / (unsigned)per_switch);
         if (!src->bus[i])
             g->bus = 0x18 + i * step;
-        scenario_identity(sc, g, seed);
+        scenario_identity(sc, g, seed, src->uuid[i] != NULL);
     }
 }
 
