@@ -11,7 +11,4 @@ struct err {
 /* Formats msg into e (if e is not NULL) and returns -1, so callers can `return err_set(...)`. */
 int err_set(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Prefixes the message already in e with a formatted context ("reading X: <old>"); returns -1. */
-int err_prefix(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 #endif

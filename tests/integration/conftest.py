@@ -1,0 +1,86 @@
+"""Shared fixtures: the gpulet binary, its simulator, and a running agent."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("GPULET_SOURCE", Path(__file__).resolve().parents[2]))
+BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
+GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
+SIM_LIB = os.environ.get("GPULET_SIM_LIB", str(BUILD / "libgpulet-nvml-sim.so"))
+SANITIZED = os.environ.get("GPULET_SANITIZE", "OFF").upper() in ("ON", "1", "TRUE")
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def check_clean(stderr):
+    """Fails the test if a sanitizer reported anything."""
+    for mark in SANITIZER_MARKS:
+        assert mark not in stderr, stderr
+
+
+@pytest.fixture
+def sim_env(tmp_path):
+    """Environment with a private simulator control socket."""
+    env = dict(os.environ)
+    env["GPULET_SIM_CONTROL"] = str(tmp_path / "sim.sock")
+    return env
+
+
+@pytest.fixture
+def gpulet(sim_env):
+    """Runs gpulet with args; returns the CompletedProcess (text)."""
+    def run(*args, env=None, timeout=30):
+        p = subprocess.run([GPULET, *args], capture_output=True, text=True,
+                           env=env or sim_env, timeout=timeout)
+        check_clean(p.stderr)
+        return p
+    return run
+
+
+class Agent:
+    """A gpulet agent process whose log is collected from stderr."""
+
+    def __init__(self, args, env, log_path):
+        self.log_path = log_path
+        self.log_file = open(log_path, "w")
+        self.proc = subprocess.Popen([GPULET, "agent", *args], stdout=self.log_file,
+                                     stderr=subprocess.STDOUT, env=env)
+
+    def log(self):
+        return Path(self.log_path).read_text()
+
+    def wait_log(self, text, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"agent log lacks {text!r}:\n{self.log()}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=timeout)
+        self.log_file.close()
+        check_clean(self.log())
+        return self.proc.returncode
+
+
+@pytest.fixture
+def agent(sim_env, tmp_path):
+    """Starts `gpulet agent ARGS...`; stops it at the end of the test."""
+    started = []
+
+    def start(*args):
+        a = Agent(args, sim_env, tmp_path / f"agent{len(started)}.log")
+        started.append(a)
+        return a
+    yield start
+    for a in started:
+        a.stop(sig=signal.SIGKILL)

@@ -1,0 +1,72 @@
+"""The simulator as a third-party NVML program sees it: loaded by soname,
+with exactly the real library's exported names."""
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import SANITIZED, SIM_LIB, SOURCE
+
+
+def test_exports_match_real_library():
+    out = subprocess.run(["nm", "-D", "--defined-only", SIM_LIB], capture_output=True,
+                         text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    real = set((SOURCE / "sim" / "nvml-exports.txt").read_text().split())
+    assert exported == real, (sorted(exported - real)[:10], sorted(real - exported)[:10])
+
+
+CLIENT = textwrap.dedent("""
+    import ctypes, sys
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    nvml.nvmlErrorString.restype = ctypes.c_char_p
+    def check(rc):
+        if rc != 0:
+            raise SystemExit("NVML error %d: %s" % (rc, nvml.nvmlErrorString(rc).decode()))
+    count = ctypes.c_uint()
+    assert nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 1   # UNINITIALIZED
+    assert nvml.nvmlShutdown() == 1
+    check(nvml.nvmlInit_v2())
+    check(nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)))
+    buf = ctypes.create_string_buffer(96)
+    check(nvml.nvmlSystemGetDriverVersion(buf, 96))
+    print("driver", buf.value.decode())
+    for i in range(count.value):
+        h = ctypes.c_void_p()
+        check(nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)))
+        check(nvml.nvmlDeviceGetName(h, buf, 96))
+        name = buf.value.decode()
+        check(nvml.nvmlDeviceGetUUID(h, buf, 96))
+        class Mem(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong),
+                        ("reserved", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                        ("used", ctypes.c_ulonglong)]
+        m = Mem(version=ctypes.sizeof(Mem) | (2 << 24))
+        check(nvml.nvmlDeviceGetMemoryInfo_v2(h, ctypes.byref(m)))
+        print(i, name, buf.value.decode(), m.total >> 20)
+    small = ctypes.create_string_buffer(4)
+    assert nvml.nvmlDeviceGetUUID(h, small, 4) == 7    # INSUFFICIENT_SIZE
+    assert nvml.nvmlDeviceGetFanSpeed(h, ctypes.byref(count)) == 3   # NOT_SUPPORTED
+    check(nvml.nvmlShutdown())
+""")
+
+
+def test_third_party_program_loads_simulator(tmp_path, sim_env):
+    """A ctypes program written against NVML's documented API, unaware of gpulet."""
+    env = dict(sim_env, LD_LIBRARY_PATH=str(Path(SIM_LIB).parent / "sim"),
+               GPULET_SIM_SCENARIO="l4-pcie")
+    if SANITIZED:
+        # The sanitized simulator needs the ASan runtime loaded first in a plain python.
+        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                              text=True).stdout.strip()
+        env.update(LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+    p = subprocess.run(["/usr/bin/python3", "-c", CLIENT], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "driver 580.159.04"
+    assert len(lines) == 5
+    assert lines[1].startswith("0 NVIDIA L4 GPU-") and lines[1].endswith(" 23034")
