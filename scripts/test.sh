@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: unit and integration tests under
+# ASan+UBSan, valgrind on the plain build, the glibc-only link check, and a
+# short fuzz run of each parser.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j "$jobs"
+(cd build-asan && ctest --output-on-failure -j "$jobs")
+
+cmake -S . -B build -G Ninja >/dev/null
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure -L valgrind -j "$jobs")
+
+# The shipped binary must run on any glibc host: nothing but libc may be dynamic.
+extra=$(readelf -d build/gpulet | grep NEEDED | grep -v 'libc.so.6' || true)
+if [ -n "$extra" ]; then
+    echo "build/gpulet links more than glibc dynamically:" >&2
+    echo "$extra" >&2
+    exit 1
+fi
+echo "build/gpulet: only glibc is dynamic"
+
+fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}"
+echo "all tests passed"
