@@ -12,7 +12,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_
     if (!memory)
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (memory->version != nvmlMemory_v2)
-        return sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        return sim_leave(NVML_ERROR_FUNCTION_NOT_FOUND); /* what driver 580 answers */
     const struct sim_product *p = device->desc.product;
     unsigned long long used = (unsigned long long)sim_live_value(device, SIM_MEM_USED);
     if (used > p->memory_mib - p->reserved_mib)
@@ -104,8 +104,11 @@ static nvmlReturn_t metrics_clock(nvmlDevice_t device, nvmlClockType_t type, uns
     case NVML_CLOCK_MEM:
         *clock = max ? p->mem_clock : (unsigned)sim_live_value(device, SIM_CLOCK_MEM);
         break;
+    case NVML_CLOCK_VIDEO:
+        *clock = p->sm_clock_max * 9 / 10;
+        break;
     default:
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED); /* as driver 580 does for an unknown type */
     }
     return sim_leave(NVML_SUCCESS);
 }

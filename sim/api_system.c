@@ -90,15 +90,13 @@ SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int leng
 
 SIM_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
-    /* NVML's version is the driver's without its last component: 580.159. */
+    /* The API answers "<CUDA major>.<driver version>": 13.580.159.04 on driver
+     * 580 (nvidia-smi prints a shorter form, 580.159). */
     nvmlReturn_t rc = sim_enter();
     if (rc)
         return rc;
-    char v[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
-    snprintf(v, sizeof v, "%s", sim_state.sc.driver_version);
-    char *dot = strchr(v, '.');
-    if (dot && (dot = strchr(dot + 1, '.')))
-        *dot = '\0';
+    char v[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE + 16];
+    snprintf(v, sizeof v, "%d.%s", sim_state.sc.cuda_version / 1000, sim_state.sc.driver_version);
     return sim_leave(sim_copy_string(version, length, v));
 }
 

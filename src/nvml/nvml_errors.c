@@ -1,5 +1,5 @@
-/* NVML's error strings, as the real nvmlErrorString returns them (checked on
- * driver 580, docs/real-gpu.md). Used when no library is loaded and by the
+/* NVML's error strings, as the real nvmlErrorString returns them (read from
+ * driver 580.159.04 on an H200, docs/real-gpu.md). Used when no library is loaded and by the
  * simulator's nvmlErrorString. */
 #include "nvml/nvml.h"
 
@@ -22,22 +22,21 @@ const char *nvml_errors_builtin(nvmlReturn_t rc)
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
     case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
-    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
+    case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
     case NVML_ERROR_IN_USE: return "In use by another client";
     case NVML_ERROR_MEMORY: return "Insufficient Memory";
     case NVML_ERROR_NO_DATA: return "No data";
-    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
-        return "The requested vgpu operation is not available on target device, becasue ECC is enabled";
-    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Ran out of critical resources, other than memory";
-    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Ran out of critical resources, other than memory";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "vGPU ECC not supported";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Invalid Frequency";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_DEPRECATED: return "Deprecated";
-    case NVML_ERROR_NOT_READY: return "Not ready";
-    case NVML_ERROR_GPU_NOT_FOUND: return "GPU not found";
-    case NVML_ERROR_INVALID_STATE: return "Invalid state";
-    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
+    case NVML_ERROR_DEPRECATED: return "Requested functionality has been deprecated";
+    case NVML_ERROR_NOT_READY: return "System is not in ready state";
+    case NVML_ERROR_GPU_NOT_FOUND: return "No supported GPUs were found";
+    case NVML_ERROR_INVALID_STATE: return "Resource not in correct state to perform requested operation";
+    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type is not supported for given device";
     default: return "Unknown Error";
     }
 }

@@ -25,7 +25,7 @@ def test_list_json_fields(gpulet):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["count"] == 8 and doc["driver_version"] == "580.159.04"
-    assert doc["cuda_driver_version"] == "13.0" and doc["nvml_version"] == "580.159"
+    assert doc["cuda_driver_version"] == "13.0" and doc["nvml_version"] == "13.580.159.04"
     g = doc["gpus"][5]
     assert g["index"] == 5 and g["minor"] == 5
     assert g["name"] == "NVIDIA A100-SXM4-80GB" and g["memory_total_mib"] == 81920
