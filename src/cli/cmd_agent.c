@@ -105,12 +105,21 @@ int cmd_agent(int argc, char **argv)
     static struct agent a; /* the agent's one struct: all of its state */
     memset(&a, 0, sizeof a);
     struct err e;
-    if (cli_nvml_start(&no, &a.nvml, &e) < 0 || gpu_inventory_build(&a.nvml, &a.inv, &e) < 0) {
+    double t0 = nvml_clock_ms();
+    if (cli_nvml_start(&no, &a.nvml, &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    double t_nvml = nvml_clock_ms();
+    if (gpu_inventory_build(&a.nvml, &a.inv, &e) < 0) {
         log_error("%s", e.msg);
         nvml_close(&a.nvml);
         return CLI_FAIL;
     }
+    double t_inv = nvml_clock_ms();
     agent_log_inventory(&a);
+    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
+             a.nvml.load_ms, a.nvml.init_ms, t_inv - t_nvml, t_inv - t0);
     uv_loop_init(&a.loop);
     if (gpu_watch_start(&a.watch, &a.loop, &a.nvml, &a.inv, agent_on_event, &a, &e) < 0)
         log_warn("%s", e.msg);

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/strbuf.h"
 
@@ -57,9 +58,17 @@ static void *nvml_dlsym(void *ctx, const char *name)
     return dlsym(ctx, name);
 }
 
+double nvml_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 int nvml_open(struct nvml *n, const char *path, struct err *e)
 {
     memset(n, 0, sizeof *n);
+    double t0 = nvml_clock_ms();
     const char *const one[] = {path, NULL};
     const char *const *paths = path ? one : nvml_search_paths;
     struct strbuf tried = {0};
@@ -91,12 +100,15 @@ int nvml_open(struct nvml *n, const char *path, struct err *e)
         n->dl = NULL;
         return -1;
     }
+    n->load_ms = nvml_clock_ms() - t0;
     return 0;
 }
 
 int nvml_init(struct nvml *n, struct err *e)
 {
+    double t0 = nvml_clock_ms();
     nvmlReturn_t rc = n->Init();
+    n->init_ms = nvml_clock_ms() - t0;
     if (rc != NVML_SUCCESS)
         return err_set(e, "NVML initialization failed: %s (NVML error %d, library %s)",
                        nvml_strerror(n, rc), (int)rc, n->path);

@@ -56,6 +56,8 @@ struct nvml {
     void *dl;            /* NULL when functions come from a test's lookup */
     char path[512];      /* the library that was loaded */
     bool initialized;    /* nvmlInit succeeded; nvml_close calls nvmlShutdown */
+    double load_ms;      /* time dlopen and symbol resolution took */
+    double init_ms;      /* time nvmlInit took */
 #define NVML_FIELD(field, proto, ...) __typeof__(&proto) field;
     NVML_REQUIRED_FUNCS(NVML_FIELD)
     NVML_OPTIONAL_FUNCS(NVML_FIELD)
@@ -84,6 +86,9 @@ const char *nvml_strerror(const struct nvml *n, nvmlReturn_t rc);
 
 /* gpulet's copy of NVML's error strings, for when no library is loaded. */
 const char *nvml_errors_builtin(nvmlReturn_t rc);
+
+/* Milliseconds on the monotonic clock, for timing start-up steps. */
+double nvml_clock_ms(void);
 
 /* The driver locations nvml_open tries, NULL-terminated. */
 extern const char *const nvml_search_paths[];

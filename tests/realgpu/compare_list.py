@@ -1,9 +1,10 @@
 """Compares `gpulet list -o json` with nvidia-smi, field by field.
 
-usage: compare_list.py LIST_JSON SMI_CSV TOPO_TXT
+usage: compare_list.py LIST_JSON SMI_CSV TOPO_TXT SMI_Q_TXT
 SMI_CSV: nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id,driver_version,
          compute_cap,mig.mode.current,minor_number? --format=csv,noheader,nounits
 TOPO_TXT: nvidia-smi topo -m
+SMI_Q_TXT: nvidia-smi -q (for the minor numbers)
 Prints one row per field and exits 1 on any disagreement."""
 import csv
 import json
@@ -35,10 +36,16 @@ def topo_numa(path):
     return out
 
 
+def smi_minors(path):
+    """Minor Number of each GPU section of nvidia-smi -q, in order."""
+    return [m.group(1) for m in re.finditer(r"^\s*Minor Number\s*:\s*(\S+)", open(path).read(), re.M)]
+
+
 def main():
     doc = json.load(open(sys.argv[1]))
     smi = smi_rows(sys.argv[2])
     numa = topo_numa(sys.argv[3])
+    minors = smi_minors(sys.argv[4])
     bad = 0
     print(f"{'GPU':<4} {'field':<20} {'gpulet':<44} {'nvidia-smi':<44} verdict")
     assert doc["count"] == len(smi), (doc["count"], len(smi))
@@ -46,6 +53,7 @@ def main():
         mig = {"Disabled": "disabled", "Enabled": "enabled", "[N/A]": None, "N/A": None}
         pairs = [
             ("index", str(g["index"]), s["index"]),
+            ("minor (/dev/nvidiaN)", str(g["minor"]), minors[g["index"]]),
             ("uuid", g["uuid"], s["uuid"]),
             ("name", g["name"], s["name"]),
             ("memory.total MiB", str(g["memory_total_mib"]), s["memory_total_mib"]),

@@ -17,7 +17,7 @@ nvidia-smi topo -m > "$OUT/topo.txt"; cat "$OUT/topo.txt"
 nvidia-smi -q > "$OUT/smi-q.txt"
 grep -E 'Minor Number|Bus Id|Product Name|GPU UUID|Total  *:' "$OUT/smi-q.txt" | head -8
 log "compare with nvidia-smi"
-python3 tests/realgpu/compare_list.py "$OUT/list.json" "$OUT/smi.csv" "$OUT/topo.txt"
+python3 tests/realgpu/compare_list.py "$OUT/list.json" "$OUT/smi.csv" "$OUT/topo.txt" "$OUT/smi-q.txt"
 log "ABI layout: ours vs NVIDIA's nvml.h"
 H=$(dirname "$(find / -name nvml.h -path '*cuda*' -not -path '/proc/*' 2>/dev/null | head -1)")
 gcc -std=c17 -Isrc -o /tmp/abi_ours tests/abi/abi_layout.c && /tmp/abi_ours > "$OUT/abi-ours.txt"
@@ -30,16 +30,12 @@ log "pynvml against the simulator"
 GPULET_SIM_CONTROL=off GPULET_SIM_SCENARIO=dgx-h100 LD_LIBRARY_PATH=$PWD/build/sim python3 tests/realgpu/pynvml_sweep.py
 log "agent on the real GPU for 2 s"
 timeout -s INT 2 build/gpulet agent; echo "agent exit $?"
-log "timing: gpulet list, 20 runs"
+log "benchmark: bench/startup.py --real"
+python3 bench/startup.py --real --runs 30
 python3 - <<'PY'
 import subprocess, time, statistics
 t = []
-for _ in range(20):
-    s = time.perf_counter(); subprocess.run(["build/gpulet", "list", "-o", "json"], capture_output=True, check=True); t.append((time.perf_counter() - s) * 1000)
-print(f"gpulet list -o json: median {statistics.median(t):.1f} ms, min {min(t):.1f} ms, max {max(t):.1f} ms")
-t = []
-for _ in range(5):
+for _ in range(10):
     s = time.perf_counter(); subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv"], capture_output=True, check=True); t.append((time.perf_counter() - s) * 1000)
 print(f"nvidia-smi --query-gpu: median {statistics.median(t):.1f} ms")
 PY
-/usr/bin/time -v build/gpulet list -o json 2>&1 >/dev/null | grep -E 'Maximum resident'
