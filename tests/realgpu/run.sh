@@ -28,6 +28,8 @@ REAL=$(python3 -c 'import ctypes,ctypes.util; print("libnvidia-ml.so.1")')
 GPULET_SIM_CONTROL=off GPULET_SIM_SCENARIO=hgx-h200 python3 tests/realgpu/nvml_misuse.py libnvidia-ml.so.1 "$PWD/build/libgpulet-nvml-sim.so"
 log "pynvml against the simulator"
 GPULET_SIM_CONTROL=off GPULET_SIM_SCENARIO=dgx-h100 LD_LIBRARY_PATH=$PWD/build/sim python3 tests/realgpu/pynvml_sweep.py
+log "NVML call timing (inventory sequence)"
+python3 tests/realgpu/nvml_timing.py
 log "agent on the real GPU for 2 s"
 timeout -s INT 2 build/gpulet agent; echo "agent exit $?"
 log "benchmark: bench/startup.py --real"
