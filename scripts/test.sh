@@ -9,7 +9,12 @@ jobs=$(nproc)
 
 cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$jobs"
-(cd build-asan && ctest --output-on-failure -j "$jobs")
+(cd build-asan && ctest --output-on-failure -j "$jobs" -L unit)
+# The integration tests (also ctest's "integration" entry) run here directly,
+# so pytest's own report shows each case.
+GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
+    GPULET_SIM_LIB=build-asan/libgpulet-nvml-sim.so \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration | tee build-asan/pytest.log
 
 cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j "$jobs"
@@ -25,4 +30,9 @@ fi
 echo "build/gpulet: only glibc is dynamic"
 
 fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}"
-echo "all tests passed"
+
+# One plain closing line: cmocka cases, pytest cases, valgrind runs.
+unit=$(for t in build-asan/tests/test_*; do "$t" 2>&1; done | grep -c '^\[       OK \]')
+py=$(tail -1 build-asan/pytest.log | grep -o '^[0-9]* passed' | grep -o '[0-9]*')
+vg=$(cd build && ctest -N -L valgrind | grep -c 'Test *#')
+echo "$((unit + py + vg)) passed, 0 failed"
