@@ -20,19 +20,23 @@ static nvmlReturn_t system_load(void)
     if (sim_state.loaded && !strcmp(spec, sim_state.spec))
         return NVML_SUCCESS;
     struct err e;
-    static struct scenario sc; /* large: kept off the caller's stack */
-    if (scenario_load(spec, &sc, &e) < 0) {
+    struct scenario *sc = malloc(sizeof *sc); /* large: kept off the caller's stack */
+    if (!sc)
+        return NVML_ERROR_MEMORY;
+    if (scenario_load(spec, sc, &e) < 0) {
         fprintf(stderr, "gpulet-nvml-sim: %s\n", e.msg);
+        free(sc);
         return NVML_ERROR_UNKNOWN;
     }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     sim_state.t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    sim_state.sc = sc;
+    sim_state.sc = *sc;
+    free(sc);
     snprintf(sim_state.spec, sizeof sim_state.spec, "%s", spec);
     memset(sim_state.gpus, 0, sizeof sim_state.gpus);
-    for (unsigned i = 0; i < sc.count; i++) {
-        sim_state.gpus[i].desc = sc.gpus[i];
+    for (unsigned i = 0; i < sim_state.sc.count; i++) {
+        sim_state.gpus[i].desc = sim_state.sc.gpus[i];
         sim_live_reset(&sim_state.gpus[i], true);
     }
     sim_state.loaded = true;

@@ -70,8 +70,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1,
     nvmlReturn_t rc = sim_enter_device(device1);
     if (rc)
         return rc;
-    struct nvmlDevice_st *base = sim_state.gpus;
-    if (!pathInfo || device2 < base || device2 >= base + sim_state.sc.count)
+    if (!pathInfo || !sim_is_device(device2))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (device2->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);

@@ -11,9 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "sim.h"
-
-#define CONTROL_DEFAULT_PATH "/tmp/gpulet-sim.sock"
 
 static void control_warn(const char *what)
 {
@@ -94,9 +93,7 @@ static int control_bind(int fd, const struct sockaddr_un *addr)
 
 void sim_control_start(void)
 {
-    const char *path = getenv("GPULET_SIM_CONTROL");
-    if (!path || !*path)
-        path = CONTROL_DEFAULT_PATH;
+    const char *path = sim_control_path();
     if (!strcmp(path, "off"))
         return;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};

@@ -20,6 +20,26 @@ struct scenario_src {
     bool numa_set[SIM_MAX_GPUS];
 };
 
+/* The product keys, "h100-sxm, h200, ...", for error messages. */
+static const char *scenario_product_keys(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; sim_products[i] && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", sim_products[i]->key);
+    return buf;
+}
+
+/* The preset names, "dgx-h100, hgx-h200, ...", for error messages. */
+static const char *scenario_preset_list(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; sim_preset_names[i] && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", sim_preset_names[i]);
+    return buf;
+}
+
 static uint64_t scenario_mix(uint64_t x)
 {
     /* splitmix64: a stable, well-spread hash for generated identities. */
@@ -89,17 +109,18 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
                                        "mig", NULL};
     if (ydoc_check_keys(d, n, "a gpus entry", keys, e) < 0)
         return -1;
+    char known[128];
     yaml_node_t *pn = ydoc_get(d, n, "product");
     if (!pn)
-        return ydoc_error(d, n, e, "gpus entry needs a product (one of h100-sxm, h200, "
-                                   "a100-80gb, l4, t4)");
+        return ydoc_error(d, n, e, "gpus entry needs a product (one of %s)",
+                          scenario_product_keys(known, sizeof known));
     const char *key = NULL;
     if (ydoc_scalar(d, pn, "product", &key, e) < 0)
         return -1;
     const struct sim_product *p = sim_product_find(key);
     if (!p)
-        return ydoc_error(d, pn, e, "unknown product '%s' (known: h100-sxm, h200, a100-80gb, "
-                                    "l4, t4)", key);
+        return ydoc_error(d, pn, e, "unknown product '%s' (known: %s)", key,
+                          scenario_product_keys(known, sizeof known));
     long count = 1;
     yaml_node_t *cn = ydoc_get(d, n, "count");
     if (cn && ydoc_int(d, cn, "count", 1, SIM_MAX_GPUS, &count, e) < 0)
@@ -354,9 +375,10 @@ int scenario_load(const char *spec, struct scenario *sc, struct err *e)
         return scenario_parse(source, text, strlen(text), sc, e);
     }
     /* Anything that is not a preset name must be a file. */
+    char known[160];
     if (!strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
-        return err_set(e, "unknown simulator preset '%s' (presets: dgx-h100, hgx-h200, "
-                          "a100-2x4, l4-pcie, t4, scale-64; or give a scenario file)", spec);
+        return err_set(e, "unknown simulator preset '%s' (presets: %s; or give a scenario file)",
+                       spec, scenario_preset_list(known, sizeof known));
     struct ydoc d;
     memset(sc, 0, sizeof *sc);
     if (ydoc_load_file(&d, spec, e) < 0)

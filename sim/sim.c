@@ -1,6 +1,7 @@
 /* State, locking and small helpers shared by the simulated NVML functions. */
 #include "sim.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +24,21 @@ nvmlReturn_t sim_enter(void)
     return NVML_SUCCESS;
 }
 
+bool sim_is_device(nvmlDevice_t dev)
+{
+    /* Integer arithmetic: comparing unrelated pointers is undefined in C. A
+     * handle is valid only if it points exactly at one of our GPUs. */
+    uintptr_t p = (uintptr_t)dev, base = (uintptr_t)sim_state.gpus;
+    size_t size = sizeof sim_state.gpus[0];
+    return p >= base && (p - base) % size == 0 && (p - base) / size < sim_state.sc.count;
+}
+
 nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
 {
     nvmlReturn_t rc = sim_enter();
     if (rc != NVML_SUCCESS)
         return rc;
-    struct nvmlDevice_st *base = sim_state.gpus;
-    /* A handle is valid only if it points at one of our GPUs, exactly. */
-    if (dev < base || dev >= base + sim_state.sc.count || dev != &base[dev - base])
+    if (!sim_is_device(dev))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (dev->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);

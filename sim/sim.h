@@ -72,6 +72,9 @@ extern struct sim sim_state;
 /* Locks the state and checks NVML is initialized; unlocks again on failure. */
 nvmlReturn_t sim_enter(void);
 
+/* True if dev is one of the scenario's GPUs. Caller holds the lock. */
+bool sim_is_device(nvmlDevice_t dev);
+
 /* sim_enter plus a valid, present device handle. */
 nvmlReturn_t sim_enter_device(nvmlDevice_t dev);
 

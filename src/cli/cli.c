@@ -45,8 +45,12 @@ int cli_nvml_start(const struct cli_nvml_opts *o, struct nvml *n, struct err *e)
     if (o->simulate) {
         /* Check the scenario here so a bad one fails with its own message
          * rather than as an NVML initialization error. */
-        static struct scenario sc;
-        if (scenario_load(o->simulate, &sc, e) < 0)
+        struct scenario *sc = malloc(sizeof *sc);
+        if (!sc)
+            return err_set(e, "out of memory");
+        int rc = scenario_load(o->simulate, sc, e);
+        free(sc);
+        if (rc < 0)
             return -1;
         if (cli_find_sim(lib, sizeof lib, e) < 0)
             return -1;

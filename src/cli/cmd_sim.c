@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "control.h"
 #include "scenario.h"
 #include "util/strbuf.h"
 
@@ -29,9 +30,7 @@ static const char sim_usage[] =
 
 static int sim_send(int argc, char **argv)
 {
-    const char *path = getenv("GPULET_SIM_CONTROL");
-    if (!path || !*path)
-        path = "/tmp/gpulet-sim.sock";
+    const char *path = sim_control_path();
     struct strbuf line = {0};
     for (int i = 0; i < argc; i++)
         strbuf_printf(&line, "%s%s", i ? " " : "", argv[i]);
@@ -86,12 +85,17 @@ int cmd_sim(int argc, char **argv)
             fputs(text, stdout);
             return CLI_OK;
         }
-        static struct scenario sc;
+        struct scenario *sc = malloc(sizeof *sc);
         struct err e;
-        if (scenario_load(argv[2], &sc, &e) < 0)
-            return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
-        printf("%s: %u GPUs, driver %s\n", sc.name, sc.count, sc.driver_version);
-        return CLI_OK;
+        int rc = CLI_OK;
+        if (!sc || scenario_load(argv[2], sc, &e) < 0) {
+            fprintf(stderr, "gpulet sim: %s\n", sc ? e.msg : "out of memory");
+            rc = CLI_FAIL;
+        } else {
+            printf("%s: %u GPUs, driver %s\n", sc->name, sc->count, sc->driver_version);
+        }
+        free(sc);
+        return rc;
     }
     static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "ping", NULL};
     for (size_t i = 0; remote[i]; i++)

@@ -51,8 +51,12 @@ static void watch_thread(void *arg)
             ev.data = data.eventData;
         }
         watch_push(w, &ev);
-        if (rc != NVML_SUCCESS && rc != NVML_ERROR_GPU_IS_LOST)
-            usleep(1000 * 1000); /* a broken wait must not spin a core */
+        /* A broken wait must not spin a core; back off a second, in steps
+         * short enough that stopping still takes one wait timeout at most. */
+        for (int i = 0; rc != NVML_SUCCESS && rc != NVML_ERROR_GPU_IS_LOST && i < 5 &&
+                        !watch_stopping(w);
+             i++)
+            usleep(WATCH_WAIT_MS * 1000);
     }
 }
 

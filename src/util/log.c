@@ -30,6 +30,6 @@ void log_msg(enum log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    /* One fputs per line keeps lines whole when threads log concurrently. */
+    /* One write per line keeps lines whole when threads log concurrently. */
     fprintf(stderr, "%s\n", line);
 }
