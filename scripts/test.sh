@@ -27,7 +27,12 @@ if [ -n "$extra" ]; then
     echo "$extra" >&2
     exit 1
 fi
-echo "build/gpulet: only glibc is dynamic"
+newest=$(objdump -T build/gpulet build/libgpulet-nvml-sim.so | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
+if [ "$(printf '%s\n' "$newest" GLIBC_2.34 | sort -V | tail -1)" != GLIBC_2.34 ]; then
+    echo "build/gpulet needs $newest; GPU nodes may have only glibc 2.34" >&2
+    exit 1
+fi
+echo "build/gpulet: only glibc is dynamic, and at most $newest"
 
 fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}"
 
