@@ -1,4 +1,5 @@
 /* gpulet: one daemon for NVIDIA GPUs in Kubernetes. Subcommand dispatch. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@ static const char main_usage[] =
 
 int main(int argc, char **argv)
 {
+    /* Sockets are written with write(2): a peer that hangs up must give
+     * EPIPE, not kill the daemon. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fputs(main_usage, stderr);
         return CLI_USAGE;

@@ -127,7 +127,6 @@ int cmd_agent(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_start(&a.sigint, agent_on_signal, SIGINT);
     uv_signal_start(&a.sigterm, agent_on_signal, SIGTERM);
-    signal(SIGPIPE, SIG_IGN);
     log_info("agent running; stop with SIGINT or SIGTERM");
     uv_run(&a.loop, UV_RUN_DEFAULT);
 

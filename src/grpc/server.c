@@ -1,0 +1,366 @@
+#include "grpc/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "grpc/h2io.h"
+
+struct grpc_conn {
+    struct h2io io;                  /* first: the h2io callbacks cast back to us */
+    struct grpc_server *srv;
+    struct grpc_call *calls;
+    struct grpc_conn *next, *prev;
+};
+
+struct grpc_call {
+    struct grpc_conn *conn;
+    int32_t stream_id;
+    char path[256];
+    struct strbuf req;               /* the request body as it arrives */
+    bool too_large;                  /* answered RESOURCE_EXHAUSTED already */
+    struct strbuf out;               /* framed response bytes not yet taken by nghttp2 */
+    size_t out_off;
+    bool headers_sent;               /* response HEADERS submitted */
+    bool finish_pending;             /* trailers go once out is drained */
+    bool finished;                   /* grpc_call_finish was called */
+    enum grpc_status status;
+    char message[256];
+    grpc_cancel_fn on_cancel;
+    void *cancel_ctx;
+    struct grpc_call *next, *prev;
+};
+
+struct grpc_server {
+    uv_loop_t *loop;
+    uv_pipe_t listener;
+    char path[108];
+    const struct grpc_method *methods;
+    size_t nmethods;
+    nghttp2_session_callbacks *cbs;
+    struct grpc_conn *conns;
+    bool closing, listener_closed;
+};
+
+#define NV(name, value)                                                                  \
+    {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),             \
+     NGHTTP2_NV_FLAG_NO_COPY_NAME}
+
+static void server_maybe_free(struct grpc_server *s)
+{
+    if (s->closing && s->listener_closed && !s->conns) {
+        nghttp2_session_callbacks_del(s->cbs);
+        free(s);
+    }
+}
+
+/* --- calls ---------------------------------------------------------------- */
+
+static void call_free(struct grpc_call *c)
+{
+    struct grpc_conn *conn = c->conn;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        conn->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    strbuf_free(&c->req);
+    strbuf_free(&c->out);
+    free(c);
+}
+
+/* Tells the owner of an unfinished call that it is gone, then frees it. */
+static void call_end(struct grpc_call *c)
+{
+    if (!c->finished && c->on_cancel)
+        c->on_cancel(c, c->cancel_ctx);
+    call_free(c);
+}
+
+static ssize_t call_read(nghttp2_session *h2, int32_t stream_id, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)ud;
+    struct grpc_call *c = src->ptr;
+    size_t avail = c->out.len - c->out_off;
+    if (avail) {
+        size_t n = avail < len ? avail : len;
+        memcpy(buf, c->out.data + c->out_off, n);
+        c->out_off += n;
+        if (c->out_off == c->out.len)
+            c->out.len = c->out_off = 0; /* drained: reuse the buffer */
+        return (ssize_t)n;
+    }
+    if (!c->finish_pending)
+        return NGHTTP2_ERR_DEFERRED;
+    /* All data sent: end DATA without END_STREAM and close with trailers. */
+    char code[16], msg[768];
+    snprintf(code, sizeof code, "%d", (int)c->status);
+    grpc_percent_encode(c->message, msg, sizeof msg);
+    nghttp2_nv trailers[] = {NV("grpc-status", code), NV("grpc-message", msg)};
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    c->finish_pending = false;
+    nghttp2_submit_trailer(h2, stream_id, trailers, c->message[0] ? 2 : 1);
+    return 0;
+}
+
+static void call_submit_headers(struct grpc_call *c)
+{
+    nghttp2_nv hdrs[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+    nghttp2_data_provider prd = {.source.ptr = c, .read_callback = call_read};
+    nghttp2_submit_response(c->conn->io.h2, c->stream_id, hdrs, 2, &prd);
+    c->headers_sent = true;
+}
+
+void grpc_call_send(struct grpc_call *c, const uint8_t *msg, size_t len)
+{
+    if (c->finished)
+        return;
+    grpc_frame(&c->out, msg, len);
+    if (!c->headers_sent)
+        call_submit_headers(c);
+    else
+        nghttp2_session_resume_data(c->conn->io.h2, c->stream_id);
+    h2io_flush(&c->conn->io);
+}
+
+void grpc_call_finish(struct grpc_call *c, enum grpc_status status, const char *message)
+{
+    if (c->finished)
+        return;
+    c->finished = true;
+    c->on_cancel = NULL;
+    c->status = status;
+    snprintf(c->message, sizeof c->message, "%s", message ? message : "");
+    nghttp2_session *h2 = c->conn->io.h2;
+    if (!c->headers_sent) {
+        /* Trailers-Only: one HEADERS frame with the status and END_STREAM. */
+        char code[16], msg[768];
+        snprintf(code, sizeof code, "%d", (int)status);
+        grpc_percent_encode(c->message, msg, sizeof msg);
+        nghttp2_nv hdrs[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
+                             NV("grpc-status", code), NV("grpc-message", msg)};
+        nghttp2_submit_response(h2, c->stream_id, hdrs, c->message[0] ? 4 : 3, NULL);
+        c->headers_sent = true;
+    } else {
+        c->finish_pending = true;
+        nghttp2_session_resume_data(h2, c->stream_id);
+    }
+    h2io_flush(&c->conn->io);
+}
+
+void grpc_call_on_cancel(struct grpc_call *c, grpc_cancel_fn fn, void *ctx)
+{
+    c->on_cancel = fn;
+    c->cancel_ctx = ctx;
+}
+
+static void call_dispatch(struct grpc_call *c)
+{
+    struct grpc_server *s = c->conn->srv;
+    const struct grpc_method *m = NULL;
+    for (size_t i = 0; i < s->nmethods && !m; i++)
+        if (!strcmp(s->methods[i].path, c->path))
+            m = &s->methods[i];
+    if (!m) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "unknown method %s", c->path);
+        grpc_call_finish(c, GRPC_UNIMPLEMENTED, msg);
+        return;
+    }
+    const uint8_t *msg;
+    size_t len;
+    const char *why;
+    enum grpc_status st = grpc_unframe_one((const uint8_t *)c->req.data, c->req.len, &msg, &len, &why);
+    if (st != GRPC_OK) {
+        grpc_call_finish(c, st, why);
+        return;
+    }
+    m->fn(c, msg, len, m->ctx);
+}
+
+/* --- nghttp2 callbacks --------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
+{
+    struct grpc_conn *conn = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct grpc_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    c->conn = conn;
+    c->stream_id = f->hd.stream_id;
+    c->next = conn->calls;
+    if (conn->calls)
+        conn->calls->prev = c;
+    conn->calls = c;
+    nghttp2_session_set_stream_user_data(h2, f->hd.stream_id, c);
+    return 0;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+    (void)flags;
+    (void)ud;
+    struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (c && namelen == 5 && !memcmp(name, ":path", 5))
+        snprintf(c->path, sizeof c->path, "%.*s", (int)valuelen, (const char *)value);
+    return 0;
+}
+
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                   size_t len, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, stream_id);
+    if (!c || c->too_large)
+        return 0;
+    if (c->req.len + len > GRPC_MAX_MESSAGE + 5) {
+        c->too_large = true;
+        strbuf_free(&c->req);
+        grpc_call_finish(c, GRPC_RESOURCE_EXHAUSTED, "request larger than 4 MiB");
+        return 0;
+    }
+    strbuf_append(&c->req, (const char *)data, len);
+    return 0;
+}
+
+static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
+{
+    (void)ud;
+    if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (c && !c->finished)
+        call_dispatch(c);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *h2, int32_t stream_id, uint32_t error, void *ud)
+{
+    (void)error;
+    (void)ud;
+    struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, stream_id);
+    if (c)
+        call_end(c);
+    return 0;
+}
+
+/* --- connections ---------------------------------------------------------- */
+
+static void conn_closed(struct h2io *io)
+{
+    struct grpc_conn *conn = (struct grpc_conn *)io;
+    struct grpc_server *s = conn->srv;
+    while (conn->calls)
+        call_end(conn->calls);
+    nghttp2_session_del(io->h2);
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        s->conns = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    free(conn);
+    server_maybe_free(s);
+}
+
+static void server_on_connection(uv_stream_t *listener, int status)
+{
+    struct grpc_server *s = listener->data;
+    if (status < 0 || s->closing)
+        return;
+    struct grpc_conn *conn = calloc(1, sizeof *conn);
+    if (!conn)
+        return;
+    conn->srv = s;
+    conn->io.on_closed = conn_closed;
+    uv_pipe_init(s->loop, &conn->io.pipe, 0);
+    conn->io.pipe.data = &conn->io;
+    conn->next = s->conns;
+    if (s->conns)
+        s->conns->prev = conn;
+    s->conns = conn;
+    if (uv_accept(listener, (uv_stream_t *)&conn->io.pipe) < 0 ||
+        nghttp2_session_server_new(&conn->io.h2, s->cbs, conn) != 0) {
+        h2io_close(&conn->io);
+        return;
+    }
+    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
+    nghttp2_submit_settings(conn->io.h2, NGHTTP2_FLAG_NONE, settings, 1);
+    if (h2io_start(&conn->io) < 0) {
+        h2io_close(&conn->io);
+        return;
+    }
+    h2io_flush(&conn->io);
+}
+
+int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path,
+                      const struct grpc_method *methods, size_t nmethods, struct err *e)
+{
+    *out = NULL;
+    struct grpc_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, "out of memory");
+    if (strlen(path) >= sizeof s->path) {
+        free(s);
+        return err_set(e, "socket path too long: %s", path);
+    }
+    strcpy(s->path, path);
+    s->loop = loop;
+    s->methods = methods;
+    s->nmethods = nmethods;
+    nghttp2_session_callbacks_new(&s->cbs);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(s->cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(s->cbs, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(s->cbs, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(s->cbs, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
+    uv_pipe_init(loop, &s->listener, 0);
+    s->listener.data = s;
+    unlink(path); /* a stale socket from an earlier run */
+    int rc = uv_pipe_bind(&s->listener, path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 128, server_on_connection);
+    if (rc < 0) {
+        err_set(e, "cannot listen on %s: %s", path, uv_strerror(rc));
+        s->closing = true;
+        grpc_server_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+static void server_listener_closed(uv_handle_t *h)
+{
+    struct grpc_server *s = h->data;
+    s->listener_closed = true;
+    server_maybe_free(s);
+}
+
+void grpc_server_close(struct grpc_server *s)
+{
+    if (!s)
+        return;
+    bool bound = !s->closing;
+    s->closing = true;
+    uv_close((uv_handle_t *)&s->listener, server_listener_closed);
+    if (bound)
+        unlink(s->path);
+    for (struct grpc_conn *c = s->conns; c; c = c->next)
+        h2io_close(&c->io);
+}
+
+const char *grpc_server_path(const struct grpc_server *s)
+{
+    return s->path;
+}
