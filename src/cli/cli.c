@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "scenario.h"
@@ -64,6 +67,41 @@ int cli_nvml_start(const struct cli_nvml_opts *o, struct nvml *n, struct err *e)
         return -1;
     }
     return 0;
+}
+
+int cli_unix_request(const char *path, const char *line, char *reply, size_t len,
+                     struct err *e)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr.sun_path)
+        return err_set(e, "socket path too long: %s", path);
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        err_set(e, "cannot reach %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    size_t n = strlen(line);
+    if (send(fd, line, n, MSG_NOSIGNAL) != (ssize_t)n) {
+        err_set(e, "writing to %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < len && (r = read(fd, reply + got, len - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fd);
+    reply[got] = '\0';
+    return 0;
+}
+
+const char *cli_status_socket(const char *flag)
+{
+    const char *env = getenv("GPULET_STATUS_SOCKET");
+    return flag ? flag : env && *env ? env : "/run/gpulet/status.sock";
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -17,11 +17,20 @@ struct cli_nvml_opts {
 /* Validates the scenario (if simulating), loads NVML and initializes it. */
 int cli_nvml_start(const struct cli_nvml_opts *o, struct nvml *n, struct err *e);
 
+/* Sends one line to a unix socket and reads the whole answer into reply.
+ * Fails, naming the socket, when it cannot connect. */
+int cli_unix_request(const char *path, const char *line, char *reply, size_t len,
+                     struct err *e);
+
+/* The agent's status socket: --status-socket, $GPULET_STATUS_SOCKET or the default. */
+const char *cli_status_socket(const char *flag);
+
 /* Prints "gpulet: <msg>" to stderr and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int cmd_list(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 
 #endif

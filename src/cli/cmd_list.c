@@ -1,6 +1,8 @@
-/* gpulet list: the node's GPUs as a table, JSON or a topology matrix. */
+/* gpulet list: the node's GPUs as a table, JSON or a topology matrix, with
+ * the running agent's health when one answers on the status socket. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -9,19 +11,45 @@
 
 static const char list_usage[] =
     "usage: gpulet list [-o table|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
+    "                   [--status-socket PATH]\n"
     "  -o, --output FORMAT   table (default), json, or topology (like nvidia-smi topo -m)\n"
     "  --simulate SPEC       use simulated GPUs: a preset name or a scenario file\n"
-    "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n";
+    "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n"
+    "  --status-socket PATH  the agent to ask for GPU health [/run/gpulet/status.sock]\n";
+
+/* Fills health[] from the agent's "health" answer; false when no agent answers. */
+static bool list_agent_health(const char *socket, const struct gpu_inventory *inv,
+                              struct gpu_health *health)
+{
+    char reply[16384];
+    struct err e;
+    if (cli_unix_request(socket, "health\n", reply, sizeof reply, &e) < 0)
+        return false;
+    char *save = NULL;
+    for (char *line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char state[16], uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        int used = 0;
+        if (sscanf(line, "%*u %15s %95s %n", state, uuid, &used) < 2)
+            continue;
+        for (unsigned i = 0; i < inv->count; i++) {
+            if (strcmp(inv->gpus[i].uuid, uuid) || !strcmp(state, "Healthy"))
+                continue;
+            health[i].reason = HEALTH_XID; /* any reason: shown through its detail */
+            snprintf(health[i].detail, sizeof health[i].detail, "%s", line + used);
+        }
+    }
+    return true;
+}
 
 int cmd_list(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"simulate", required_argument, NULL, 's'},
-        {"nvml", required_argument, NULL, 'n'},   {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'},   {"simulate", required_argument, NULL, 's'},
+        {"nvml", required_argument, NULL, 'n'},     {"status-socket", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     struct cli_nvml_opts no = {0};
-    const char *format = "table";
+    const char *format = "table", *status = NULL;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+o:h", opts, NULL)) != -1) {
@@ -29,6 +57,7 @@ int cmd_list(int argc, char **argv)
         case 'o': format = optarg; break;
         case 's': no.simulate = optarg; break;
         case 'n': no.nvml_path = optarg; break;
+        case 'S': status = optarg; break;
         case 'h': fputs(list_usage, stdout); return CLI_OK;
         default: return cli_usage_error("list", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -49,15 +78,21 @@ int cmd_list(int argc, char **argv)
         nvml_close(&n);
         return CLI_FAIL;
     }
+    struct gpu_health *health = calloc(inv.count + 1, sizeof *health);
+    if (health && !list_agent_health(cli_status_socket(status), &inv, health)) {
+        free(health);
+        health = NULL;
+    }
     struct strbuf out = {0};
     if (!strcmp(format, "json"))
-        gpu_render_json(&inv, &out);
+        gpu_render_json(&inv, health, &out);
     else if (!strcmp(format, "topology"))
         gpu_render_topology(&inv, &out);
     else
-        gpu_render_table(&inv, &out);
+        gpu_render_table(&inv, health, &out);
     fputs(out.data, stdout);
     strbuf_free(&out);
+    free(health);
     gpu_inventory_free(&inv);
     nvml_close(&n);
     return CLI_OK;

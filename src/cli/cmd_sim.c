@@ -1,12 +1,8 @@
 /* gpulet sim: fault injection into a process running the simulated NVML,
  * plus the built-in presets. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "control.h"
@@ -30,33 +26,20 @@ static const char sim_usage[] =
 
 static int sim_send(int argc, char **argv)
 {
-    const char *path = sim_control_path();
     struct strbuf line = {0};
     for (int i = 0; i < argc; i++)
         strbuf_printf(&line, "%s%s", i ? " " : "", argv[i]);
     strbuf_puts(&line, "\n");
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-        fprintf(stderr, "gpulet sim: cannot reach the simulator at %s: %s (is a process "
-                        "running with --simulate?)\n", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        strbuf_free(&line);
+    char reply[1024];
+    struct err e;
+    int rc = cli_unix_request(sim_control_path(), line.data, reply, sizeof reply, &e);
+    strbuf_free(&line);
+    if (rc < 0) {
+        fprintf(stderr, "gpulet sim: %s (is a process running with --simulate?)\n", e.msg);
         return CLI_FAIL;
     }
-    (void)!send(fd, line.data, line.len, MSG_NOSIGNAL);
-    strbuf_free(&line);
-    char reply[1024];
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < sizeof reply && (r = read(fd, reply + n, sizeof reply - 1 - n)) > 0)
-        n += (size_t)r;
-    close(fd);
-    reply[n] = '\0';
     if (strncmp(reply, "ok", 2) != 0) {
-        fprintf(stderr, "gpulet sim: %s", n ? reply : "no answer from the simulator\n");
+        fprintf(stderr, "gpulet sim: %s", reply[0] ? reply : "no answer from the simulator\n");
         return CLI_FAIL;
     }
     fputs(reply, stdout);

@@ -6,12 +6,17 @@
 
 #define MIB (1024ULL * 1024ULL)
 
-const char *gpu_render_health(const struct gpu_info *g)
+const char *gpu_render_health(const struct gpu_info *g, const struct gpu_health *h)
 {
-    return g->lost ? "Lost" : g->problem[0] ? "Degraded" : "Healthy";
+    if (g->lost)
+        return "Lost";
+    if (h && h->reason != HEALTH_OK)
+        return "Unhealthy";
+    return g->problem[0] ? "Degraded" : "Healthy";
 }
 
-void gpu_render_table(const struct gpu_inventory *inv, struct strbuf *out)
+void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health,
+                      struct strbuf *out)
 {
     strbuf_printf(out, "%-5s %-40s %-24s %10s %-16s %4s %s\n", "INDEX", "UUID", "PRODUCT",
                   "MEMORY", "BUS ID", "NUMA", "HEALTH");
@@ -22,9 +27,13 @@ void gpu_render_table(const struct gpu_inventory *inv, struct strbuf *out)
             snprintf(numa, sizeof numa, "%d", g->numa_node);
         if (g->memory_total)
             snprintf(mem, sizeof mem, "%llu MiB", g->memory_total / MIB);
-        strbuf_printf(out, "%-5u %-40s %-24s %10s %-16s %4s %s\n", g->index,
+        const struct gpu_health *h = health ? &health[i] : NULL;
+        strbuf_printf(out, "%-5u %-40s %-24s %10s %-16s %4s %s", g->index,
                       g->uuid[0] ? g->uuid : "-", g->name[0] ? g->name : "-", mem,
-                      g->pci_bus_id[0] ? g->pci_bus_id : "-", numa, gpu_render_health(g));
+                      g->pci_bus_id[0] ? g->pci_bus_id : "-", numa, gpu_render_health(g, h));
+        if (h && h->reason != HEALTH_OK)
+            strbuf_printf(out, " (%s)", h->detail);
+        strbuf_puts(out, "\n");
     }
     strbuf_printf(out, "%u GPU%s, driver %s, CUDA %d.%d\n", inv->count, inv->count == 1 ? "" : "s",
                   inv->driver_version[0] ? inv->driver_version : "unknown",
@@ -39,9 +48,11 @@ static void render_int_or_null(struct strbuf *out, const char *key, int v)
         strbuf_printf(out, ",\"%s\":%d", key, v);
 }
 
-static void render_gpu_json(const struct gpu_inventory *inv, unsigned i, struct strbuf *out)
+static void render_gpu_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+                            unsigned i, struct strbuf *out)
 {
     const struct gpu_info *g = &inv->gpus[i];
+    const struct gpu_health *h = health ? &health[i] : NULL;
     strbuf_printf(out, "{\"index\":%u,\"minor\":%u,\"uuid\":", g->index, g->minor);
     json_string(out, g->uuid);
     strbuf_puts(out, ",\"name\":");
@@ -56,7 +67,11 @@ static void render_gpu_json(const struct gpu_inventory *inv, unsigned i, struct 
     strbuf_printf(out, ",\"architecture\":\"%s\",\"mig_mode\":%s,\"health\":\"%s\"",
                   g->architecture,
                   g->mig_mode < 0 ? "null" : g->mig_mode ? "\"enabled\"" : "\"disabled\"",
-                  gpu_render_health(g));
+                  gpu_render_health(g, h));
+    if (h && h->reason != HEALTH_OK) {
+        strbuf_puts(out, ",\"health_reason\":");
+        json_string(out, h->detail);
+    }
     if (g->problem[0]) {
         strbuf_puts(out, ",\"problem\":");
         json_string(out, g->problem);
@@ -73,7 +88,8 @@ static void render_gpu_json(const struct gpu_inventory *inv, unsigned i, struct 
     strbuf_puts(out, "]}");
 }
 
-void gpu_render_json(const struct gpu_inventory *inv, struct strbuf *out)
+void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+                     struct strbuf *out)
 {
     strbuf_puts(out, "{\"driver_version\":");
     json_string(out, inv->driver_version);
@@ -90,7 +106,7 @@ void gpu_render_json(const struct gpu_inventory *inv, struct strbuf *out)
     for (unsigned i = 0; i < inv->count; i++) {
         if (i)
             strbuf_puts(out, ",");
-        render_gpu_json(inv, i, out);
+        render_gpu_json(inv, health, i, out);
     }
     strbuf_puts(out, "]}\n");
 }

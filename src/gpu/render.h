@@ -3,19 +3,24 @@
 #ifndef GPULET_RENDER_H
 #define GPULET_RENDER_H
 
+#include "gpu/health.h"
 #include "gpu/inventory.h"
 #include "util/strbuf.h"
 
-/* One row per GPU: index, UUID, product, memory, bus id, NUMA node, health. */
-void gpu_render_table(const struct gpu_inventory *inv, struct strbuf *out);
+/* One row per GPU: index, UUID, product, memory, bus id, NUMA node, health.
+ * health (one per GPU) is the running agent's view, or NULL without one. */
+void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health,
+                      struct strbuf *out);
 
-/* The whole inventory, topology included, as one JSON object. */
-void gpu_render_json(const struct gpu_inventory *inv, struct strbuf *out);
+/* The whole inventory, topology and health included, as one JSON object. */
+void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+                     struct strbuf *out);
 
 /* The GPU-to-GPU matrix: X, NV<n>, or the PCIe level (PIX, NODE, SYS...). */
 void gpu_render_topology(const struct gpu_inventory *inv, struct strbuf *out);
 
-/* "Healthy", "Lost" or "Degraded": what NVML said while reading the GPU. */
-const char *gpu_render_health(const struct gpu_info *g);
+/* "Lost" or "Degraded" from what NVML said while reading the GPU, else the
+ * agent's "Unhealthy" (h may be NULL), else "Healthy". */
+const char *gpu_render_health(const struct gpu_info *g, const struct gpu_health *h);
 
 #endif

@@ -1,5 +1,6 @@
 #include "gpu/watch.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -8,12 +9,15 @@
 #define WATCH_WAIT_MS 200   /* bounds how long stopping takes */
 #define WATCH_EVENTS (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError)
 
-static unsigned watch_gpu_of(const struct gpu_watch *w, nvmlDevice_t dev)
+static unsigned watch_gpu_of(struct gpu_watch *w, nvmlDevice_t dev)
 {
-    for (unsigned i = 0; i < w->inv->count; i++)
-        if (w->inv->gpus[i].handle == dev)
-            return i;
-    return GPU_WATCH_ANY_GPU;
+    unsigned gpu = GPU_WATCH_ANY_GPU;
+    uv_mutex_lock(&w->lock);
+    for (unsigned i = 0; i < w->count && gpu == GPU_WATCH_ANY_GPU; i++)
+        if (w->handles[i] == dev)
+            gpu = i;
+    uv_mutex_unlock(&w->lock);
+    return gpu;
 }
 
 static void watch_push(struct gpu_watch *w, const struct gpu_event *ev)
@@ -81,7 +85,19 @@ static void watch_drain(uv_async_t *async)
     }
 }
 
-static int watch_register(struct gpu_watch *w, struct err *e)
+static void watch_register_gpu(struct gpu_watch *w, unsigned gpu, nvmlDevice_t h)
+{
+    struct nvml *n = w->nvml;
+    unsigned long long supported = WATCH_EVENTS;
+    if (n->DeviceGetSupportedEventTypes &&
+        n->DeviceGetSupportedEventTypes(h, &supported) != NVML_SUCCESS)
+        supported = 0;
+    nvmlReturn_t rc = n->DeviceRegisterEvents(h, supported & WATCH_EVENTS, w->set);
+    if (rc != NVML_SUCCESS)
+        log_warn("GPU %u: cannot watch XID/ECC events: %s", gpu, nvml_strerror(n, rc));
+}
+
+static int watch_register(struct gpu_watch *w, const struct gpu_inventory *inv, struct err *e)
 {
     struct nvml *n = w->nvml;
     if (!n->EventSetCreate || !n->DeviceRegisterEvents || !n->EventSetWait || !n->EventSetFree)
@@ -89,19 +105,26 @@ static int watch_register(struct gpu_watch *w, struct err *e)
     nvmlReturn_t rc = n->EventSetCreate(&w->set);
     if (rc != NVML_SUCCESS)
         return err_set(e, "nvmlEventSetCreate: %s", nvml_strerror(n, rc));
-    for (unsigned i = 0; i < w->inv->count; i++) {
-        const struct gpu_info *g = &w->inv->gpus[i];
-        if (g->lost || !g->handle)
-            continue;
-        unsigned long long supported = WATCH_EVENTS;
-        if (n->DeviceGetSupportedEventTypes &&
-            n->DeviceGetSupportedEventTypes(g->handle, &supported) != NVML_SUCCESS)
-            supported = 0;
-        rc = n->DeviceRegisterEvents(g->handle, supported & WATCH_EVENTS, w->set);
-        if (rc != NVML_SUCCESS)
-            log_warn("GPU %u: cannot watch XID/ECC events: %s", i, nvml_strerror(n, rc));
+    w->count = inv->count;
+    w->handles = calloc(inv->count + 1, sizeof *w->handles);
+    if (!w->handles)
+        return err_set(e, "out of memory");
+    for (unsigned i = 0; i < inv->count; i++) {
+        w->handles[i] = inv->gpus[i].handle;
+        if (!inv->gpus[i].lost && inv->gpus[i].handle)
+            watch_register_gpu(w, i, inv->gpus[i].handle);
     }
     return 0;
+}
+
+void gpu_watch_set_handle(struct gpu_watch *w, unsigned gpu, nvmlDevice_t handle)
+{
+    if (!w->running || gpu >= w->count)
+        return;
+    uv_mutex_lock(&w->lock);
+    w->handles[gpu] = handle;
+    uv_mutex_unlock(&w->lock);
+    watch_register_gpu(w, gpu, handle);
 }
 
 int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
@@ -109,13 +132,14 @@ int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
 {
     memset(w, 0, sizeof *w);
     w->nvml = n;
-    w->inv = inv;
     w->cb = cb;
     w->ctx = ctx;
-    if (watch_register(w, e) < 0) {
+    if (watch_register(w, inv, e) < 0) {
         if (w->set)
             n->EventSetFree(w->set);
         w->set = NULL;
+        free(w->handles);
+        w->handles = NULL;
         return -1;
     }
     uv_mutex_init(&w->lock);
@@ -126,6 +150,8 @@ int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
         uv_mutex_destroy(&w->lock);
         n->EventSetFree(w->set);
         w->set = NULL;
+        free(w->handles);
+        w->handles = NULL;
         return err_set(e, "cannot start the NVML event thread");
     }
     w->running = true;
@@ -144,5 +170,7 @@ void gpu_watch_stop(struct gpu_watch *w)
     w->set = NULL;
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_mutex_destroy(&w->lock);
+    free(w->handles);
+    w->handles = NULL;
     w->running = false;
 }

@@ -23,7 +23,8 @@ typedef void (*gpu_watch_cb)(void *ctx, const struct gpu_event *ev);
 
 struct gpu_watch {
     struct nvml *nvml;
-    const struct gpu_inventory *inv;
+    nvmlDevice_t *handles;         /* the watcher's own copy, guarded by lock */
+    unsigned count;
     nvmlEventSet_t set;
     uv_thread_t thread;
     uv_async_t async;
@@ -42,5 +43,8 @@ int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
 
 /* Stops the thread (within one wait timeout), frees the event set, closes the async. */
 void gpu_watch_stop(struct gpu_watch *w);
+
+/* A GPU answers with a new handle (after a reset): watch that one. */
+void gpu_watch_set_handle(struct gpu_watch *w, unsigned gpu, nvmlDevice_t handle);
 
 #endif

@@ -50,7 +50,8 @@
     X(DeviceGetSupportedEventTypes, nvmlDeviceGetSupportedEventTypes,                 \
       "nvmlDeviceGetSupportedEventTypes")                                             \
     X(DeviceRegisterEvents, nvmlDeviceRegisterEvents, "nvmlDeviceRegisterEvents")     \
-    X(EventSetWait, nvmlEventSetWait_v2, "nvmlEventSetWait_v2", "nvmlEventSetWait")
+    X(EventSetWait, nvmlEventSetWait_v2, "nvmlEventSetWait_v2", "nvmlEventSetWait")     \
+    X(DeviceGetTotalEccErrors, nvmlDeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors")
 
 struct nvml {
     void *dl;            /* NULL when functions come from a test's lookup */

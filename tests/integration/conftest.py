@@ -84,3 +84,31 @@ def agent(sim_env, tmp_path):
     yield start
     for a in started:
         a.stop(sig=signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def stubs(tmp_path_factory):
+    from kubelet import load_stubs
+    return load_stubs(tmp_path_factory.mktemp("stubs"))
+
+
+@pytest.fixture
+def kubelet(tmp_path, stubs):
+    """A running fake kubelet under tmp_path/kubelet."""
+    from kubelet import FakeKubelet
+    k = FakeKubelet(tmp_path / "kubelet", *stubs)
+    k.start()
+    yield k
+    k.stop()
+
+
+@pytest.fixture
+def plugin_agent(agent, kubelet, tmp_path):
+    """Starts an agent against the fake kubelet; returns (agent, kubelet)."""
+    def start(*args, wait=True):
+        a = agent("--kubelet-root", str(kubelet.root), "--status-socket",
+                  str(tmp_path / "status.sock"), *args)
+        if wait:
+            kubelet.wait_registrations(len(kubelet.registrations) + 1)
+        return a
+    return start

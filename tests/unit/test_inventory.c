@@ -37,7 +37,7 @@ static void test_dgx_h100(void **state)
         assert_int_equal(g->cc_major, 9);
         assert_string_equal(g->architecture, "hopper");
         assert_int_equal(g->mig_mode, 0);
-        assert_string_equal(gpu_render_health(g), "Healthy");
+        assert_string_equal(gpu_render_health(g, NULL), "Healthy");
         for (unsigned j = 0; j < 8; j++)
             if (i != j)
                 assert_int_equal(gpu_inventory_link(&inv, i, j)->nvlinks, 18);
@@ -91,12 +91,12 @@ static void test_lost_gpu(void **state)
     struct err e;
     assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
     assert_true(inv.gpus[6].lost);
-    assert_string_equal(gpu_render_health(&inv.gpus[6]), "Lost");
+    assert_string_equal(gpu_render_health(&inv.gpus[6], NULL), "Lost");
     assert_contains(inv.gpus[6].problem, "GPU is lost");
     assert_false(inv.gpus[5].lost);
     assert_int_equal(gpu_inventory_link(&inv, 5, 6)->nvlinks, 0);
     struct strbuf out = {0};
-    gpu_render_json(&inv, &out);
+    gpu_render_json(&inv, NULL, &out);
     assert_contains(out.data, "\"health\":\"Lost\"");
     strbuf_free(&out);
     assert_string_equal(testutil_sim_command("recover 6"), "ok\n");

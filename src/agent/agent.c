@@ -1,0 +1,216 @@
+/* The agent's life: configuration, NVML, inventory, health, the device
+ * plugin and the status socket on one loop; SIGHUP reloads the config,
+ * SIGINT and SIGTERM stop it cleanly. */
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "gpu/render.h"
+#include "util/log.h"
+
+static void agent_log_inventory(const struct agent *a)
+{
+    const struct gpu_inventory *inv = &a->inv;
+    log_info("NVML %s (driver %s, CUDA %d.%d) from %s: %u GPU(s)", inv->nvml_version,
+             inv->driver_version, inv->cuda_version / 1000, inv->cuda_version % 1000 / 10,
+             inv->library, inv->count);
+    for (unsigned i = 0; i < inv->count; i++) {
+        const struct gpu_info *g = &inv->gpus[i];
+        log_info("GPU %u: %s %s bus %s NUMA %d %s%s%s", g->index, g->uuid, g->name, g->pci_bus_id,
+                 g->numa_node, gpu_render_health(g, NULL), g->problem[0] ? ": " : "", g->problem);
+    }
+    if (inv->count == 0)
+        log_warn("no GPUs found: advertising an empty %s list", PLUGIN_RESOURCE);
+}
+
+/* MIG devices as resources arrive with the MIG strategies; until then a
+ * strategy other than none must not pretend to work. */
+static int agent_check_mig(const struct agent *a, struct err *e)
+{
+    if (a->cfg.mig_strategy == CONFIG_MIG_NONE)
+        return 0;
+    for (unsigned i = 0; i < a->inv.count; i++)
+        if (a->inv.gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE)
+            return err_set(e, "GPU %u has MIG enabled, and MIG strategy single/mixed is not "
+                              "supported yet: use --mig-strategy none (MIG GPUs are then "
+                              "advertised whole)", i);
+    return 0;
+}
+
+static void agent_restart(uv_timer_t *t);
+
+static void agent_stop(struct agent *a, const char *why)
+{
+    log_info("%s, stopping", why);
+    uv_stop(&a->loop);
+}
+
+static void agent_on_signal(uv_signal_t *s, int signum)
+{
+    struct agent *a = s->data;
+    if (signum != SIGHUP) {
+        agent_stop(a, signum == SIGINT ? "received SIGINT" : "received SIGTERM");
+        return;
+    }
+    /* Reload: a bad new config is reported and the running one kept. */
+    struct config next;
+    struct err e;
+    if (config_load(&next, &a->args, &e) < 0) {
+        log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
+        return;
+    }
+    if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
+        strcmp(next.nvml_path, a->cfg.nvml_path))
+        log_warn("SIGHUP: kubelet-root, simulate and nvml changes take effect at restart");
+    strcpy(next.kubelet_root, a->cfg.kubelet_root);
+    struct config old = a->cfg;
+    a->cfg = next;
+    if (agent_check_mig(a, &e) < 0) {
+        log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
+        a->cfg = old;
+        return;
+    }
+    log_set_level((enum log_level)a->cfg.log_level);
+    config_log(&a->cfg);
+    if (a->plugin_running) {
+        plugin_stop(&a->plugin);
+        a->plugin_running = false;
+    }
+    /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
+     * in the next loop iteration, after those closes, so the plugin's memory
+     * is free to reuse by then. */
+    uv_timer_t *t = malloc(sizeof *t);
+    if (!t)
+        abort();
+    uv_timer_init(&a->loop, t);
+    t->data = a;
+    uv_timer_start(t, agent_restart, 0, 0);
+}
+
+static void agent_free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void agent_restart(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    uv_close((uv_handle_t *)t, agent_free_handle);
+    struct err e;
+    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, &e) < 0) {
+        log_error("SIGHUP: device plugin did not restart: %s", e.msg);
+        return;
+    }
+    a->plugin_running = true;
+}
+
+/* NVML, inventory, health, plugin, status; 0, or an exit code. */
+static int agent_start(struct agent *a)
+{
+    struct err e;
+    double t0 = nvml_clock_ms();
+    struct cli_nvml_opts no = {a->cfg.simulate[0] ? a->cfg.simulate : NULL,
+                               a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL};
+    if (cli_nvml_start(&no, &a->nvml, &e) < 0) {
+        if (a->cfg.fail_on_init_error) {
+            log_error("%s", e.msg);
+            return CLI_FAIL;
+        }
+        /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
+        log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
+        return 0;
+    }
+    double t_nvml = nvml_clock_ms();
+    if (gpu_inventory_build(&a->nvml, &a->inv, &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    double t_inv = nvml_clock_ms();
+    agent_log_inventory(a);
+    if (agent_check_mig(a, &e) < 0 || agent_health_start(a, &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    agent_status_start(a);
+    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    a->plugin_running = true;
+    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
+             a->nvml.load_ms, a->nvml.init_ms, t_inv - t_nvml, nvml_clock_ms() - t0);
+    return 0;
+}
+
+static void agent_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void agent_shutdown(struct agent *a)
+{
+    if (a->plugin_running)
+        plugin_stop(&a->plugin);
+    a->plugin_running = false;
+    agent_health_stop(a);
+    agent_status_stop(a);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
+    uv_run(&a->loop, UV_RUN_DEFAULT); /* close callbacks, a probe in flight */
+    uv_walk(&a->loop, agent_close_walk, NULL);
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&a->loop) != 0)
+        log_warn("libuv loop closed with handles still open");
+    agent_status_free(a);
+    free(a->health);
+    free(a->probe);
+    free(a->probe_handle);
+    gpu_inventory_free(&a->inv);
+    nvml_close(&a->nvml);
+}
+
+int agent_run(struct agent *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    struct err e;
+    if (config_parse_args(&a->args, argc, argv, &e) < 0)
+        return cli_usage_error("agent", "%s", e.msg);
+    if (a->args.help) {
+        config_usage(stdout);
+        return CLI_OK;
+    }
+    if (config_load(&a->cfg, &a->args, &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    log_set_level((enum log_level)a->cfg.log_level);
+    if (health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
+                           getenv("DP_ENABLE_HEALTHCHECKS"), &e) < 0) {
+        log_error("%s", e.msg);
+        return CLI_FAIL;
+    }
+    config_log(&a->cfg);
+    uv_loop_init(&a->loop);
+    uv_signal_t *sigs[] = {&a->sigint, &a->sigterm, &a->sighup};
+    const int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&a->loop, sigs[i]);
+        sigs[i]->data = a;
+        uv_signal_start(sigs[i], agent_on_signal, signums[i]);
+    }
+    int rc = agent_start(a);
+    if (rc == 0) {
+        log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+        uv_run(&a->loop, UV_RUN_DEFAULT);
+    }
+    agent_shutdown(a);
+    log_info("agent stopped");
+    return rc;
+}

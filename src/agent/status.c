@@ -1,0 +1,204 @@
+/* The status socket: a unix socket on which `gpulet list` and `gpulet
+ * health` ask the running agent about GPU health. One command line in, the
+ * answer out, then the connection closes. A client that says nothing for
+ * two seconds is dropped, so none can hold the loop's resources. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "util/log.h"
+#include "util/strbuf.h"
+
+#define STATUS_MAX_LINE 512
+#define STATUS_IDLE_MS 2000
+
+struct agent_status {
+    struct agent *a;
+    uv_pipe_t listener;
+    char path[CONFIG_PATH_MAX];
+};
+
+struct status_conn {
+    uv_pipe_t pipe;
+    uv_timer_t timer;
+    int handles;
+    struct agent_status *s;
+    char line[STATUS_MAX_LINE];
+    size_t len;
+    bool answered;
+};
+
+static void status_conn_closed(uv_handle_t *h)
+{
+    struct status_conn *c = h->data;
+    if (--c->handles == 0)
+        free(c);
+}
+
+static void status_conn_close(struct status_conn *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->pipe)) {
+        uv_close((uv_handle_t *)&c->pipe, status_conn_closed);
+        uv_close((uv_handle_t *)&c->timer, status_conn_closed);
+    }
+}
+
+static void status_written(uv_write_t *req, int status)
+{
+    (void)status;
+    struct status_conn *c = req->data;
+    free(req);
+    status_conn_close(c);
+}
+
+/* "health": one line per GPU: index, state, UUID, reason. */
+static void status_health(struct agent *a, struct strbuf *out)
+{
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        const struct gpu_health *h = &a->health[i];
+        strbuf_printf(out, "%u %s %s %s\n", i, health_name(h), a->inv.gpus[i].uuid,
+                      h->reason == HEALTH_OK ? "-" : h->detail);
+    }
+}
+
+static void status_answer(struct status_conn *c)
+{
+    struct agent *a = c->s->a;
+    struct strbuf out = {0};
+    char *nl = strchr(c->line, '\n');
+    if (nl)
+        *nl = '\0';
+    char why[256];
+    if (!strcmp(c->line, "health"))
+        status_health(a, &out);
+    else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, why, sizeof why) == 0)
+        strbuf_puts(&out, "ok\n");
+    else if (!strncmp(c->line, "clear ", 6))
+        strbuf_printf(&out, "error: %s\n", why);
+    else
+        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, clear GPU)\n", c->line);
+    if (out.len && out.data[out.len - 1] != '\n')
+        strbuf_puts(&out, "\n");
+    c->answered = true;
+    uv_write_t *req = malloc(sizeof *req + out.len);
+    if (!req) {
+        strbuf_free(&out);
+        status_conn_close(c);
+        return;
+    }
+    memcpy(req + 1, out.data, out.len);
+    req->data = c;
+    uv_buf_t buf = uv_buf_init((char *)(req + 1), (unsigned)out.len);
+    if (uv_write(req, (uv_stream_t *)&c->pipe, &buf, 1, status_written) < 0) {
+        free(req);
+        status_conn_close(c);
+    }
+    strbuf_free(&out);
+}
+
+static void status_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    struct status_conn *c = h->data;
+    *buf = uv_buf_init(c->line + c->len, (unsigned)(sizeof c->line - 1 - c->len));
+}
+
+static void status_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    (void)buf;
+    struct status_conn *c = st->data;
+    if (c->answered)
+        return;
+    if (n < 0) {
+        status_conn_close(c);
+        return;
+    }
+    c->len += (size_t)n;
+    c->line[c->len] = '\0';
+    if (strchr(c->line, '\n') || c->len == sizeof c->line - 1) {
+        uv_read_stop(st);
+        status_answer(c);
+    }
+}
+
+static void status_idle(uv_timer_t *t)
+{
+    status_conn_close(t->data);
+}
+
+static void status_accept(uv_stream_t *listener, int status)
+{
+    struct agent_status *s = listener->data;
+    if (status < 0)
+        return;
+    struct status_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->s = s;
+    uv_pipe_init(listener->loop, &c->pipe, 0);
+    uv_timer_init(listener->loop, &c->timer);
+    c->pipe.data = c->timer.data = c;
+    c->handles = 2;
+    if (uv_accept(listener, (uv_stream_t *)&c->pipe) < 0 ||
+        uv_read_start((uv_stream_t *)&c->pipe, status_alloc, status_read) < 0) {
+        status_conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, status_idle, STATUS_IDLE_MS, 0);
+}
+
+void agent_status_start(struct agent *a)
+{
+    const char *path = a->cfg.status_socket;
+    if (!*path)
+        return;
+    struct agent_status *s = calloc(1, sizeof *s);
+    if (!s)
+        return;
+    s->a = a;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    char dir[CONFIG_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        mkdir(dir, 0755); /* /run/gpulet on a fresh node; an error shows at bind */
+    }
+    uv_pipe_init(&a->loop, &s->listener, 0);
+    s->listener.data = s;
+    unlink(path);
+    int rc = uv_pipe_bind(&s->listener, path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 16, status_accept);
+    if (rc < 0) {
+        log_warn("status socket %s: %s; `gpulet list` will not show agent health", path,
+                 uv_strerror(rc));
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        a->status = s; /* freed at stop, after the close above completes */
+        s->path[0] = '\0';
+        return;
+    }
+    a->status = s;
+}
+
+void agent_status_stop(struct agent *a)
+{
+    struct agent_status *s = a->status;
+    if (!s)
+        return;
+    if (s->path[0]) {
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        unlink(s->path);
+    }
+}
+
+/* Frees the status struct once the loop has closed its handle. */
+void agent_status_free(struct agent *a)
+{
+    free(a->status);
+    a->status = NULL;
+}

@@ -1,0 +1,389 @@
+#include "config/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/log.h"
+#include "util/strbuf.h"
+#include "util/ydoc.h"
+
+enum config_type { T_BOOL, T_STRING, T_ENUM, T_LIST, T_UINT };
+
+struct config_opt {
+    const char *flag;           /* without "--" */
+    const char *env;            /* NULL: no variable */
+    const char *key;            /* path in the v1 file; NULL: not in the file */
+    enum config_type type;
+    size_t offset;
+    size_t size;                /* for T_STRING */
+    const char *const *choices; /* T_ENUM values by index; T_LIST names by bit */
+    const char *def;
+    const char *help;
+};
+
+static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
+static const char *const id_choices[] = {"uuid", "index", NULL};
+static const char *const list_choices[] = {"envvar", "volume-mounts", "cdi-annotations",
+                                           "cdi-cri", NULL};
+static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
+
+#define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
+#define F(field) offsetof(struct config, field), 0
+
+static const struct config_opt options[] = {
+    {"mig-strategy", "MIG_STRATEGY", "flags.migStrategy", T_ENUM, F(mig_strategy), mig_choices,
+     "none", "MIG strategy: none, single or mixed"},
+    {"fail-on-init-error", "FAIL_ON_INIT_ERROR", "flags.failOnInitError", T_BOOL,
+     F(fail_on_init_error), NULL, "true", "exit when NVML cannot start (else idle)"},
+    {"nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "flags.nvidiaDriverRoot", T_STRING,
+     S(driver_root), NULL, "/", "root of the driver installation on the host"},
+    {"nvidia-dev-root", "NVIDIA_DEV_ROOT", "flags.nvidiaDevRoot", T_STRING, S(dev_root), NULL,
+     "", "root of the /dev nodes on the host (default: the driver root)"},
+    {"pass-device-specs", "PASS_DEVICE_SPECS", "flags.plugin.passDeviceSpecs", T_BOOL,
+     F(pass_device_specs), NULL, "false", "also return /dev nodes in Allocate"},
+    {"device-list-strategy", "DEVICE_LIST_STRATEGY", "flags.plugin.deviceListStrategy", T_LIST,
+     F(list_strategy), list_choices, "envvar",
+     "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri"},
+    {"device-id-strategy", "DEVICE_ID_STRATEGY", "flags.plugin.deviceIDStrategy", T_ENUM,
+     F(id_strategy), id_choices, "uuid", "device IDs: uuid or index"},
+    {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "flags.plugin.cdiAnnotationPrefix",
+     T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations"},
+    {"gds-enabled", "GDS_ENABLED", "flags.gdsEnabled", T_BOOL, F(gds), NULL, "false",
+     "set NVIDIA_GDS=enabled"},
+    {"mofed-enabled", "MOFED_ENABLED", "flags.mofedEnabled", T_BOOL, F(mofed), NULL, "false",
+     "set NVIDIA_MOFED=enabled"},
+    {"gdrcopy-enabled", "GDRCOPY_ENABLED", "flags.gdrcopyEnabled", T_BOOL, F(gdrcopy), NULL,
+     "false", "set NVIDIA_GDRCOPY=enabled"},
+    {"config-file", "CONFIG_FILE", NULL, T_STRING, S(config_file), NULL, "",
+     "NVIDIA-format (version: v1) YAML config file"},
+    {"kubelet-root", "GPULET_KUBELET_ROOT", NULL, T_STRING, S(kubelet_root), NULL,
+     "/var/lib/kubelet", "the kubelet's root directory"},
+    {"simulate", "GPULET_SIMULATE", NULL, T_STRING, S(simulate), NULL, "",
+     "run on simulated GPUs: a preset name or a scenario file"},
+    {"nvml", "GPULET_NVML", NULL, T_STRING, S(nvml_path), NULL, "",
+     "load NVML from this file instead of the driver's usual places"},
+    {"status-socket", "GPULET_STATUS_SOCKET", NULL, T_STRING, S(status_socket), NULL,
+     "/run/gpulet/status.sock", "where `gpulet list` and `gpulet health` reach the agent"},
+    {"log-level", "GPULET_LOG_LEVEL", NULL, T_ENUM, F(log_level), level_choices, "info",
+     "debug, info, warn or error"},
+    {"xid-recovery-seconds", "GPULET_XID_RECOVERY_SECONDS", NULL, T_UINT, F(xid_recovery_s),
+     NULL, "300", "quiet seconds after which a GPU failed by an XID is healthy again; 0 never"},
+    {"health-probe-ms", "GPULET_HEALTH_PROBE_MS", NULL, T_UINT, F(probe_ms), NULL, "5000",
+     "how often unhealthy GPUs are probed for recovery"},
+};
+#define NOPTS (sizeof options / sizeof *options)
+_Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char *),
+               "config_args too small");
+
+/* Keys NVIDIA's file may hold that concern other parts (GPU feature
+ * discovery) or need nothing from gpulet: accepted and not acted on. */
+static const char *const ignored_keys[] = {
+    "flags.useNodeFeatureAPI", "flags.deviceDiscoveryStrategy", "flags.plugin.nvidiaCTKPath",
+    "flags.plugin.containerDriverRoot", "flags.gfd.oneshot", "flags.gfd.noTimestamp",
+    "flags.gfd.sleepInterval", "flags.gfd.outputFile", "flags.gfd.machineTypeFile", NULL,
+};
+
+static int config_set(struct config *c, const struct config_opt *o, const char *value,
+                      const char *where, struct err *e)
+{
+    char *field = (char *)c + o->offset;
+    char *end;
+    switch (o->type) {
+    case T_BOOL:
+        if (!strcasecmp(value, "true") || !strcmp(value, "1"))
+            *(bool *)field = true;
+        else if (!strcasecmp(value, "false") || !strcmp(value, "0"))
+            *(bool *)field = false;
+        else
+            return err_set(e, "%s must be true or false, not '%s'", where, value);
+        return 0;
+    case T_STRING:
+        if (strlen(value) >= o->size)
+            return err_set(e, "%s is longer than %zu characters", where, o->size - 1);
+        strcpy(field, value);
+        return 0;
+    case T_UINT: {
+        errno = 0;
+        unsigned long v = strtoul(value, &end, 10);
+        if (errno || end == value || *end || v > 1000000000UL || value[0] == '-')
+            return err_set(e, "%s must be a whole number, not '%s'", where, value);
+        *(unsigned *)field = (unsigned)v;
+        return 0;
+    }
+    case T_ENUM:
+        for (int i = 0; o->choices[i]; i++) {
+            if (!strcmp(value, o->choices[i])) {
+                *(int *)field = i;
+                return 0;
+            }
+        }
+        break;
+    case T_LIST: {
+        unsigned bits = 0;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", value);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+            int i = 0;
+            while (o->choices[i] && strcmp(t, o->choices[i]))
+                i++;
+            if (!o->choices[i])
+                return err_set(e, "%s: unknown strategy '%s' (choose from envvar, "
+                                  "volume-mounts, cdi-annotations, cdi-cri)", where, t);
+            bits |= 1u << i;
+        }
+        if (!bits)
+            return err_set(e, "%s must name at least one strategy", where);
+        *(unsigned *)field = bits;
+        return 0;
+    }
+    }
+    struct strbuf list = {0};
+    for (int i = 0; o->choices[i]; i++)
+        strbuf_printf(&list, "%s%s", i ? ", " : "", o->choices[i]);
+    err_set(e, "%s must be one of %s, not '%s'", where, list.data, value);
+    strbuf_free(&list);
+    return -1;
+}
+
+/* --- the command line ------------------------------------------------------ */
+
+int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e)
+{
+    memset(a, 0, sizeof *a);
+    struct option longopts[NOPTS + 2];
+    for (size_t i = 0; i < NOPTS; i++)
+        longopts[i] = (struct option){options[i].flag, required_argument, NULL, (int)(i + 1000)};
+    longopts[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            a->help = true;
+            return 0;
+        }
+        if (c < 1000)
+            return err_set(e, "unknown or incomplete option '%s'", argv[optind - 1]);
+        a->values[c - 1000] = optarg;
+    }
+    if (optind < argc)
+        return err_set(e, "unexpected argument '%s'", argv[optind]);
+    /* Check each flag's value now, so a typo fails before anything starts. */
+    struct config scratch;
+    memset(&scratch, 0, sizeof scratch);
+    char where[64];
+    for (size_t i = 0; i < NOPTS; i++) {
+        snprintf(where, sizeof where, "--%s", options[i].flag);
+        if (a->values[i] && config_set(&scratch, &options[i], a->values[i], where, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void config_usage(FILE *out)
+{
+    fputs("usage: gpulet agent [OPTIONS]\n", out);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct config_opt *o = &options[i];
+        fprintf(out, "  --%-24s %s", o->flag, o->help);
+        if (o->def[0])
+            fprintf(out, " [%s]", o->def);
+        if (o->env)
+            fprintf(out, " (env %s)", o->env);
+        fputc('\n', out);
+    }
+    fputs("Also read from the environment: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS.\n", out);
+}
+
+/* --- the file ---------------------------------------------------------------- */
+
+static const struct config_opt *config_by_key(const char *key)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (options[i].key && !strcmp(options[i].key, key))
+            return &options[i];
+    return NULL;
+}
+
+static bool config_ignored(const char *key)
+{
+    for (size_t i = 0; ignored_keys[i]; i++)
+        if (!strcmp(ignored_keys[i], key))
+            return true;
+    return false;
+}
+
+/* A scalar, or for deviceListStrategy also a list, as one string. */
+static int config_file_value(struct ydoc *d, yaml_node_t *v, const char *key, char *out,
+                             size_t len, struct err *e)
+{
+    if (v->type == YAML_SEQUENCE_NODE) {
+        size_t n = 0;
+        out[0] = '\0';
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+             it++) {
+            const char *s;
+            if (ydoc_scalar(d, ydoc_node(d, *it), key, &s, e) < 0)
+                return -1;
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s", n ? "," : "", s);
+        }
+        return 0;
+    }
+    const char *s;
+    if (ydoc_scalar(d, v, key, &s, e) < 0)
+        return -1;
+    snprintf(out, len, "%s", s);
+    return 0;
+}
+
+static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
+                           const char *prefix, struct err *e)
+{
+    if (map->type != YAML_MAPPING_NODE)
+        return ydoc_error(d, map, e, "%s must be a mapping", prefix);
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *kn = ydoc_node(d, p->key), *vn = ydoc_node(d, p->value);
+        const char *k;
+        if (ydoc_scalar(d, kn, "a key", &k, e) < 0)
+            return -1;
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", prefix, k);
+        if (!strcmp(key, "flags.plugin") || !strcmp(key, "flags.gfd")) {
+            if (config_file_map(c, d, vn, key, e) < 0)
+                return -1;
+            continue;
+        }
+        const struct config_opt *o = config_by_key(key);
+        if (!o && config_ignored(key))
+            continue;
+        if (!o)
+            return ydoc_error(d, kn, e, "unknown key '%s'", key);
+        if (o->type != T_LIST && vn->type == YAML_SEQUENCE_NODE)
+            return ydoc_error(d, vn, e, "%s must be a single value", key);
+        char value[256], where[CONFIG_PATH_MAX + 300];
+        if (config_file_value(d, vn, key, value, sizeof value, e) < 0)
+            return -1;
+        snprintf(where, sizeof where, "%s:%zu:%zu: %s", d->source, vn->start_mark.line + 1,
+                 vn->start_mark.column + 1, key);
+        if (config_set(c, o, value, where, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* An empty value (null, [] or {}) for a section gpulet does not support yet. */
+static bool config_empty(yaml_node_t *n)
+{
+    return (n->type == YAML_SCALAR_NODE && (!n->data.scalar.length ||
+                                            !strcmp((char *)n->data.scalar.value, "null"))) ||
+           (n->type == YAML_SEQUENCE_NODE && n->data.sequence.items.top == n->data.sequence.items.start) ||
+           (n->type == YAML_MAPPING_NODE && n->data.mapping.pairs.top == n->data.mapping.pairs.start);
+}
+
+static int config_file(struct config *c, const char *path, struct err *e)
+{
+    struct ydoc d;
+    if (ydoc_load_file(&d, path, e) < 0)
+        return -1;
+    int rc = -1;
+    yaml_node_t *root = ydoc_root(&d);
+    static const char *const keys[] = {"version", "flags", "resources", "sharing", "imex", NULL};
+    if (!root) {
+        rc = 0; /* an empty file changes nothing */
+        goto out;
+    }
+    if (ydoc_check_keys(&d, root, "the config file", keys, e) < 0)
+        goto out;
+    yaml_node_t *n = ydoc_get(&d, root, "version");
+    const char *version = "v1";
+    if (n && ydoc_scalar(&d, n, "version", &version, e) < 0)
+        goto out;
+    if (strcmp(version, "v1") && *version) {
+        ydoc_error(&d, n, e, "version must be v1, not '%s'", version);
+        goto out;
+    }
+    static const char *const unsupported[][2] = {
+        {"sharing", "sharing (time-slicing, MPS) is not supported yet: remove the sharing section"},
+        {"resources", "custom resource names are not supported (NVIDIA's plugin ignores them too)"},
+        {"imex", "IMEX channels are not supported yet: remove the imex section"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        if ((n = ydoc_get(&d, root, unsupported[i][0])) && !config_empty(n)) {
+            ydoc_error(&d, n, e, "%s", unsupported[i][1]);
+            goto out;
+        }
+    }
+    if ((n = ydoc_get(&d, root, "flags")) && !config_empty(n) &&
+        config_file_map(c, &d, n, "flags", e) < 0)
+        goto out;
+    rc = 0;
+out:
+    ydoc_free(&d);
+    return rc;
+}
+
+/* --- putting it together ------------------------------------------------------ */
+
+static size_t config_index(const char *flag)
+{
+    size_t i = 0;
+    while (i < NOPTS && strcmp(options[i].flag, flag))
+        i++;
+    return i;
+}
+
+int config_load(struct config *c, const struct config_args *a, struct err *e)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < NOPTS; i++)
+        if (config_set(c, &options[i], options[i].def, options[i].flag, e) < 0)
+            return -1;
+    const char *file = a->values[config_index("config-file")];
+    if (!file)
+        file = getenv("CONFIG_FILE");
+    if (file && *file) {
+        if (config_file(c, file, e) < 0)
+            return -1;
+        snprintf(c->config_file, sizeof c->config_file, "%s", file);
+    }
+    char where[96];
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *v = options[i].env ? getenv(options[i].env) : NULL;
+        snprintf(where, sizeof where, "environment variable %s", options[i].env ? options[i].env : "");
+        if (v && *v && config_set(c, &options[i], v, where, e) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < NOPTS; i++) {
+        snprintf(where, sizeof where, "--%s", options[i].flag);
+        if (a->values[i] && config_set(c, &options[i], a->values[i], where, e) < 0)
+            return -1;
+    }
+    if (!c->dev_root[0])
+        strcpy(c->dev_root, c->driver_root);
+    if (c->probe_ms == 0)
+        return err_set(e, "--health-probe-ms must be at least 1");
+    return 0;
+}
+
+void config_log(const struct config *c)
+{
+    struct strbuf lists = {0};
+    for (int i = 0; list_choices[i]; i++)
+        if (c->list_strategy & (1u << i))
+            strbuf_printf(&lists, "%s%s", lists.len ? "," : "", list_choices[i]);
+    log_info("config: migStrategy=%s failOnInitError=%s deviceListStrategy=%s "
+             "deviceIDStrategy=%s passDeviceSpecs=%s nvidiaDriverRoot=%s nvidiaDevRoot=%s "
+             "kubeletRoot=%s xidRecovery=%us%s%s",
+             mig_choices[c->mig_strategy], c->fail_on_init_error ? "true" : "false", lists.data,
+             id_choices[c->id_strategy], c->pass_device_specs ? "true" : "false",
+             c->driver_root, c->dev_root, c->kubelet_root, c->xid_recovery_s,
+             c->config_file[0] ? " file=" : "", c->config_file);
+    strbuf_free(&lists);
+}

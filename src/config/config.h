@@ -1,0 +1,64 @@
+/* The agent's configuration, compatible with NVIDIA's device plugin: the
+ * same flag names, environment variables and `version: v1` file. Sources
+ * apply in NVIDIA's order: defaults, file, environment, flags. */
+#ifndef GPULET_CONFIG_H
+#define GPULET_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define CONFIG_PATH_MAX 256
+
+enum config_mig { CONFIG_MIG_NONE, CONFIG_MIG_SINGLE, CONFIG_MIG_MIXED };
+enum config_id { CONFIG_ID_UUID, CONFIG_ID_INDEX };
+
+/* deviceListStrategy bits */
+#define CONFIG_LIST_ENVVAR 1u
+#define CONFIG_LIST_VOLUME_MOUNTS 2u
+#define CONFIG_LIST_CDI_ANNOTATIONS 4u
+#define CONFIG_LIST_CDI_CRI 8u
+
+struct config {
+    /* NVIDIA-compatible */
+    int mig_strategy;                   /* enum config_mig */
+    bool fail_on_init_error;
+    char driver_root[CONFIG_PATH_MAX];
+    char dev_root[CONFIG_PATH_MAX];     /* empty: same as driver_root */
+    bool pass_device_specs;
+    unsigned list_strategy;             /* CONFIG_LIST_* bits */
+    int id_strategy;                    /* enum config_id */
+    char cdi_prefix[128];
+    bool gds, mofed, gdrcopy;
+    char config_file[CONFIG_PATH_MAX];
+    /* gpulet's own */
+    char kubelet_root[CONFIG_PATH_MAX];
+    char simulate[CONFIG_PATH_MAX];
+    char nvml_path[CONFIG_PATH_MAX];
+    char status_socket[CONFIG_PATH_MAX];
+    int log_level;                      /* enum log_level */
+    unsigned xid_recovery_s;            /* quiet period before an XID clears; 0 never */
+    unsigned probe_ms;                  /* how often unhealthy GPUs are probed */
+};
+
+/* The command line as given, kept so SIGHUP can re-apply it over a new file. */
+struct config_args {
+    const char *values[32];             /* per option; NULL when not given */
+    bool help;
+};
+
+/* Parses `gpulet agent` flags (argv[0] is "agent"). */
+int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e);
+
+/* Builds the configuration: defaults, then the file (from the flag or
+ * CONFIG_FILE), then the environment, then the flags. */
+int config_load(struct config *c, const struct config_args *a, struct err *e);
+
+/* Writes the agent's usage, generated from the option table. */
+void config_usage(FILE *out);
+
+/* Logs the effective configuration, one line. */
+void config_log(const struct config *c);
+
+#endif

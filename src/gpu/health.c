@@ -1,0 +1,163 @@
+#include "gpu/health.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define XID_DBE 48
+#define XID_OFF_BUS 79
+
+/* XIDs NVIDIA's device plugin treats as application errors, not GPU faults. */
+static const unsigned health_default_skip[] = {13, 31, 43, 45, 68, 109};
+
+static int health_parse_list(const char *name, const char *value, unsigned *out, size_t *n,
+                             struct err *e)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", value);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        char *end;
+        errno = 0;
+        unsigned long x = strtoul(t, &end, 10);
+        if (errno || *end || x == 0 || x > 65535)
+            return err_set(e, "%s=%s: '%s' is not an XID number (or all)", name, value, t);
+        if (*n == HEALTH_MAX_XIDS)
+            return err_set(e, "%s: more than %d XIDs", name, HEALTH_MAX_XIDS);
+        out[(*n)++] = (unsigned)x;
+    }
+    return 0;
+}
+
+int health_policy_init(struct health_policy *p, const char *disable, const char *enable,
+                       struct err *e)
+{
+    memset(p, 0, sizeof *p);
+    memcpy(p->skip, health_default_skip, sizeof health_default_skip);
+    p->nskip = sizeof health_default_skip / sizeof *health_default_skip;
+    if (disable && *disable) {
+        if (!strcasecmp(disable, "all") || !strcasecmp(disable, "xids"))
+            p->disabled = true;
+        else if (health_parse_list("DP_DISABLE_HEALTHCHECKS", disable, p->skip, &p->nskip, e) < 0)
+            return -1;
+    }
+    if (enable && *enable) {
+        if (!strcasecmp(enable, "all"))
+            p->all_fatal = true;
+        else if (health_parse_list("DP_ENABLE_HEALTHCHECKS", enable, p->force, &p->nforce, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool health_in(const unsigned *list, size_t n, unsigned xid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == xid)
+            return true;
+    return false;
+}
+
+bool health_xid_fatal(const struct health_policy *p, unsigned xid)
+{
+    /* Forced XIDs win over every skip, so DISABLE=all with ENABLE=48,79
+     * means only those two count, as with NVIDIA's plugin. */
+    if (p->all_fatal || health_in(p->force, p->nforce, xid))
+        return true;
+    return !p->disabled && !health_in(p->skip, p->nskip, xid);
+}
+
+bool health_policy_active(const struct health_policy *p)
+{
+    return !p->disabled || p->all_fatal || p->nforce;
+}
+
+const char *health_name(const struct gpu_health *h)
+{
+    return h->reason == HEALTH_OK ? "Healthy" : "Unhealthy";
+}
+
+static long long health_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Moves to a reason of at least this severity (LOST > ECC > XID). */
+static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid, double now_ms,
+                       const char *detail)
+{
+    h->last_event_ms = now_ms;
+    if (h->reason != HEALTH_OK && h->reason > r)
+        return false; /* already worse: keep the more severe reason */
+    bool changed = h->reason != r || (r == HEALTH_XID && h->xid != xid);
+    if (h->reason == HEALTH_OK)
+        h->since_ms = health_wall_ms();
+    h->reason = r;
+    h->xid = xid;
+    time_t t = (time_t)(h->since_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(h->detail, sizeof h->detail, "%s since %s", detail, when);
+    return changed;
+}
+
+bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)
+{
+    char d[64];
+    if (xid == XID_OFF_BUS)
+        return health_set(h, HEALTH_LOST, xid, now_ms, "XID 79: fallen off the bus");
+    if (xid == XID_DBE)
+        return health_set(h, HEALTH_ECC, xid, now_ms, "XID 48: double-bit ECC error");
+    snprintf(d, sizeof d, "XID %u", xid);
+    return health_set(h, HEALTH_XID, xid, now_ms, d);
+}
+
+bool health_on_ecc(struct gpu_health *h, double now_ms)
+{
+    return health_set(h, HEALTH_ECC, XID_DBE, now_ms, "double-bit ECC error");
+}
+
+bool health_on_lost(struct gpu_health *h, double now_ms)
+{
+    return health_set(h, HEALTH_LOST, 0, now_ms, "GPU is lost (NVML cannot reach it)");
+}
+
+bool health_clear(struct gpu_health *h)
+{
+    bool changed = h->reason != HEALTH_OK;
+    memset(h, 0, sizeof *h);
+    return changed;
+}
+
+bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
+                     double quiet_ms)
+{
+    if (p->lost)
+        return health_on_lost(h, now_ms);
+    if (h->reason == HEALTH_OK || !p->answered)
+        return false;
+    switch (h->reason) {
+    case HEALTH_LOST:
+        break; /* it answers again: a reset or re-attach happened */
+    case HEALTH_ECC:
+        /* Only a GPU reset zeroes the volatile count. Where it cannot be
+         * read, the quiet period stands in. */
+        if (p->dbe_known ? p->dbe != 0 : quiet_ms <= 0 || now_ms - h->last_event_ms < quiet_ms)
+            return false;
+        break;
+    case HEALTH_XID:
+        if (quiet_ms <= 0 || now_ms - h->last_event_ms < quiet_ms)
+            return false;
+        break;
+    case HEALTH_OK:
+        return false;
+    }
+    return health_clear(h);
+}

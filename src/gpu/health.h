@@ -1,0 +1,79 @@
+/* GPU health: which events make a GPU unhealthy (NVIDIA's XID policy,
+ * configured the same way), and when it is healthy again (docs/health.md). */
+#ifndef GPULET_HEALTH_H
+#define GPULET_HEALTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/err.h"
+
+#define HEALTH_MAX_XIDS 64
+
+/* Which XIDs count. Built from DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS. */
+struct health_policy {
+    bool disabled;                          /* "all" or "xids": no health checking */
+    bool all_fatal;                         /* DP_ENABLE_HEALTHCHECKS=all */
+    unsigned skip[HEALTH_MAX_XIDS];         /* ignored: NVIDIA's defaults plus extra */
+    size_t nskip;
+    unsigned force[HEALTH_MAX_XIDS];        /* fatal even if skipped */
+    size_t nforce;
+};
+
+/* Builds the policy from the two variables' values (NULL when unset). */
+int health_policy_init(struct health_policy *p, const char *disable, const char *enable,
+                       struct err *e);
+
+/* False when health checking is off altogether (DP_DISABLE_HEALTHCHECKS=all
+ * with nothing enabled): then nothing, not even ECC or a lost GPU, counts. */
+bool health_policy_active(const struct health_policy *p);
+
+/* True if this XID makes a GPU unhealthy. */
+bool health_xid_fatal(const struct health_policy *p, unsigned xid);
+
+enum health_reason {
+    HEALTH_OK,
+    HEALTH_XID,      /* a critical XID */
+    HEALTH_ECC,      /* a double-bit ECC error (or XID 48) */
+    HEALTH_LOST,     /* NVML cannot reach the GPU (or XID 79) */
+};
+
+/* One GPU's health and why. */
+struct gpu_health {
+    enum health_reason reason;
+    unsigned xid;                /* the last critical XID, for HEALTH_XID */
+    long long since_ms;          /* wall clock (ms) when it became unhealthy */
+    double last_event_ms;        /* monotonic time of the last fatal event */
+    char detail[160];            /* for logs and `gpulet list` */
+};
+
+/* What a probe of one GPU found (run off the loop). */
+struct health_probe {
+    bool answered;               /* NVML reached the GPU */
+    bool lost;                   /* NVML said GPU_IS_LOST */
+    bool dbe_known;              /* the volatile uncorrected ECC count could be read */
+    unsigned long long dbe;      /* that count */
+};
+
+/* "Healthy" or "Unhealthy", as the kubelet API spells them. */
+const char *health_name(const struct gpu_health *h);
+
+/* Records a critical XID; returns true if the GPU's state changed. */
+bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms);
+
+/* Records a double-bit ECC error; returns true if the state changed. */
+bool health_on_ecc(struct gpu_health *h, double now_ms);
+
+/* Records that NVML cannot reach the GPU; returns true if the state changed. */
+bool health_on_lost(struct gpu_health *h, double now_ms);
+
+/* Applies a probe: marks a lost GPU, or recovers one whose rule is met.
+ * quiet_ms is the XID quiet period (0: XIDs never clear by themselves).
+ * Returns true if the state changed. */
+bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
+                     double quiet_ms);
+
+/* An operator's clear: healthy now. Returns true if the state changed. */
+bool health_clear(struct gpu_health *h);
+
+#endif

@@ -1,0 +1,188 @@
+/* Allocate: what the container runtime needs to give a container exactly
+ * its GPUs, per the configured strategies, in the same order and form as
+ * NVIDIA's plugin (docs/device-plugin.md). Every request is checked before
+ * any response is built, so an error leaves nothing half-done. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "deviceplugin.pb-c.h"
+#include "grpc/grpc.h"
+#include "plugin/plugin.h"
+#include "util/arena.h"
+#include "util/strbuf.h"
+
+#define CDI_KIND "nvidia.com/gpu"
+#define VISIBLE "NVIDIA_VISIBLE_DEVICES"
+#define DEVICES_DIR "/var/run/nvidia-container-devices"
+
+/* Control nodes, passed only where they exist: nvidia-uvm and
+ * nvidia-modeset are created on demand and may be missing. */
+static const char *const control_nodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                            "nvidia-modeset"};
+
+struct alloc_out {
+    struct arena *a;
+    V1beta1__ContainerAllocateResponse *r;
+};
+
+static void alloc_env(struct alloc_out *o, const char *key, const char *value)
+{
+    V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(o->a, sizeof *e);
+    v1beta1__container_allocate_response__envs_entry__init(e);
+    e->key = arena_strdup(o->a, key);
+    e->value = arena_strdup(o->a, value);
+    o->r->envs[o->r->n_envs++] = e;
+}
+
+static void alloc_device_node(struct alloc_out *o, const struct plugin *p, const char *name)
+{
+    const char *root = p->cfg->dev_root;
+    bool slash = root[0] == '\0' || !strcmp(root, "/");
+    V1beta1__DeviceSpec *d = arena_alloc(o->a, sizeof *d);
+    v1beta1__device_spec__init(d);
+    d->container_path = arena_printf(o->a, "/dev/%s", name);
+    d->host_path = arena_printf(o->a, "%s/dev/%s", slash ? "" : root, name);
+    d->permissions = "rw";
+    o->r->devices[o->r->n_devices++] = d;
+}
+
+static bool alloc_node_exists(const struct plugin *p, const char *name)
+{
+    char path[CONFIG_PATH_MAX + 64];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/dev/%s", strcmp(p->cfg->dev_root, "/") ? p->cfg->dev_root : "",
+             name);
+    return stat(path, &st) == 0;
+}
+
+/* One container's response for devices devs[0..n). */
+static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *p, struct arena *a,
+                                                           const struct plugin_device **devs,
+                                                           size_t n)
+{
+    const struct config *cfg = p->cfg;
+    V1beta1__ContainerAllocateResponse *r = arena_alloc(a, sizeof *r);
+    v1beta1__container_allocate_response__init(r);
+    struct alloc_out o = {a, r};
+    r->envs = arena_alloc(a, 8 * sizeof *r->envs);
+    r->mounts = arena_alloc(a, (n + 1) * sizeof *r->mounts);
+    r->devices = arena_alloc(a, (n + 4) * sizeof *r->devices);
+    r->annotations = arena_alloc(a, sizeof *r->annotations);
+    r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
+
+    struct strbuf ids = {0}, names = {0};
+    for (size_t i = 0; i < n; i++) {
+        strbuf_printf(&ids, "%s%s", i ? "," : "", devs[i]->id);
+        strbuf_printf(&names, "%s" CDI_KIND "=%s", i ? "," : "", devs[i]->id);
+    }
+    if (cfg->list_strategy & CONFIG_LIST_CDI_ANNOTATIONS) {
+        V1beta1__ContainerAllocateResponse__AnnotationsEntry *an = arena_alloc(a, sizeof *an);
+        v1beta1__container_allocate_response__annotations_entry__init(an);
+        /* Unique per container: a device belongs to one container at a time. */
+        an->key = arena_printf(a, "%sgpulet_%s", cfg->cdi_prefix, devs[0]->id);
+        an->value = arena_strdup(a, names.data);
+        r->annotations[r->n_annotations++] = an;
+    }
+    if (cfg->list_strategy & CONFIG_LIST_CDI_CRI) {
+        for (size_t i = 0; i < n; i++) {
+            V1beta1__CDIDevice *c = arena_alloc(a, sizeof *c);
+            v1beta1__cdidevice__init(c);
+            c->name = arena_printf(a, CDI_KIND "=%s", devs[i]->id);
+            r->cdi_devices[r->n_cdi_devices++] = c;
+        }
+    }
+    if (cfg->gds)
+        alloc_env(&o, "NVIDIA_GDS", "enabled");
+    if (cfg->mofed)
+        alloc_env(&o, "NVIDIA_MOFED", "enabled");
+    if (cfg->gdrcopy)
+        alloc_env(&o, "NVIDIA_GDRCOPY", "enabled");
+    unsigned non_cdi = cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS);
+    if (non_cdi) {
+        /* With both, the mount list wins, as in NVIDIA's plugin: one variable. */
+        if (cfg->list_strategy & CONFIG_LIST_ENVVAR && !(cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS))
+            alloc_env(&o, VISIBLE, ids.data);
+        if (cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS) {
+            /* The runtime reads the device list from the mount names, which an
+             * unprivileged pod cannot forge the way it can an env var. */
+            alloc_env(&o, VISIBLE, DEVICES_DIR);
+            for (size_t i = 0; i < n; i++) {
+                V1beta1__Mount *m = arena_alloc(a, sizeof *m);
+                v1beta1__mount__init(m);
+                m->host_path = "/dev/null";
+                m->container_path = arena_printf(a, DEVICES_DIR "/%s", devs[i]->id);
+                m->read_only = true;
+                r->mounts[r->n_mounts++] = m;
+            }
+        }
+        if (cfg->pass_device_specs) {
+            for (size_t i = 0; i < sizeof control_nodes / sizeof *control_nodes; i++)
+                if (alloc_node_exists(p, control_nodes[i]))
+                    alloc_device_node(&o, p, control_nodes[i]);
+            for (size_t i = 0; i < n; i++) {
+                char node[32];
+                snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[devs[i]->gpu].minor);
+                alloc_device_node(&o, p, node);
+            }
+        }
+    }
+    strbuf_free(&ids);
+    strbuf_free(&names);
+    return r;
+}
+
+/* Checks one container's IDs: known, and each device used once in the request. */
+static int alloc_check(const struct plugin *p, V1beta1__AllocateRequest *req,
+                       const struct plugin_device ***devs, struct arena *a, char *why,
+                       size_t why_len)
+{
+    bool *taken = arena_alloc(a, (p->ndevs + 1) * sizeof *taken);
+    for (size_t c = 0; c < req->n_container_requests; c++) {
+        V1beta1__ContainerAllocateRequest *cr = req->container_requests[c];
+        if (cr->n_devices_ids == 0)
+            return snprintf(why, why_len, "container request %zu names no device", c), -1;
+        devs[c] = arena_alloc(a, cr->n_devices_ids * sizeof **devs);
+        for (size_t i = 0; i < cr->n_devices_ids; i++) {
+            const struct plugin_device *d = plugin_find(p, cr->devices_ids[i]);
+            if (!d)
+                return snprintf(why, why_len, "unknown device ID '%s'", cr->devices_ids[i]), -1;
+            size_t k = (size_t)(d - p->devs);
+            if (taken[k])
+                return snprintf(why, why_len, "device ID '%s' requested twice", cr->devices_ids[i]),
+                       -1;
+            taken[k] = true;
+            devs[c][i] = d;
+        }
+    }
+    return 0;
+}
+
+int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
+                    size_t *out_len, char *why, size_t why_len)
+{
+    V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
+    if (!r)
+        return snprintf(why, why_len, "malformed AllocateRequest"), GRPC_INVALID_ARGUMENT;
+    struct arena a = {0};
+    const struct plugin_device ***devs = arena_alloc(&a, (r->n_container_requests + 1) * sizeof *devs);
+    int status = GRPC_INVALID_ARGUMENT;
+    if (alloc_check(p, r, devs, &a, why, why_len) == 0) {
+        V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
+        resp.n_container_responses = r->n_container_requests;
+        resp.container_responses = arena_alloc(&a, (r->n_container_requests + 1) * sizeof(void *));
+        for (size_t c = 0; c < r->n_container_requests; c++)
+            resp.container_responses[c] =
+                alloc_container(p, &a, devs[c], r->container_requests[c]->n_devices_ids);
+        *out_len = v1beta1__allocate_response__get_packed_size(&resp);
+        *out = malloc(*out_len + 1);
+        if (!*out)
+            abort();
+        v1beta1__allocate_response__pack(&resp, *out);
+        status = GRPC_OK;
+    }
+    arena_free(&a);
+    v1beta1__allocate_request__free_unpacked(r, NULL);
+    return status;
+}

@@ -1,0 +1,184 @@
+/* Staying registered. One reconcile step makes the world right: our socket
+ * exists (re-created if the kubelet or anyone removed it) and we are
+ * registered with the kubelet socket that exists now (its inode tells a
+ * restarted kubelet apart). inotify on the device-plugins directory runs
+ * the step within milliseconds of a change; failures retry with backoff;
+ * a slow timer covers missed events. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "deviceplugin.pb-c.h"
+#include "grpc/client.h"
+#include "plugin/plugin.h"
+#include "util/log.h"
+
+#define LIFECYCLE_DEBOUNCE_MS 5       /* gather a burst of directory events */
+#define LIFECYCLE_BACKOFF_MIN_MS 100
+#define LIFECYCLE_BACKOFF_MAX_MS 5000
+#define LIFECYCLE_SAFETY_MS 30000     /* re-check even without events */
+#define LIFECYCLE_REGISTER_TIMEOUT_MS 5000
+
+static void lifecycle_reconcile(uv_timer_t *t);
+
+static void lifecycle_schedule(struct plugin *p, uint64_t delay_ms)
+{
+    if (p->stopping)
+        return;
+    /* Keep an earlier pending run: a burst of events must not postpone it. */
+    if (uv_is_active((uv_handle_t *)&p->reconcile_timer) &&
+        uv_timer_get_due_in(&p->reconcile_timer) <= delay_ms)
+        return;
+    uv_timer_start(&p->reconcile_timer, lifecycle_reconcile, delay_ms, 0);
+}
+
+static void lifecycle_retry(struct plugin *p)
+{
+    p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : LIFECYCLE_BACKOFF_MIN_MS;
+    if (p->backoff_ms > LIFECYCLE_BACKOFF_MAX_MS)
+        p->backoff_ms = LIFECYCLE_BACKOFF_MAX_MS;
+    lifecycle_schedule(p, p->backoff_ms);
+}
+
+static void lifecycle_registered(void *ctx, enum grpc_status status, const char *message,
+                                 const uint8_t *resp, size_t len)
+{
+    (void)resp;
+    (void)len;
+    struct plugin *p = ctx;
+    p->registering = NULL;
+    if (status != GRPC_OK) {
+        log_warn("registering %s with the kubelet failed (gRPC %d: %s); retrying",
+                 PLUGIN_RESOURCE, (int)status, message);
+        lifecycle_retry(p);
+        return;
+    }
+    p->registered_ino = p->registering_ino;
+    p->backoff_ms = 0;
+    p->registrations++;
+    p->registered_ms = uv_now(p->loop);
+    log_info("registered %s with the kubelet (%s, endpoint %s, %u device(s))", PLUGIN_RESOURCE,
+             p->kubelet_socket, PLUGIN_SOCKET, p->ndevs);
+    lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
+}
+
+static void lifecycle_register(struct plugin *p, ino_t kubelet_ino)
+{
+    V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    opts.get_preferred_allocation_available = true;
+    V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
+    req.version = PLUGIN_API_VERSION;
+    req.endpoint = PLUGIN_SOCKET;
+    req.resource_name = PLUGIN_RESOURCE;
+    req.options = &opts;
+    uint8_t buf[256];
+    size_t n = v1beta1__register_request__pack(&req, buf);
+    p->registering_ino = kubelet_ino;
+    p->registering = grpc_client_unary(p->loop, p->kubelet_socket, "/v1beta1.Registration/Register",
+                                       buf, n, LIFECYCLE_REGISTER_TIMEOUT_MS, lifecycle_registered, p);
+}
+
+static void lifecycle_reconcile(uv_timer_t *t)
+{
+    struct plugin *p = t->data;
+    struct stat st;
+    struct err e;
+    if (!p->server || stat(p->socket, &st) != 0 || st.st_ino != p->socket_ino) {
+        if (p->server)
+            log_warn("%s was removed; serving on it again", p->socket);
+        if (p->registering)
+            grpc_client_cancel(p->registering);
+        p->registering = NULL;
+        p->registered_ino = 0; /* a new socket must be registered anew */
+        if (plugin_serve(p, &e) < 0 || stat(p->socket, &st) != 0) {
+            log_error("%s", e.msg);
+            lifecycle_retry(p);
+            return;
+        }
+        p->socket_ino = st.st_ino;
+    }
+    if (stat(p->kubelet_socket, &st) != 0) {
+        if (p->registered_ino)
+            log_warn("%s is gone (kubelet restarting?); waiting for it", p->kubelet_socket);
+        p->registered_ino = 0;
+        lifecycle_schedule(p, LIFECYCLE_SAFETY_MS); /* inotify will be sooner */
+        return;
+    }
+    if (st.st_ino == p->registered_ino) {
+        lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
+        return;
+    }
+    if (p->registering && p->registering_ino == st.st_ino)
+        return; /* that very registration is in flight */
+    if (p->registering)
+        grpc_client_cancel(p->registering); /* it targets a kubelet that is gone */
+    if (p->registered_ino)
+        log_info("kubelet restarted; registering again");
+    lifecycle_register(p, st.st_ino);
+}
+
+static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, int status)
+{
+    (void)events;
+    struct plugin *p = h->data;
+    if (status < 0) {
+        log_warn("watching %s: %s", p->dir, uv_strerror(status));
+        return;
+    }
+    /* No name means the kernel dropped events: check everything. */
+    if (!name || !strcmp(name, "kubelet.sock") || !strcmp(name, PLUGIN_SOCKET))
+        lifecycle_schedule(p, LIFECYCLE_DEBOUNCE_MS);
+}
+
+static int lifecycle_mkdir(const char *dir, struct err *e)
+{
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *s = path + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return err_set(e, "cannot create %s: %s", path, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return err_set(e, "cannot create %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int plugin_lifecycle_start(struct plugin *p, struct err *e)
+{
+    /* The kubelet may not have run yet: make its directory so we can serve
+     * and wait for kubelet.sock to appear in it. */
+    if (lifecycle_mkdir(p->dir, e) < 0)
+        return -1;
+    uv_timer_init(p->loop, &p->reconcile_timer);
+    p->reconcile_timer.data = p;
+    uv_fs_event_init(p->loop, &p->dir_watch);
+    p->dir_watch.data = p;
+    p->watching = true;
+    int rc = uv_fs_event_start(&p->dir_watch, lifecycle_dir_event, p->dir, 0);
+    if (rc < 0)
+        return err_set(e, "cannot watch %s: %s (raise fs.inotify.max_user_instances?)", p->dir,
+                       uv_strerror(rc));
+    p->started_ms = uv_now(p->loop);
+    lifecycle_reconcile(&p->reconcile_timer); /* serve and register right away */
+    return 0;
+}
+
+void plugin_lifecycle_stop(struct plugin *p)
+{
+    p->stopping = true;
+    if (p->registering)
+        grpc_client_cancel(p->registering);
+    p->registering = NULL;
+    if (p->watching) {
+        uv_fs_event_stop(&p->dir_watch);
+        uv_close((uv_handle_t *)&p->dir_watch, NULL);
+        uv_timer_stop(&p->reconcile_timer);
+        uv_close((uv_handle_t *)&p->reconcile_timer, NULL);
+        p->watching = false;
+    }
+}

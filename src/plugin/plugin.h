@@ -1,0 +1,90 @@
+/* The kubelet device plugin for nvidia.com/gpu: a gRPC server on a socket
+ * in <kubelet-root>/device-plugins, registered with the kubelet and kept
+ * registered across kubelet restarts (docs/device-plugin.md). */
+#ifndef GPULET_PLUGIN_H
+#define GPULET_PLUGIN_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "gpu/health.h"
+#include "gpu/inventory.h"
+#include "grpc/server.h"
+
+#define PLUGIN_RESOURCE "nvidia.com/gpu"
+#define PLUGIN_SOCKET "gpulet-nvidia-gpu.sock"
+#define PLUGIN_API_VERSION "v1beta1"
+
+struct plugin_watcher;
+struct grpc_client_call;
+
+/* One advertised device: its ID and which GPU of the inventory it is. */
+struct plugin_device {
+    char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    unsigned gpu;
+};
+
+struct plugin {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    const struct gpu_inventory *inv;
+    const struct gpu_health *health;     /* one per GPU, owned by the agent */
+    struct plugin_device *devs;
+    unsigned ndevs;
+    char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */
+    char socket[CONFIG_PATH_MAX + 64];
+    char kubelet_socket[CONFIG_PATH_MAX + 64];
+    struct grpc_server *server;
+    struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */
+    ino_t socket_ino;                    /* our socket file, to notice it vanish */
+    ino_t registered_ino;                /* kubelet.sock we registered with; 0: none */
+    ino_t registering_ino;               /* the one a Register call in flight targets */
+    struct grpc_client_call *registering;
+    unsigned backoff_ms;
+    uv_fs_event_t dir_watch;
+    uv_timer_t reconcile_timer;
+    bool watching, stopping;
+    struct plugin_watcher *watchers;     /* open ListAndWatch streams */
+    unsigned long long registrations, allocations;
+    double started_ms, registered_ms;    /* monotonic, for the start-up log */
+};
+
+/* Builds the device list, starts the gRPC server and registration. */
+int plugin_start(struct plugin *p, uv_loop_t *loop, const struct config *cfg,
+                 const struct gpu_inventory *inv, const struct gpu_health *health,
+                 struct err *e);
+
+/* Sends the current device list to every ListAndWatch stream. */
+void plugin_health_changed(struct plugin *p);
+
+/* Closes the server (removing the socket) and stops watching. */
+void plugin_stop(struct plugin *p);
+
+/* --- internal to src/plugin, shared between its files --------------------- */
+
+/* The device with this ID, or NULL. */
+const struct plugin_device *plugin_find(const struct plugin *p, const char *id);
+
+/* Serialized AllocateResponse for a request, or a gRPC status and message. */
+int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
+                    size_t *out_len, char *why, size_t why_len);
+
+/* Chooses size GPUs (inventory positions) from avail, keeping every one of
+ * must, with the best interconnect; out gets them in ascending order. */
+int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t navail,
+                  const unsigned *must, size_t nmust, size_t size, unsigned *out);
+
+/* Serialized PreferredAllocationResponse, or a gRPC status and message. */
+int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
+                     size_t *out_len, char *why, size_t why_len);
+
+/* Registration and the device-plugins directory watch. */
+int plugin_lifecycle_start(struct plugin *p, struct err *e);
+void plugin_lifecycle_stop(struct plugin *p);
+
+/* (Re)starts the gRPC server on the plugin's socket. */
+int plugin_serve(struct plugin *p, struct err *e);
+
+#endif

@@ -1,0 +1,91 @@
+"""A fake kubelet made of Debian's python3-grpcio: it serves Registration on
+<root>/device-plugins/kubelet.sock, records each Register, and talks to the
+plugin the way the kubelet does. Restarting it does what the kubelet does:
+delete every socket in device-plugins/, then create a new kubelet.sock."""
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+SOURCE = Path(__file__).resolve().parents[2]
+
+
+def load_stubs(out_dir):
+    """Generates and imports the v1beta1 Python stubs from the project's proto."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    proto_dir = SOURCE / "proto" / "deviceplugin" / "v1beta1"
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}",
+                    f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", "api.proto"],
+                   check=True)
+    sys.path.insert(0, str(out_dir))
+    return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
+
+
+class FakeKubelet:
+    def __init__(self, root, pb, pb_grpc):
+        self.root = Path(root)
+        self.dir = self.root / "device-plugins"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pb, self.pb_grpc = pb, pb_grpc
+        self.registrations = []          # (monotonic time, RegisterRequest)
+        self.cond = threading.Condition()
+        self.server = None
+        self.fail_next = 0               # answer this many Registers with UNAVAILABLE
+
+    def start(self, wipe=True):
+        """Starts serving; with wipe, first deletes every socket as a kubelet restart does."""
+        if wipe:
+            for f in self.dir.iterdir():
+                if f.is_socket() or f.name.endswith(".sock"):
+                    f.unlink()
+        kubelet = self
+
+        class Registration(self.pb_grpc.RegistrationServicer):
+            def Register(self, request, context):
+                with kubelet.cond:
+                    if kubelet.fail_next:
+                        kubelet.fail_next -= 1
+                        context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet busy")
+                    kubelet.registrations.append((time.monotonic(), request))
+                    kubelet.cond.notify_all()
+                return kubelet.pb.Empty()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.pb_grpc.add_RegistrationServicer_to_server(Registration(), self.server)
+        self.server.add_insecure_port(f"unix://{self.dir / 'kubelet.sock'}")
+        self.server.start()
+
+    def stop(self):
+        if self.server:
+            self.server.stop(grace=None).wait()
+            self.server = None
+        sock = self.dir / "kubelet.sock"
+        if sock.exists():
+            sock.unlink()
+
+    def restart(self):
+        self.stop()
+        self.start(wipe=True)
+
+    def wait_registrations(self, n, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.registrations) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{len(self.registrations)} registration(s), wanted {n}")
+                self.cond.wait(left)
+        return self.registrations[n - 1]
+
+    def plugin(self, endpoint=None):
+        """A DevicePlugin stub on the endpoint of the last registration."""
+        endpoint = endpoint or self.registrations[-1][1].endpoint
+        channel = grpc.insecure_channel(f"unix://{self.dir / endpoint}")
+        return channel, self.pb_grpc.DevicePluginStub(channel)
