@@ -182,6 +182,23 @@ int plugin_serve(struct plugin *p, struct err *e)
     return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
 }
 
+int plugin_build_devices(struct plugin *p)
+{
+    const struct gpu_inventory *inv = p->inv;
+    p->devs = calloc(inv->count + 1, sizeof *p->devs);
+    if (!p->devs)
+        return -1;
+    for (unsigned i = 0; i < inv->count; i++) {
+        p->devs[i].gpu = i;
+        if (p->cfg->id_strategy == CONFIG_ID_INDEX)
+            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%u", inv->gpus[i].index);
+        else
+            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%s", inv->gpus[i].uuid);
+    }
+    p->ndevs = inv->count;
+    return 0;
+}
+
 int plugin_start(struct plugin *p, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_health *health,
                  struct err *e)
@@ -191,17 +208,8 @@ int plugin_start(struct plugin *p, uv_loop_t *loop, const struct config *cfg,
     p->cfg = cfg;
     p->inv = inv;
     p->health = health;
-    p->devs = calloc(inv->count + 1, sizeof *p->devs);
-    if (!p->devs)
+    if (plugin_build_devices(p) < 0)
         return err_set(e, "out of memory");
-    for (unsigned i = 0; i < inv->count; i++) {
-        p->devs[i].gpu = i;
-        if (cfg->id_strategy == CONFIG_ID_INDEX)
-            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%u", inv->gpus[i].index);
-        else
-            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%s", inv->gpus[i].uuid);
-    }
-    p->ndevs = inv->count;
     snprintf(p->dir, sizeof p->dir, "%s/device-plugins", cfg->kubelet_root);
     snprintf(p->socket, sizeof p->socket, "%s/" PLUGIN_SOCKET, p->dir);
     snprintf(p->kubelet_socket, sizeof p->kubelet_socket, "%s/kubelet.sock", p->dir);

@@ -64,6 +64,9 @@ void plugin_stop(struct plugin *p);
 
 /* --- internal to src/plugin, shared between its files --------------------- */
 
+/* Fills devs from the inventory with IDs per the configured ID strategy. */
+int plugin_build_devices(struct plugin *p);
+
 /* The device with this ID, or NULL. */
 const struct plugin_device *plugin_find(const struct plugin *p, const char *id);
 

@@ -125,7 +125,8 @@ int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t
             cand[ncand++] = avail[i];
     }
     qsort(cand, ncand, sizeof *cand, prefer_cmp);
-    memcpy(cur, must, nmust * sizeof *must);
+    if (nmust)
+        memcpy(cur, must, nmust * sizeof *must);
     long base = 0;
     for (size_t i = 1; i < nmust; i++)
         base += prefer_gain(inv, cur, i, cur[i]);

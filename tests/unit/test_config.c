@@ -1,0 +1,168 @@
+/* Configuration: NVIDIA's flags, variables and v1 file, their precedence,
+ * and one clear error (naming flag, variable, or file:line:column) each. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "testutil.h"
+
+static char path[64];
+
+static int clear_env(void **state)
+{
+    (void)state;
+    static const char *const vars[] = {"MIG_STRATEGY", "DEVICE_ID_STRATEGY", "PASS_DEVICE_SPECS",
+                                       "DEVICE_LIST_STRATEGY", "CONFIG_FILE", "FAIL_ON_INIT_ERROR"};
+    for (size_t i = 0; i < 6; i++)
+        unsetenv(vars[i]);
+    return 0;
+}
+
+static void write_file(const char *text)
+{
+    snprintf(path, sizeof path, "/tmp/gpulet-config-%d.yaml", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int load(struct config *c, struct err *e, int argc, const char **argv)
+{
+    struct config_args a;
+    if (config_parse_args(&a, argc, (char **)argv, e) < 0)
+        return -1;
+    return config_load(c, &a, e);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct config c;
+    struct err e;
+    const char *argv[] = {"agent"};
+    assert_int_equal(load(&c, &e, 1, argv), 0);
+    assert_int_equal(c.mig_strategy, CONFIG_MIG_NONE);
+    assert_true(c.fail_on_init_error);
+    assert_int_equal(c.list_strategy, CONFIG_LIST_ENVVAR);
+    assert_int_equal(c.id_strategy, CONFIG_ID_UUID);
+    assert_false(c.pass_device_specs);
+    assert_string_equal(c.driver_root, "/");
+    assert_string_equal(c.dev_root, "/");
+    assert_string_equal(c.kubelet_root, "/var/lib/kubelet");
+    assert_string_equal(c.cdi_prefix, "cdi.k8s.io/");
+}
+
+static void test_file_env_flags_precedence(void **state)
+{
+    (void)state;
+    write_file("version: v1\n"
+               "flags:\n"
+               "  migStrategy: none\n"
+               "  failOnInitError: false\n"
+               "  nvidiaDriverRoot: /run/nvidia/driver\n"
+               "  useNodeFeatureAPI: true\n"
+               "  plugin:\n"
+               "    passDeviceSpecs: true\n"
+               "    deviceListStrategy: [envvar, cdi-cri]\n"
+               "    deviceIDStrategy: index\n"
+               "  gfd:\n"
+               "    oneshot: true\n");
+    struct config c;
+    struct err e;
+    const char *argv[] = {"agent", "--config-file", path};
+    assert_int_equal(load(&c, &e, 3, argv), 0);
+    assert_false(c.fail_on_init_error);
+    assert_true(c.pass_device_specs);
+    assert_int_equal(c.list_strategy, CONFIG_LIST_ENVVAR | CONFIG_LIST_CDI_CRI);
+    assert_int_equal(c.id_strategy, CONFIG_ID_INDEX);
+    assert_string_equal(c.dev_root, "/run/nvidia/driver"); /* follows the driver root */
+    setenv("DEVICE_ID_STRATEGY", "uuid", 1);                /* env beats the file */
+    setenv("PASS_DEVICE_SPECS", "false", 1);
+    assert_int_equal(load(&c, &e, 3, argv), 0);
+    assert_int_equal(c.id_strategy, CONFIG_ID_UUID);
+    assert_false(c.pass_device_specs);
+    const char *argv2[] = {"agent", "--config-file", path, "--device-id-strategy", "index"};
+    assert_int_equal(load(&c, &e, 5, argv2), 0);             /* flags beat the env */
+    assert_int_equal(c.id_strategy, CONFIG_ID_INDEX);
+    unsetenv("DEVICE_ID_STRATEGY");
+    unsetenv("PASS_DEVICE_SPECS");
+    setenv("CONFIG_FILE", path, 1);                          /* the file from the env */
+    const char *argv3[] = {"agent"};
+    assert_int_equal(load(&c, &e, 1, argv3), 0);
+    assert_string_equal(c.config_file, path);
+    unlink(path);
+}
+
+static void expect_file_error(const char *text, const char *where, const char *what)
+{
+    write_file(text);
+    struct config c;
+    struct err e;
+    const char *argv[] = {"agent", "--config-file", path};
+    if (load(&c, &e, 3, argv) == 0)
+        fail_msg("accepted:\n%s", text);
+    char full[128];
+    snprintf(full, sizeof full, "%s:%s", path, where);
+    assert_contains(e.msg, full);
+    assert_contains(e.msg, what);
+    unlink(path);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    expect_file_error("version: v2\n", "1:10", "version must be v1");
+    expect_file_error("version: v1\nflags:\n  migStrategy: all\n", "3:16",
+                      "flags.migStrategy must be one of none, single, mixed, not 'all'");
+    expect_file_error("flags:\n  plugin:\n    deviceIDStrategy: serial\n", "3:23",
+                      "flags.plugin.deviceIDStrategy must be one of uuid, index");
+    expect_file_error("flags:\n  plugin:\n    passDeviceSpec: true\n", "3:5",
+                      "unknown key 'flags.plugin.passDeviceSpec'");
+    expect_file_error("flags:\n  plugin:\n    deviceListStrategy: [envvar, nope]\n", "3:25",
+                      "unknown strategy 'nope'");
+    expect_file_error("flags:\n  failOnInitError: maybe\n", "2:20", "must be true or false");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources: []\n", "2:3",
+                      "sharing (time-slicing, MPS) is not supported yet");
+    expect_file_error("flagz: {}\n", "1:1", "unknown key 'flagz'");
+    expect_file_error("flags: [1]\n", "1:8", "flags must be a mapping");
+    expect_file_error("flags:\n  migStrategy: [none]\n", "2:16", "must be a single value");
+    expect_file_error("flags: {migStrategy: none\n", "", "");
+}
+
+static void test_flag_and_env_errors(void **state)
+{
+    (void)state;
+    struct config c;
+    struct err e;
+    const char *bad_flag[] = {"agent", "--device-list-strategy", "envvar,oops"};
+    assert_int_equal(load(&c, &e, 3, bad_flag), -1);
+    assert_contains(e.msg, "--device-list-strategy: unknown strategy 'oops'");
+    const char *unknown[] = {"agent", "--resource-name", "x"};
+    assert_int_equal(load(&c, &e, 3, unknown), -1);
+    assert_contains(e.msg, "unknown or incomplete option '--resource-name'");
+    const char *bad_uint[] = {"agent", "--xid-recovery-seconds", "-5"};
+    assert_int_equal(load(&c, &e, 3, bad_uint), -1);
+    assert_contains(e.msg, "--xid-recovery-seconds must be a whole number");
+    setenv("MIG_STRATEGY", "weird", 1);
+    const char *plain[] = {"agent"};
+    assert_int_equal(load(&c, &e, 1, plain), -1);
+    assert_contains(e.msg, "environment variable MIG_STRATEGY must be one of none, single, mixed");
+    unsetenv("MIG_STRATEGY");
+    const char *missing[] = {"agent", "--config-file", "/nonexistent.yaml"};
+    assert_int_equal(load(&c, &e, 3, missing), -1);
+    assert_contains(e.msg, "/nonexistent.yaml: No such file");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_defaults, clear_env),
+        cmocka_unit_test_setup(test_file_env_flags_precedence, clear_env),
+        cmocka_unit_test_setup(test_file_errors, clear_env),
+        cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

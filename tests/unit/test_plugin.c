@@ -1,0 +1,244 @@
+/* The device plugin's decisions without sockets: preferred allocation on
+ * the simulator's topologies, and Allocate's output for each strategy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "deviceplugin.pb-c.h"
+#include "grpc/grpc.h"
+#include "plugin/plugin.h"
+#include "testutil.h"
+
+static struct nvml nv;
+static struct gpu_inventory inv;
+
+static void inventory(const char *preset)
+{
+    struct err e;
+    testutil_sim_start(&nv, preset);
+    if (gpu_inventory_build(&nv, &inv, &e) < 0)
+        fail_msg("%s", e.msg);
+}
+
+static void done(void)
+{
+    gpu_inventory_free(&inv);
+    nvml_close(&nv);
+}
+
+/* prefer() over all GPUs of the inventory, as a string like "0,1,2,3". */
+static const char *prefer(size_t size, const unsigned *must, size_t nmust)
+{
+    static char out[256];
+    unsigned avail[64], chosen[64];
+    for (unsigned i = 0; i < inv.count; i++)
+        avail[i] = i;
+    if (plugin_prefer(&inv, avail, inv.count, must, nmust, size, chosen) < 0)
+        return "error";
+    size_t n = 0;
+    for (size_t i = 0; i < size; i++)
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%u", i ? "," : "", chosen[i]);
+    return out;
+}
+
+static void test_prefer_a100_islands(void **state)
+{
+    (void)state;
+    inventory("a100-2x4");
+    assert_string_equal(prefer(2, NULL, 0), "0,1");       /* NVLink and one PCIe switch */
+    assert_string_equal(prefer(4, NULL, 0), "0,1,2,3");   /* a whole island */
+    unsigned six = 6;
+    assert_string_equal(prefer(2, &six, 1), "6,7");
+    assert_string_equal(prefer(4, &six, 1), "4,5,6,7");
+    unsigned cross[] = {3, 4};
+    /* Three NVLink pairs (0-1, 0-3, 1-3: 1320) beat two (2-3, 4-5: 930). */
+    assert_string_equal(prefer(4, cross, 2), "0,1,3,4");
+    assert_string_equal(prefer(8, NULL, 0), "0,1,2,3,4,5,6,7");
+    assert_string_equal(prefer(9, NULL, 0), "error");
+    done();
+}
+
+static void test_prefer_dgx_and_l4(void **state)
+{
+    (void)state;
+    inventory("dgx-h100");
+    /* Every pair has NV18: NUMA locality decides. */
+    assert_string_equal(prefer(4, NULL, 0), "0,1,2,3");
+    unsigned five = 5;
+    assert_string_equal(prefer(2, &five, 1), "4,5");
+    done();
+    inventory("l4-pcie");
+    assert_string_equal(prefer(2, NULL, 0), "0,1");
+    unsigned three = 3;
+    assert_string_equal(prefer(2, &three, 1), "2,3");
+    /* {0,1,3} and {0,2,3} both score 70: the lower indexes win the tie. */
+    assert_string_equal(prefer(3, &three, 1), "0,1,3");
+    done();
+}
+
+static void test_prefer_greedy_is_deterministic(void **state)
+{
+    (void)state;
+    inventory("scale-64");
+    char first[256];
+    snprintf(first, sizeof first, "%s", prefer(32, NULL, 0));
+    assert_string_equal(prefer(32, NULL, 0), first);
+    assert_string_equal(prefer(8, NULL, 0), "0,1,2,3,4,5,6,7"); /* one NUMA node of eight */
+    done();
+}
+
+/* --- Allocate ------------------------------------------------------------ */
+
+static V1beta1__AllocateResponse *allocate(const struct config *cfg, const char *const *ids,
+                                           size_t n, int *status, char *why)
+{
+    struct plugin p;
+    memset(&p, 0, sizeof p);
+    p.cfg = cfg;
+    p.inv = &inv;
+    assert_int_equal(plugin_build_devices(&p), 0);
+    V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+    cr.n_devices_ids = n;
+    cr.devices_ids = (char **)ids;
+    V1beta1__ContainerAllocateRequest *crs[] = {&cr, &cr};
+    V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+    req.n_container_requests = n ? 1 : 2; /* n == 0: the same container twice */
+    req.container_requests = crs;
+    if (!n)
+        cr.n_devices_ids = 1, cr.devices_ids = (char **)ids + 1;
+    uint8_t buf[4096], *out = NULL;
+    size_t len = v1beta1__allocate_request__pack(&req, buf), out_len = 0;
+    *status = plugin_allocate(&p, buf, len, &out, &out_len, why, 256);
+    V1beta1__AllocateResponse *r = out ? v1beta1__allocate_response__unpack(NULL, out_len, out) : NULL;
+    free(out);
+    free(p.devs);
+    return r;
+}
+
+static const char *env(V1beta1__ContainerAllocateResponse *c, const char *key)
+{
+    for (size_t i = 0; i < c->n_envs; i++)
+        if (!strcmp(c->envs[i]->key, key))
+            return c->envs[i]->value;
+    return NULL;
+}
+
+static struct config base_config(void)
+{
+    struct config c;
+    memset(&c, 0, sizeof c);
+    c.list_strategy = CONFIG_LIST_ENVVAR;
+    strcpy(c.dev_root, "/");
+    strcpy(c.cdi_prefix, "cdi.k8s.io/");
+    return c;
+}
+
+static void test_allocate_strategies(void **state)
+{
+    (void)state;
+    inventory("l4-pcie");
+    const char *ids[] = {inv.gpus[1].uuid, inv.gpus[3].uuid};
+    char joined[200], why[256];
+    snprintf(joined, sizeof joined, "%s,%s", ids[0], ids[1]);
+    int st;
+    struct config c = base_config();
+    V1beta1__AllocateResponse *r = allocate(&c, ids, 2, &st, why);
+    assert_int_equal(st, GRPC_OK);
+    assert_int_equal(r->n_container_responses, 1);
+    assert_string_equal(env(r->container_responses[0], "NVIDIA_VISIBLE_DEVICES"), joined);
+    assert_int_equal(r->container_responses[0]->n_devices, 0);
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+
+    c.list_strategy = CONFIG_LIST_VOLUME_MOUNTS | CONFIG_LIST_ENVVAR;
+    r = allocate(&c, ids, 2, &st, why);
+    V1beta1__ContainerAllocateResponse *cr = r->container_responses[0];
+    assert_int_equal(cr->n_envs, 1); /* one NVIDIA_VISIBLE_DEVICES: the mount list wins */
+    assert_string_equal(env(cr, "NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
+    assert_int_equal(cr->n_mounts, 2);
+    assert_string_equal(cr->mounts[1]->host_path, "/dev/null");
+    assert_true(strstr(cr->mounts[1]->container_path, ids[1]) != NULL);
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+
+    c.list_strategy = CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI;
+    c.pass_device_specs = true;
+    c.id_strategy = CONFIG_ID_INDEX;
+    const char *idx[] = {"2"};
+    r = allocate(&c, idx, 1, &st, why);
+    cr = r->container_responses[0];
+    assert_int_equal(cr->n_envs, 0);
+    assert_int_equal(cr->n_devices, 0); /* CDI only: the spec brings the nodes */
+    assert_int_equal(cr->n_cdi_devices, 1);
+    assert_string_equal(cr->cdi_devices[0]->name, "nvidia.com/gpu=2");
+    assert_string_equal(cr->annotations[0]->key, "cdi.k8s.io/gpulet_2");
+    assert_string_equal(cr->annotations[0]->value, "nvidia.com/gpu=2");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    done();
+}
+
+static void test_allocate_device_specs(void **state)
+{
+    (void)state;
+    inventory("dgx-h100");
+    char root[] = "/tmp/gpulet-devroot-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char dev[128], node[160];
+    snprintf(dev, sizeof dev, "%s/dev", root);
+    mkdir(dev, 0755);
+    snprintf(node, sizeof node, "%s/nvidiactl", dev);
+    fclose(fopen(node, "w")); /* nvidiactl exists; the uvm nodes do not */
+    struct config c = base_config();
+    c.pass_device_specs = true;
+    snprintf(c.dev_root, sizeof c.dev_root, "%s", root);
+    const char *ids[] = {inv.gpus[5].uuid};
+    int st;
+    char why[256];
+    V1beta1__AllocateResponse *r = allocate(&c, ids, 1, &st, why);
+    V1beta1__ContainerAllocateResponse *cr = r->container_responses[0];
+    assert_int_equal(cr->n_devices, 2);
+    assert_string_equal(cr->devices[0]->container_path, "/dev/nvidiactl");
+    snprintf(node, sizeof node, "%s/dev/nvidiactl", root);
+    assert_string_equal(cr->devices[0]->host_path, node);
+    assert_string_equal(cr->devices[1]->container_path, "/dev/nvidia5");
+    assert_string_equal(cr->devices[1]->permissions, "rw");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    snprintf(node, sizeof node, "%s/dev/nvidiactl", root);
+    unlink(node);
+    rmdir(dev);
+    rmdir(root);
+    done();
+}
+
+static void test_allocate_errors(void **state)
+{
+    (void)state;
+    inventory("t4");
+    struct config c = base_config();
+    int st;
+    char why[256];
+    const char *unknown[] = {"GPU-nope"};
+    assert_null(allocate(&c, unknown, 1, &st, why));
+    assert_int_equal(st, GRPC_INVALID_ARGUMENT);
+    assert_string_equal(why, "unknown device ID 'GPU-nope'");
+    const char *twice[] = {inv.gpus[0].uuid, inv.gpus[0].uuid};
+    assert_null(allocate(&c, twice, 2, &st, why));
+    assert_contains(why, "requested twice");
+    const char *two_containers[] = {NULL, inv.gpus[0].uuid};
+    assert_null(allocate(&c, two_containers, 0, &st, why)); /* one GPU, two containers */
+    assert_contains(why, "requested twice");
+    done();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefer_a100_islands),
+        cmocka_unit_test(test_prefer_dgx_and_l4),
+        cmocka_unit_test(test_prefer_greedy_is_deterministic),
+        cmocka_unit_test(test_allocate_strategies),
+        cmocka_unit_test(test_allocate_device_specs),
+        cmocka_unit_test(test_allocate_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
