@@ -94,7 +94,8 @@ static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid,
     h->last_event_ms = now_ms;
     if (h->reason != HEALTH_OK && h->reason > r)
         return false; /* already worse: keep the more severe reason */
-    bool changed = h->reason != r || (r == HEALTH_XID && h->xid != xid);
+    if (h->reason == r && (r != HEALTH_XID || h->xid == xid))
+        return false; /* the same again: keep the first cause and its time */
     if (h->reason == HEALTH_OK)
         h->since_ms = health_wall_ms();
     h->reason = r;
@@ -105,7 +106,7 @@ static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid,
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     snprintf(h->detail, sizeof h->detail, "%s since %s", detail, when);
-    return changed;
+    return true;
 }
 
 bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)

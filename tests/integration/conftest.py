@@ -44,10 +44,10 @@ def gpulet(sim_env):
 class Agent:
     """A gpulet agent process whose log is collected from stderr."""
 
-    def __init__(self, args, env, log_path):
+    def __init__(self, args, env, log_path, prefix=()):
         self.log_path = log_path
         self.log_file = open(log_path, "w")
-        self.proc = subprocess.Popen([GPULET, "agent", *args], stdout=self.log_file,
+        self.proc = subprocess.Popen([*prefix, GPULET, "agent", *args], stdout=self.log_file,
                                      stderr=subprocess.STDOUT, env=env)
 
     def log(self):
@@ -77,8 +77,8 @@ def agent(sim_env, tmp_path):
     """Starts `gpulet agent ARGS...`; stops it at the end of the test."""
     started = []
 
-    def start(*args):
-        a = Agent(args, sim_env, tmp_path / f"agent{len(started)}.log")
+    def start(*args, prefix=()):
+        a = Agent(args, sim_env, tmp_path / f"agent{len(started)}.log", prefix)
         started.append(a)
         return a
     yield start
@@ -105,10 +105,10 @@ def kubelet(tmp_path, stubs):
 @pytest.fixture
 def plugin_agent(agent, kubelet, tmp_path):
     """Starts an agent against the fake kubelet; returns (agent, kubelet)."""
-    def start(*args, wait=True):
+    def start(*args, wait=True, prefix=()):
         a = agent("--kubelet-root", str(kubelet.root), "--status-socket",
-                  str(tmp_path / "status.sock"), *args)
+                  str(tmp_path / "status.sock"), *args, prefix=prefix)
         if wait:
-            kubelet.wait_registrations(len(kubelet.registrations) + 1)
+            kubelet.wait_registrations(len(kubelet.registrations) + 1, timeout=30)
         return a
     return start
