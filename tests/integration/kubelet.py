@@ -17,13 +17,15 @@ SOURCE = Path(__file__).resolve().parents[2]
 
 
 def load_stubs(out_dir):
-    """Generates and imports the v1beta1 Python stubs from the project's proto."""
-    out_dir = Path(out_dir)
+    """Generates and imports the v1beta1 Python stubs from the project's proto
+    (or uses ready ones from $GPULET_STUBS, where grpc_tools is missing)."""
+    out_dir = Path(os.environ.get("GPULET_STUBS") or out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     proto_dir = SOURCE / "proto" / "deviceplugin" / "v1beta1"
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}",
-                    f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", "api.proto"],
-                   check=True)
+    if not (out_dir / "api_pb2_grpc.py").exists():
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}",
+                        f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", "api.proto"],
+                       check=True)
     sys.path.insert(0, str(out_dir))
     return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
 

@@ -32,6 +32,8 @@ log "NVML call timing (inventory sequence)"
 python3 tests/realgpu/nvml_timing.py
 log "agent on the real GPU for 2 s"
 timeout -s INT 2 build/gpulet agent; echo "agent exit $?"
+log "device plugin on the real GPU (grpcio kubelet)"
+GPULET_STUBS=$PWD/build/stubs python3 tests/realgpu/plugin_check.py build/gpulet
 log "benchmark: bench/startup.py --real"
 python3 bench/startup.py --real --runs 30
 python3 - <<'PY'
