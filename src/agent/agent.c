@@ -67,6 +67,8 @@ static void agent_on_signal(uv_signal_t *s, int signum)
         strcmp(next.nvml_path, a->cfg.nvml_path))
         log_warn("SIGHUP: kubelet-root, simulate and nvml changes take effect at restart");
     strcpy(next.kubelet_root, a->cfg.kubelet_root);
+    strcpy(next.simulate, a->cfg.simulate);
+    strcpy(next.nvml_path, a->cfg.nvml_path);
     struct config old = a->cfg;
     a->cfg = next;
     if (agent_check_mig(a, &e) < 0) {

@@ -287,44 +287,51 @@ static bool config_empty(yaml_node_t *n)
            (n->type == YAML_MAPPING_NODE && n->data.mapping.pairs.top == n->data.mapping.pairs.start);
 }
 
-static int config_file(struct config *c, const char *path, struct err *e)
+/* Applies a loaded v1 document over c. */
+static int config_document(struct config *c, struct ydoc *d, struct err *e)
 {
-    struct ydoc d;
-    if (ydoc_load_file(&d, path, e) < 0)
-        return -1;
-    int rc = -1;
-    yaml_node_t *root = ydoc_root(&d);
     static const char *const keys[] = {"version", "flags", "resources", "sharing", "imex", NULL};
-    if (!root) {
-        rc = 0; /* an empty file changes nothing */
-        goto out;
-    }
-    if (ydoc_check_keys(&d, root, "the config file", keys, e) < 0)
-        goto out;
-    yaml_node_t *n = ydoc_get(&d, root, "version");
-    const char *version = "v1";
-    if (n && ydoc_scalar(&d, n, "version", &version, e) < 0)
-        goto out;
-    if (strcmp(version, "v1") && *version) {
-        ydoc_error(&d, n, e, "version must be v1, not '%s'", version);
-        goto out;
-    }
     static const char *const unsupported[][2] = {
         {"sharing", "sharing (time-slicing, MPS) is not supported yet: remove the sharing section"},
         {"resources", "custom resource names are not supported (NVIDIA's plugin ignores them too)"},
         {"imex", "IMEX channels are not supported yet: remove the imex section"},
     };
-    for (size_t i = 0; i < 3; i++) {
-        if ((n = ydoc_get(&d, root, unsupported[i][0])) && !config_empty(n)) {
-            ydoc_error(&d, n, e, "%s", unsupported[i][1]);
-            goto out;
-        }
-    }
-    if ((n = ydoc_get(&d, root, "flags")) && !config_empty(n) &&
-        config_file_map(c, &d, n, "flags", e) < 0)
-        goto out;
-    rc = 0;
-out:
+    yaml_node_t *root = ydoc_root(d);
+    if (!root)
+        return 0; /* an empty file changes nothing */
+    if (ydoc_check_keys(d, root, "the config file", keys, e) < 0)
+        return -1;
+    yaml_node_t *n = ydoc_get(d, root, "version");
+    const char *version = "v1";
+    if (n && ydoc_scalar(d, n, "version", &version, e) < 0)
+        return -1;
+    if (strcmp(version, "v1") && *version)
+        return ydoc_error(d, n, e, "version must be v1, not '%s'", version);
+    for (size_t i = 0; i < 3; i++)
+        if ((n = ydoc_get(d, root, unsupported[i][0])) && !config_empty(n))
+            return ydoc_error(d, n, e, "%s", unsupported[i][1]);
+    if ((n = ydoc_get(d, root, "flags")) && !config_empty(n))
+        return config_file_map(c, d, n, "flags", e);
+    return 0;
+}
+
+int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,
+                      struct err *e)
+{
+    struct ydoc d;
+    if (ydoc_load(&d, source, text, len, e) < 0)
+        return -1;
+    int rc = config_document(c, &d, e);
+    ydoc_free(&d);
+    return rc;
+}
+
+static int config_file(struct config *c, const char *path, struct err *e)
+{
+    struct ydoc d;
+    if (ydoc_load_file(&d, path, e) < 0)
+        return -1;
+    int rc = config_document(c, &d, e);
     ydoc_free(&d);
     return rc;
 }

@@ -55,6 +55,10 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
  * CONFIG_FILE), then the environment, then the flags. */
 int config_load(struct config *c, const struct config_args *a, struct err *e);
 
+/* Applies a `version: v1` config file's text over c (errors name source:line:col). */
+int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,
+                      struct err *e);
+
 /* Writes the agent's usage, generated from the option table. */
 void config_usage(FILE *out);
 
