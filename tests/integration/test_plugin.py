@@ -365,3 +365,14 @@ def test_valgrind_agent(plugin_agent, kubelet, sim_env):
     stream.cancel()
     channel.close()
     assert a.stop(timeout=60) == 0, a.log()
+
+
+def test_no_gpus(plugin_agent, kubelet, tmp_path):
+    """A node with the driver but no GPUs: one log line, an empty device list."""
+    node = tmp_path / "empty.yaml"
+    node.write_text("name: empty\ngpus: []\n")
+    a = plugin_agent("--simulate", str(node))
+    assert a.log().count("no GPUs found") == 1
+    channel, stub, stream, first = devices(kubelet)
+    assert len(first.devices) == 0
+    stream.cancel()
