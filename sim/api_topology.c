@@ -43,7 +43,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, un
         sim_fill_pci(pci, r->domain, r->bus, r->device, r->product->pci_device_id,
                      r->product->pci_subsystem_id);
     } else {
-        sim_fill_pci(pci, 0, l->remote_bus, 0, 0x22A310DE, 0); /* NVSwitch */
+        /* An NVSwitch: driver 580 reports no PCI address for it, only
+         * FFFFFFFF:FF:FF.0 (read on a 4x H200 HGX VM, docs/real-gpu.md). */
+        sim_fill_pci(pci, 0xFFFFFFFFu, 0xFF, 0xFF, 0, 0);
     }
     return sim_leave(NVML_SUCCESS);
 }
@@ -79,6 +81,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1,
         *pathInfo = NVML_TOPOLOGY_INTERNAL;
     else if (a->numa_node != b->numa_node)
         *pathInfo = NVML_TOPOLOGY_SYSTEM;
+    else if (a->pcie_switch < 0)
+        *pathInfo = NVML_TOPOLOGY_HOSTBRIDGE; /* no switches: both on the host bridge */
     else if (a->pcie_switch == b->pcie_switch)
         *pathInfo = NVML_TOPOLOGY_SINGLE;
     else

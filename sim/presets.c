@@ -32,6 +32,20 @@ static const struct sim_preset presets[] = {
      "gpus:\n"
      "  - product: h200\n"
      "    count: 8\n"},
+    {"h200x4-vm",
+     "# 4 H200 of an HGX board passed through to a VM, as measured on the\n"
+     "# nvidia-h200-x4 machine (docs/real-gpu.md): NV18 between every pair\n"
+     "# through the NVSwitches, all on the host bridge (PHB), one NUMA node.\n"
+     "name: h200x4-vm\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "gpus_per_pcie_switch: 0\n"
+     "nvlink: nvswitch\n"
+     "gpus:\n"
+     "  - {product: h200, pci_bus_id: \"0000:00:06.0\"}\n"
+     "  - {product: h200, pci_bus_id: \"0000:00:07.0\"}\n"
+     "  - {product: h200, pci_bus_id: \"0000:00:08.0\"}\n"
+     "  - {product: h200, pci_bus_id: \"0000:00:09.0\"}\n"},
     {"a100-2x4",
      "# 8 A100 80GB in two NVLink islands of four: each GPU has 4 direct links\n"
      "# to each peer of its island and none to the other island.\n"
@@ -74,8 +88,8 @@ static const struct sim_preset presets[] = {
      "    count: 64\n"},
 };
 
-const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "a100-2x4", "l4-pcie", "t4",
-                                        "scale-64", NULL};
+const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm", "a100-2x4",
+                                        "l4-pcie",  "t4",       "scale-64",  NULL};
 
 const char *sim_preset_text(const char *name)
 {

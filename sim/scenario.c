@@ -183,7 +183,7 @@ static void scenario_layout(struct scenario *sc, const struct scenario_src *src,
         struct sim_gpu *g = &sc->gpus[i];
         if (!src->numa_set[i])
             g->numa_node = (int)((long)i * numa_nodes / (long)sc->count);
-        g->pcie_switch = (int)(i / (unsigned)per_switch);
+        g->pcie_switch = per_switch ? (int)(i / (unsigned)per_switch) : -1;
         if (!src->bus[i])
             g->bus = 0x18 + i * step;
         scenario_identity(sc, g, seed, src->uuid[i] != NULL);
@@ -206,7 +206,7 @@ static int scenario_check_unique(struct ydoc *d, struct scenario *sc,
     return 0;
 }
 
-/* NVSwitch fabric: link k of every GPU goes to switch k % 4 (buses 0xe0..0xe3). */
+/* NVSwitch fabric: every NVLink of every GPU goes to the switches. */
 static int scenario_nvswitch(struct ydoc *d, yaml_node_t *n, struct scenario *sc, struct err *e)
 {
     for (unsigned i = 0; i < sc->count; i++) {
@@ -215,7 +215,7 @@ static int scenario_nvswitch(struct ydoc *d, yaml_node_t *n, struct scenario *sc
             return ydoc_error(d, n, e, "GPU %u (%s) has no NVLink", i, g->product->key);
         g->nlinks = g->product->nvlinks;
         for (unsigned k = 0; k < g->nlinks; k++)
-            g->links[k] = (struct sim_link){NVML_NVLINK_DEVICE_TYPE_SWITCH, -1, 0xe0 + k % 4};
+            g->links[k] = (struct sim_link){NVML_NVLINK_DEVICE_TYPE_SWITCH, -1};
     }
     return 0;
 }
@@ -253,8 +253,7 @@ static int scenario_island(struct ydoc *d, yaml_node_t *isl, struct scenario *sc
             if (a == b)
                 continue;
             for (unsigned k = 0; k < per_peer; k++)
-                g->links[g->nlinks++] = (struct sim_link){
-                    NVML_NVLINK_DEVICE_TYPE_GPU, members[b], sc->gpus[members[b]].bus};
+                g->links[g->nlinks++] = (struct sim_link){NVML_NVLINK_DEVICE_TYPE_GPU, members[b]};
         }
     }
     return 0;
@@ -337,7 +336,7 @@ static int scenario_build(struct ydoc *d, struct scenario *sc, struct err *e)
     if ((n = ydoc_get(d, root, "numa_nodes")) && ydoc_int(d, n, "numa_nodes", 1, 64, &numa_nodes, e) < 0)
         return -1;
     if ((n = ydoc_get(d, root, "gpus_per_pcie_switch")) &&
-        ydoc_int(d, n, "gpus_per_pcie_switch", 1, SIM_MAX_GPUS, &per_switch, e) < 0)
+        ydoc_int(d, n, "gpus_per_pcie_switch", 0, SIM_MAX_GPUS, &per_switch, e) < 0)
         return -1;
     if ((n = ydoc_get(d, root, "seed")) && ydoc_int(d, n, "seed", 0, 1L << 30, &seed, e) < 0)
         return -1;

@@ -30,8 +30,7 @@ struct sim_product {
 /* One NVLink of a GPU: to a peer GPU or to an NVSwitch. */
 struct sim_link {
     nvmlIntNvLinkDeviceType_t remote_type;
-    int remote_gpu;          /* index of the peer, -1 for a switch */
-    unsigned remote_bus;     /* PCI bus of the peer or switch (domain 0, device 0) */
+    int remote_gpu;          /* index of the peer, -1 for an NVSwitch */
 };
 
 /* The static description of one simulated GPU. */
@@ -42,7 +41,8 @@ struct sim_gpu {
     char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
     unsigned domain, bus, device;
     int numa_node;
-    int pcie_switch;         /* GPUs with the same value share a PCIe switch */
+    int pcie_switch;         /* GPUs with the same value share a PCIe switch; -1: none,
+                                the GPU sits on the host bridge */
     bool mig_enabled;
     unsigned nlinks;
     struct sim_link links[NVML_NVLINK_MAX_LINKS];

@@ -126,7 +126,8 @@ def test_help_and_version(gpulet):
 
 def test_sim_presets_show_check(gpulet, tmp_path):
     p = gpulet("sim", "presets")
-    assert p.stdout.split() == ["dgx-h100", "hgx-h200", "a100-2x4", "l4-pcie", "t4", "scale-64"]
+    assert p.stdout.split() == ["dgx-h100", "hgx-h200", "h200x4-vm", "a100-2x4", "l4-pcie", "t4",
+                                "scale-64"]
     shown = gpulet("sim", "show", "l4-pcie").stdout
     f = tmp_path / "copy.yaml"
     f.write_text(shown)

@@ -149,24 +149,47 @@ with tempfile.TemporaryDirectory() as tmp:
         pb.ContainerAllocateRequest(devices_ids=[str(target)])])).container_responses[0]
     specs = [(s.container_path, s.host_path) for s in r.devices]
     print("Allocate:", dict(r.envs), specs)
+    uuid = doc["gpus"][target]["uuid"]
+    bus = doc["gpus"][target]["pci_bus_id"]
+    procdir = f"{bus[4:8]}{bus[8:]}".lower()          # 00000000:00:09.0 -> 0000:00:09.0
+    # /dev as a container gets it: the OCI default devices plus the allocated nodes.
+    standard = [(f"/dev/{d}", f"/dev/{d}") for d in ("null", "zero", "full", "random", "urandom", "tty")]
     mknods = "; ".join(
         f"mknod {c} c {os.major(os.stat(h).st_rdev)} {os.minor(os.stat(h).st_rdev)}; chmod 666 {c}"
-        for c, h in specs + [("/dev/null", "/dev/null")])
-    uuid = doc["gpus"][target]["uuid"]
-    inner = (f"mount -t tmpfs tmpfs /dev && {mknods} && ls /dev && "
-             f"echo '--- nvidia-smi -L'; nvidia-smi -L; echo '--- torch'; "
-             f"python3 -c 'import torch; n=torch.cuda.device_count(); print(n, [torch.cuda.get_device_properties(i).uuid for i in range(n)])'")
+        for c, h in specs + standard)
+    modprobe = sh("command -v nvidia-modprobe").strip()
+    hide_modprobe = f"mount --bind /dev/null {modprobe}" if modprobe else "true"
+    mask_proc = (f"mkdir -p /tmp/keep-gpu && mount --bind /proc/driver/nvidia/gpus/{procdir} /tmp/keep-gpu && "
+                 f"mount -t tmpfs tmpfs /proc/driver/nvidia/gpus && "
+                 f"mkdir /proc/driver/nvidia/gpus/{procdir} && "
+                 f"mount --bind /tmp/keep-gpu /proc/driver/nvidia/gpus/{procdir}")
+    probe = ("echo '--- nvidia-smi -L'; nvidia-smi -L; echo '--- torch'; "
+             "python3 -c 'import torch; n=torch.cuda.device_count(); "
+             "print(n, [str(torch.cuda.get_device_properties(i).uuid) for i in range(n)])'")
+    variants = {
+        "A: only the allocated /dev nodes": f"mount -t tmpfs tmpfs /dev && {mknods}",
+        "B: A, and no nvidia-modprobe": f"mount -t tmpfs tmpfs /dev && {mknods} && {hide_modprobe}",
+        "C: B, and /proc/driver/nvidia/gpus holds only the allocated GPU (as the toolkit does)":
+            f"mount -t tmpfs tmpfs /dev && {mknods} && {hide_modprobe} && {mask_proc}",
+    }
     env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=r.envs["NVIDIA_VISIBLE_DEVICES"])
-    iso = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", inner],
-                         capture_output=True, text=True, env=env, timeout=120)
-    print(iso.stdout, iso.stderr[-1500:])
-    (OUT / "isolation.txt").write_text(iso.stdout + "\n" + iso.stderr)
-    listed = re.findall(r"UUID: (GPU-[0-9a-f-]+)", iso.stdout)
-    check("nvidia-smi -L in the namespace lists only the allocated GPU", listed == [uuid],
-          f"listed {listed}, allocated {uuid}")
-    m = re.search(r"--- torch\n(\d+) ", iso.stdout)
-    check("torch sees exactly one GPU", m and m.group(1) == "1", m.group(0) if m else iso.stderr[-300:])
-    check("torch's GPU is the allocated one", uuid[4:] in iso.stdout.split("--- torch")[-1])
+    log = []
+    seen = {}
+    for name, setup in variants.items():
+        iso = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                              f"{setup} && ls /dev && {probe}"],
+                             capture_output=True, text=True, env=env, timeout=180)
+        smi = re.findall(r"UUID: (GPU-[0-9a-f-]+)", iso.stdout.split("--- torch")[0])
+        m = re.search(r"--- torch\n(\d+) (.*)", iso.stdout)
+        seen[name] = (smi, m.group(1) if m else "error", m.group(2) if m else iso.stderr[-300:])
+        log.append(f"=== {name}\n{iso.stdout}\n{iso.stderr[-2000:]}")
+        print(f"{name}: nvidia-smi -L {len(smi)} GPU(s) {smi}; torch {seen[name][1]} {seen[name][2][:200]}")
+    (OUT / "isolation.txt").write_text("\n".join(log))
+    smi, count, uuids = seen[list(variants)[-1]]
+    check("container-like namespace: nvidia-smi -L lists only the allocated GPU", smi == [uuid],
+          f"listed {smi}, allocated {uuid}")
+    check("container-like namespace: torch sees exactly the allocated GPU",
+          count == "1" and uuid[4:] in uuids, f"{count} {uuids}")
     agent.terminate()
     agent.wait(timeout=10)
     k.stop()

@@ -1,5 +1,6 @@
 /* The device inventory built from the simulator's presets: identity,
  * NUMA, and the pairwise interconnect each topology should produce. */
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu/inventory.h"
@@ -103,11 +104,35 @@ static void test_lost_gpu(void **state)
     done(&n, &inv);
 }
 
+/* The preset of the 4x H200 VM measured on real hardware (docs/real-gpu.md). */
+static void test_h200x4_vm_matches_the_real_machine(void **state)
+{
+    (void)state;
+    struct nvml n;
+    struct gpu_inventory inv;
+    build("h200x4-vm", &n, &inv);
+    assert_int_equal(inv.count, 4);
+    for (unsigned i = 0; i < 4; i++) {
+        char bus[32];
+        snprintf(bus, sizeof bus, "00000000:00:%02u.0", 6 + i);
+        assert_string_equal(inv.gpus[i].pci_bus_id, bus);
+        assert_int_equal(inv.gpus[i].numa_node, 0);
+        for (unsigned j = 0; j < 4; j++) {
+            if (i == j)
+                continue;
+            assert_int_equal(gpu_inventory_link(&inv, i, j)->nvlinks, 18);
+            assert_int_equal(gpu_inventory_link(&inv, i, j)->pcie, NVML_TOPOLOGY_HOSTBRIDGE);
+        }
+    }
+    done(&n, &inv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dgx_h100), cmocka_unit_test(test_a100_islands),
         cmocka_unit_test(test_l4_pcie),  cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_h200x4_vm_matches_the_real_machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

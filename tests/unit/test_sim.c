@@ -222,6 +222,10 @@ static void test_topology(void **state)
     nvmlIntNvLinkDeviceType_t type;
     assert_int_equal(nv.DeviceGetNvLinkRemoteDeviceType(gpu(0), 3, &type), NVML_SUCCESS);
     assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+    /* As driver 580 reports an NVSwitch's end of a link: no PCI address. */
+    nvmlPciInfo_t pci;
+    assert_int_equal(nv.DeviceGetNvLinkRemotePciInfo(gpu(0), 3, &pci), NVML_SUCCESS);
+    assert_string_equal(pci.busId, "FFFFFFFF:FF:FF.0");
 }
 
 int main(void)
