@@ -163,27 +163,35 @@ with tempfile.TemporaryDirectory() as tmp:
                  f"mount -t tmpfs tmpfs /proc/driver/nvidia/gpus && "
                  f"mkdir /proc/driver/nvidia/gpus/{procdir} && "
                  f"mount --bind /tmp/keep-gpu /proc/driver/nvidia/gpus/{procdir}")
-    probe = ("echo '--- nvidia-smi -L'; nvidia-smi -L; echo '--- torch'; "
-             "python3 -c 'import torch; n=torch.cuda.device_count(); "
-             "print(n, [str(torch.cuda.get_device_properties(i).uuid) for i in range(n)])'")
+    probe = ("echo '--- nvidia-smi -L'; $NOMKNOD nvidia-smi -L; echo '--- torch'; "
+             "$NOMKNOD python3 -c 'import torch; n=torch.cuda.device_count(); "
+             "print(n, [str(torch.cuda.get_device_properties(i).uuid) for i in range(n)])'; "
+             "echo '--- /dev after'; ls /dev | tr '\\n' ' '")
     variants = {
         "A: only the allocated /dev nodes": f"mount -t tmpfs tmpfs /dev && {mknods}",
         "B: A, and no nvidia-modprobe": f"mount -t tmpfs tmpfs /dev && {mknods} && {hide_modprobe}",
         "C: B, and /proc/driver/nvidia/gpus holds only the allocated GPU (as the toolkit does)":
             f"mount -t tmpfs tmpfs /dev && {mknods} && {hide_modprobe} && {mask_proc}",
+        # A pod's device cgroup (built from the DeviceSpecs) forbids creating or
+        # opening other GPUs' nodes; without CAP_MKNOD, nothing can create them here.
+        "D: C, without CAP_MKNOD (as a pod's device cgroup forbids other nodes)":
+            f"mount -t tmpfs tmpfs /dev && {mknods} && {hide_modprobe} && {mask_proc} && "
+            "export NOMKNOD='setpriv --bounding-set -mknod --inh-caps -mknod --'",
     }
     env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=r.envs["NVIDIA_VISIBLE_DEVICES"])
     log = []
     seen = {}
     for name, setup in variants.items():
         iso = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                              f"{setup} && ls /dev && {probe}"],
+                              f"NOMKNOD=; {setup} && ls /dev | tr '\\n' ' ' && echo && {probe}"],
                              capture_output=True, text=True, env=env, timeout=180)
         smi = re.findall(r"UUID: (GPU-[0-9a-f-]+)", iso.stdout.split("--- torch")[0])
         m = re.search(r"--- torch\n(\d+) (.*)", iso.stdout)
+        after = iso.stdout.split("--- /dev after")[-1].strip()
         seen[name] = (smi, m.group(1) if m else "error", m.group(2) if m else iso.stderr[-300:])
         log.append(f"=== {name}\n{iso.stdout}\n{iso.stderr[-2000:]}")
-        print(f"{name}: nvidia-smi -L {len(smi)} GPU(s) {smi}; torch {seen[name][1]} {seen[name][2][:200]}")
+        print(f"{name}: nvidia-smi -L {len(smi)} GPU(s) {smi}; torch {seen[name][1]} "
+              f"{seen[name][2][:200]}; /dev afterwards: {after}")
     (OUT / "isolation.txt").write_text("\n".join(log))
     smi, count, uuids = seen[list(variants)[-1]]
     check("container-like namespace: nvidia-smi -L lists only the allocated GPU", smi == [uuid],
