@@ -78,30 +78,23 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     }
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
+    if (!a->plugin_running && !a->restart_pending)
+        return; /* NVML never started (fail-on-init-error false): nothing to serve */
     if (a->plugin_running) {
         plugin_stop(&a->plugin);
         a->plugin_running = false;
     }
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
      * in the next loop iteration, after those closes, so the plugin's memory
-     * is free to reuse by then. */
-    uv_timer_t *t = malloc(sizeof *t);
-    if (!t)
-        abort();
-    uv_timer_init(&a->loop, t);
-    t->data = a;
-    uv_timer_start(t, agent_restart, 0, 0);
-}
-
-static void agent_free_handle(uv_handle_t *h)
-{
-    free(h);
+     * is free to reuse by then. A second SIGHUP meanwhile only re-arms it. */
+    a->restart_pending = true;
+    uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
 }
 
 static void agent_restart(uv_timer_t *t)
 {
     struct agent *a = t->data;
-    uv_close((uv_handle_t *)t, agent_free_handle);
+    a->restart_pending = false;
     struct err e;
     if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, &e) < 0) {
         log_error("SIGHUP: device plugin did not restart: %s", e.msg);
@@ -165,6 +158,7 @@ static void agent_shutdown(struct agent *a)
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
+    uv_close((uv_handle_t *)&a->restart_timer, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT); /* close callbacks, a probe in flight */
     uv_walk(&a->loop, agent_close_walk, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -200,6 +194,8 @@ int agent_run(struct agent *a, int argc, char **argv)
     }
     config_log(&a->cfg);
     uv_loop_init(&a->loop);
+    uv_timer_init(&a->loop, &a->restart_timer);
+    a->restart_timer.data = a;
     uv_signal_t *sigs[] = {&a->sigint, &a->sigterm, &a->sighup};
     const int signums[] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) {

@@ -26,6 +26,8 @@ struct agent {
     struct gpu_watch watch;
     struct plugin plugin;
     bool plugin_running;
+    uv_timer_t restart_timer;            /* restarts the plugin after a reload */
+    bool restart_pending;
     /* recovery probes, run on libuv's threadpool */
     uv_timer_t probe_timer;
     bool probe_timer_on;

@@ -376,3 +376,16 @@ def test_no_gpus(plugin_agent, kubelet, tmp_path):
     channel, stub, stream, first = devices(kubelet)
     assert len(first.devices) == 0
     stream.cancel()
+
+
+def test_sighup_twice_in_a_row(plugin_agent, kubelet):
+    a = plugin_agent("--simulate", "t4")
+    a.proc.send_signal(signal.SIGHUP)
+    a.proc.send_signal(signal.SIGHUP)
+    kubelet.wait_registrations(2, timeout=3)
+    time.sleep(0.2)
+    assert a.proc.poll() is None
+    channel, stub, stream, first = devices(kubelet)
+    assert len(first.devices) == 1
+    stream.cancel()
+    assert a.stop() == 0
