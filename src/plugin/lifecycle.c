@@ -22,6 +22,25 @@
 
 static void lifecycle_reconcile(uv_timer_t *t);
 
+/* The identity of the file at path; all zero when there is none. */
+static struct plugin_file_id lifecycle_file_id(const char *path)
+{
+    struct stat st;
+    struct plugin_file_id id = {0, 0};
+    if (stat(path, &st) == 0) {
+        id.ino = st.st_ino;
+        id.ctime_ns = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+    }
+    return id;
+}
+
+static bool lifecycle_same(struct plugin_file_id a, struct plugin_file_id b)
+{
+    return a.ino == b.ino && a.ctime_ns == b.ctime_ns;
+}
+
+static const struct plugin_file_id lifecycle_none = {0, 0};
+
 static void lifecycle_schedule(struct plugin *p, uint64_t delay_ms)
 {
     if (p->stopping)
@@ -54,7 +73,7 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
         lifecycle_retry(p);
         return;
     }
-    p->registered_ino = p->registering_ino;
+    p->registered_id = p->registering_id;
     p->backoff_ms = 0;
     p->registrations++;
     p->registered_ms = uv_now(p->loop);
@@ -63,7 +82,7 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
     lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
 }
 
-static void lifecycle_register(struct plugin *p, ino_t kubelet_ino)
+static void lifecycle_register(struct plugin *p, struct plugin_file_id kubelet)
 {
     V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     opts.get_preferred_allocation_available = true;
@@ -74,7 +93,7 @@ static void lifecycle_register(struct plugin *p, ino_t kubelet_ino)
     req.options = &opts;
     uint8_t buf[256];
     size_t n = v1beta1__register_request__pack(&req, buf);
-    p->registering_ino = kubelet_ino;
+    p->registering_id = kubelet;
     p->registering = grpc_client_unary(p->loop, p->kubelet_socket, "/v1beta1.Registration/Register",
                                        buf, n, LIFECYCLE_REGISTER_TIMEOUT_MS, lifecycle_registered, p);
 }
@@ -82,40 +101,41 @@ static void lifecycle_register(struct plugin *p, ino_t kubelet_ino)
 static void lifecycle_reconcile(uv_timer_t *t)
 {
     struct plugin *p = t->data;
-    struct stat st;
     struct err e;
-    if (!p->server || stat(p->socket, &st) != 0 || st.st_ino != p->socket_ino) {
+    struct plugin_file_id ours = lifecycle_file_id(p->socket);
+    if (!p->server || !ours.ino || !lifecycle_same(ours, p->socket_id)) {
         if (p->server)
             log_warn("%s was removed; serving on it again", p->socket);
         if (p->registering)
             grpc_client_cancel(p->registering);
         p->registering = NULL;
-        p->registered_ino = 0; /* a new socket must be registered anew */
-        if (plugin_serve(p, &e) < 0 || stat(p->socket, &st) != 0) {
+        p->registered_id = lifecycle_none; /* a new socket must be registered anew */
+        if (plugin_serve(p, &e) < 0) {
             log_error("%s", e.msg);
             lifecycle_retry(p);
             return;
         }
-        p->socket_ino = st.st_ino;
+        p->socket_id = lifecycle_file_id(p->socket);
     }
-    if (stat(p->kubelet_socket, &st) != 0) {
-        if (p->registered_ino)
+    struct plugin_file_id kubelet = lifecycle_file_id(p->kubelet_socket);
+    if (!kubelet.ino) {
+        if (p->registered_id.ino)
             log_warn("%s is gone (kubelet restarting?); waiting for it", p->kubelet_socket);
-        p->registered_ino = 0;
+        p->registered_id = lifecycle_none;
         lifecycle_schedule(p, LIFECYCLE_SAFETY_MS); /* inotify will be sooner */
         return;
     }
-    if (st.st_ino == p->registered_ino) {
+    if (lifecycle_same(kubelet, p->registered_id)) {
         lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
         return;
     }
-    if (p->registering && p->registering_ino == st.st_ino)
+    if (p->registering && lifecycle_same(p->registering_id, kubelet))
         return; /* that very registration is in flight */
     if (p->registering)
         grpc_client_cancel(p->registering); /* it targets a kubelet that is gone */
-    if (p->registered_ino)
+    if (p->registered_id.ino)
         log_info("kubelet restarted; registering again");
-    lifecycle_register(p, st.st_ino);
+    lifecycle_register(p, kubelet);
 }
 
 static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, int status)

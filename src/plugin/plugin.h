@@ -20,6 +20,13 @@
 struct plugin_watcher;
 struct grpc_client_call;
 
+/* Which file a socket path holds: inode and change time, since a new file
+ * may reuse the inode number of one just deleted. Zero: none. */
+struct plugin_file_id {
+    ino_t ino;
+    long long ctime_ns;
+};
+
 /* One advertised device: its ID and which GPU of the inventory it is. */
 struct plugin_device {
     char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
@@ -38,9 +45,9 @@ struct plugin {
     char kubelet_socket[CONFIG_PATH_MAX + 64];
     struct grpc_server *server;
     struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */
-    ino_t socket_ino;                    /* our socket file, to notice it vanish */
-    ino_t registered_ino;                /* kubelet.sock we registered with; 0: none */
-    ino_t registering_ino;               /* the one a Register call in flight targets */
+    struct plugin_file_id socket_id;     /* our socket file, to notice it vanish */
+    struct plugin_file_id registered_id; /* kubelet.sock we registered with; 0: none */
+    struct plugin_file_id registering_id; /* the one a Register call in flight targets */
     struct grpc_client_call *registering;
     unsigned backoff_ms;
     uv_fs_event_t dir_watch;

@@ -389,3 +389,13 @@ def test_sighup_twice_in_a_row(plugin_agent, kubelet):
     assert len(first.devices) == 1
     stream.cancel()
     assert a.stop() == 0
+
+
+def test_kubelet_socket_replaced_only(plugin_agent, kubelet):
+    """A kubelet that replaces only its own socket, leaving ours: the new
+    kubelet.sock (which may even reuse the old inode number) is registered with."""
+    plugin_agent("--simulate", "t4")
+    for n in range(2, 7):
+        kubelet.stop()
+        kubelet.start(wipe=False)
+        kubelet.wait_registrations(n, timeout=3)
