@@ -125,3 +125,32 @@ SIM_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t
     *current = *pending = NVML_FEATURE_ENABLED;
     return sim_leave(NVML_SUCCESS);
 }
+
+SIM_API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device,
+                                                     nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!pVirtualMode)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *pVirtualMode = NVML_GPU_VIRTUALIZATION_MODE_NONE;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    return rc ? rc : sim_leave(sim_copy_string(version, length, "96.00.A5.00.1A"));
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!type)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *type = NVML_BRAND_NVIDIA;
+    return sim_leave(NVML_SUCCESS);
+}

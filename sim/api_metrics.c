@@ -163,3 +163,80 @@ SIM_API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigne
     *value = device->pcie_replays;
     return sim_leave(NVML_SUCCESS);
 }
+
+static nvmlReturn_t metrics_codec(nvmlDevice_t device, unsigned int *utilization,
+                                  unsigned int *samplingPeriodUs)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!utilization || !samplingPeriodUs)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *utilization = 0; /* nobody encodes video on these nodes */
+    *samplingPeriodUs = 167000;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                     unsigned int *samplingPeriodUs)
+{
+    return metrics_codec(device, utilization, samplingPeriodUs);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                     unsigned int *samplingPeriodUs)
+{
+    return metrics_codec(device, utilization, samplingPeriodUs);
+}
+
+/* One field of nvmlDeviceGetFieldValues; NOT_SUPPORTED where the part lacks it. */
+static nvmlReturn_t metrics_field(struct nvmlDevice_st *g, unsigned id, nvmlFieldValue_t *v)
+{
+    const struct sim_product *p = g->desc.product;
+    bool hbm = p->nvlinks > 0, ampere = p->arch >= NVML_DEVICE_ARCH_AMPERE;
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    switch (id) {
+    case NVML_FI_DEV_MEMORY_TEMP:
+        v->value.ullVal = hbm ? (unsigned long long)sim_live_value(g, SIM_TEMP) + 6 : 0;
+        return NVML_SUCCESS;
+    case 29: case 30: case 31: /* retired pages: before Ampere only */
+        if (ampere)
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->value.ullVal = 0;
+        return NVML_SUCCESS;
+    case 74: case 75: case 76: case 77: case 78: case 79: /* throttle time, ns */
+        v->value.ullVal = 0;
+        return NVML_SUCCESS;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+        if (!p->nvlinks)
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->value.ullVal = sim_live_nvlink(g);
+        return NVML_SUCCESS;
+    case 142: case 143: case 144: case 145: /* row remapping: Ampere and newer */
+        if (!ampere)
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = 0;
+        return NVML_SUCCESS;
+    default:
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                              nvmlFieldValue_t *values)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (valuesCount < 0 || (valuesCount && !values))
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    long long now_us = (long long)(sim_now() * 1e6); /* model time stands in for the wall clock */
+    for (int i = 0; i < valuesCount; i++) {
+        values[i].timestamp = now_us;
+        values[i].latencyUsec = 0;
+        values[i].nvmlReturn = metrics_field(device, values[i].fieldId, &values[i]);
+    }
+    return sim_leave(NVML_SUCCESS);
+}

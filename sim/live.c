@@ -54,13 +54,24 @@ unsigned long long sim_live_energy(struct nvmlDevice_st *g)
     return (unsigned long long)g->energy_mj;
 }
 
+unsigned long long sim_live_nvlink(struct nvmlDevice_st *g)
+{
+    double t = sim_now();
+    if (t > g->nvlink_t) {
+        /* Busy GPUs move data over NVLink: up to 20 GiB/s each way at full load. */
+        g->nvlink_kib += sim_live_value(g, SIM_UTIL_GPU) / 100.0 * 20.0 * 1048576.0 * (t - g->nvlink_t);
+        g->nvlink_t = t;
+    }
+    return (unsigned long long)g->nvlink_kib;
+}
+
 void sim_live_reset(struct nvmlDevice_st *g, bool first_boot)
 {
     unsigned i = g->desc.index;
     if (first_boot) {
         /* A node that has been up a few hours, each GPU a bit differently. */
         g->energy_mj = (double)g->desc.product->power_idle_w * 3600.0 * 1000.0 * (2 + i % 3);
-        g->energy_t = sim_now();
+        g->energy_t = g->nvlink_t = sim_now();
         g->period = 90.0 + 17.0 * (i % 5);
         g->phase = 0.7 * i;
         g->ecc_aggregate[0] = 0;

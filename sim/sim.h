@@ -36,6 +36,8 @@ struct nvmlDevice_st {
     double pin[SIM_FIELD_COUNT];
     double energy_mj;                   /* running total since "driver load" */
     double energy_t;                    /* model time of the last energy update */
+    double nvlink_kib;                  /* NVLink data moved, TX and RX each, since load */
+    double nvlink_t;
     unsigned long long ecc_volatile[2]; /* [corrected, uncorrected], zeroed by a reset */
     unsigned long long ecc_aggregate[2];
     unsigned pcie_replays;
@@ -99,6 +101,9 @@ double sim_live_value(struct nvmlDevice_st *g, enum sim_field f);
 
 /* Energy in mJ up to now, advancing the running total. Caller holds the lock. */
 unsigned long long sim_live_energy(struct nvmlDevice_st *g);
+
+/* NVLink data moved (KiB, each direction) up to now. Caller holds the lock. */
+unsigned long long sim_live_nvlink(struct nvmlDevice_st *g);
 
 /* Resets a GPU's live state to power-on values. */
 void sim_live_reset(struct nvmlDevice_st *g, bool first_boot);

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "gpu/render.h"
+#include "metrics/collectors.h"
 #include "util/log.h"
 
 static void agent_log_inventory(const struct agent *a)
@@ -66,6 +67,9 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
         strcmp(next.nvml_path, a->cfg.nvml_path))
         log_warn("SIGHUP: kubelet-root, simulate and nvml changes take effect at restart");
+    if (strcmp(next.metrics_listen, a->cfg.metrics_listen) || strcmp(next.collectors, a->cfg.collectors) ||
+        next.metrics_interval_ms != a->cfg.metrics_interval_ms || next.no_metrics != a->cfg.no_metrics)
+        log_warn("SIGHUP: metrics settings take effect at restart");
     strcpy(next.kubelet_root, a->cfg.kubelet_root);
     strcpy(next.simulate, a->cfg.simulate);
     strcpy(next.nvml_path, a->cfg.nvml_path);
@@ -91,16 +95,29 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
 }
 
+static void agent_on_allocate(void *ctx)
+{
+    struct agent *a = ctx;
+    metrics_on_allocate(a->metrics);
+}
+
+static int agent_plugin_start(struct agent *a, struct err *e)
+{
+    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, e) < 0)
+        return -1;
+    a->plugin.on_allocate = agent_on_allocate;
+    a->plugin.on_allocate_ctx = a;
+    a->plugin_running = true;
+    return 0;
+}
+
 static void agent_restart(uv_timer_t *t)
 {
     struct agent *a = t->data;
     a->restart_pending = false;
     struct err e;
-    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, &e) < 0) {
+    if (agent_plugin_start(a, &e) < 0)
         log_error("SIGHUP: device plugin did not restart: %s", e.msg);
-        return;
-    }
-    a->plugin_running = true;
 }
 
 /* NVML, inventory, health, plugin, status; 0, or an exit code. */
@@ -131,11 +148,13 @@ static int agent_start(struct agent *a)
         return CLI_FAIL;
     }
     agent_status_start(a);
-    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, &e) < 0) {
+    if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return CLI_FAIL;
     }
-    a->plugin_running = true;
+    /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
+    if (!a->cfg.no_metrics && metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, &a->cfg, &e) < 0)
+        log_error("metrics are off: %s", e.msg);
     log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
              a->nvml.load_ms, a->nvml.init_ms, t_inv - t_nvml, nvml_clock_ms() - t0);
     return 0;
@@ -150,6 +169,8 @@ static void agent_close_walk(uv_handle_t *h, void *arg)
 
 static void agent_shutdown(struct agent *a)
 {
+    metrics_stop(a->metrics); /* first: its sampler thread calls NVML */
+    a->metrics = NULL;
     if (a->plugin_running)
         plugin_stop(&a->plugin);
     a->plugin_running = false;
@@ -193,6 +214,14 @@ int agent_run(struct agent *a, int argc, char **argv)
         return CLI_FAIL;
     }
     config_log(&a->cfg);
+    if (!a->cfg.no_metrics && a->cfg.collectors[0]) {
+        /* A bad collectors file is a config error: fail now, not quietly later. */
+        struct collectors c;
+        if (collectors_load(&c, a->cfg.collectors, &e) < 0) {
+            log_error("%s", e.msg);
+            return CLI_FAIL;
+        }
+    }
     uv_loop_init(&a->loop);
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;

@@ -10,6 +10,7 @@
 #include "gpu/inventory.h"
 #include "gpu/watch.h"
 #include "nvml/nvml.h"
+#include "metrics/metrics.h"
 #include "plugin/plugin.h"
 
 struct agent_status;
@@ -36,6 +37,7 @@ struct agent {
     struct health_probe *probe;          /* one per GPU, written by the worker */
     nvmlDevice_t *probe_handle;
     struct agent_status *status;
+    struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
 };
 
 /* Runs the agent until SIGINT or SIGTERM; returns the exit code. */

@@ -11,6 +11,7 @@
 static void agent_health_changed(struct agent *a, unsigned gpu)
 {
     const struct gpu_health *h = &a->health[gpu];
+    metrics_on_health(a->metrics, gpu, h);
     const struct gpu_info *g = &a->inv.gpus[gpu];
     if (h->reason == HEALTH_OK)
         log_info("GPU %u (%s) is healthy again", gpu, g->uuid);
@@ -38,6 +39,7 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
     bool changed = false;
     if (ev->type & nvmlEventTypeXidCriticalError) {
         unsigned xid = (unsigned)ev->data;
+        metrics_on_xid(a->metrics, ev->gpu, xid); /* counted whatever the policy says */
         if (!health_xid_fatal(&a->policy, xid)) {
             log_info("GPU %u (%s): XID %u, not a GPU fault by the health policy", ev->gpu, uuid, xid);
             return;

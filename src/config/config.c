@@ -74,6 +74,20 @@ static const struct config_opt options[] = {
      NULL, "300", "quiet seconds after which a GPU failed by an XID is healthy again; 0 never"},
     {"health-probe-ms", "GPULET_HEALTH_PROBE_MS", NULL, T_UINT, F(probe_ms), NULL, "5000",
      "how often unhealthy GPUs are probed for recovery"},
+    {"no-metrics", "GPULET_NO_METRICS", NULL, T_BOOL, F(no_metrics), NULL, "false",
+     "serve no /metrics endpoint (true/false)"},
+    {"metrics-listen", "DCGM_EXPORTER_LISTEN", NULL, T_STRING, S(metrics_listen), NULL, ":9400",
+     "address of /metrics, /healthz, /readyz"},
+    {"collectors", "DCGM_EXPORTER_COLLECTORS", NULL, T_STRING, S(collectors), NULL, "",
+     "dcgm-exporter collectors CSV (default: its default counters)"},
+    {"metrics-interval-ms", "DCGM_EXPORTER_INTERVAL", NULL, T_UINT, F(metrics_interval_ms), NULL,
+     "1000", "how often every GPU is sampled"},
+    {"pod-resources-kubelet-socket", "DCGM_POD_RESOURCES_KUBELET_SOCKET", NULL, T_STRING,
+     S(pod_resources_socket), NULL, "", "PodResources socket (default: <kubelet-root>/pod-resources/kubelet.sock)"},
+    {"pod-resources-interval-ms", "GPULET_POD_RESOURCES_INTERVAL_MS", NULL, T_UINT,
+     F(pod_resources_interval_ms), NULL, "5000", "how often pod labels are refreshed"},
+    {"hostname", "GPULET_HOSTNAME", NULL, T_STRING, S(hostname), NULL, "",
+     "the Hostname label (default: $NODE_NAME, else the host name)"},
 };
 #define NOPTS (sizeof options / sizeof *options)
 _Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char *),
@@ -376,6 +390,12 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
         strcpy(c->dev_root, c->driver_root);
     if (c->probe_ms == 0)
         return err_set(e, "--health-probe-ms must be at least 1");
+    if (c->metrics_interval_ms < 100 || c->metrics_interval_ms > 3600000)
+        return err_set(e, "--metrics-interval-ms must be from 100 to 3600000, not %u",
+                       c->metrics_interval_ms);
+    if (c->pod_resources_interval_ms < 1000)
+        return err_set(e, "--pod-resources-interval-ms must be at least 1000 (the kubelet "
+                          "rate-limits PodResources), not %u", c->pod_resources_interval_ms);
     return 0;
 }
 

@@ -40,11 +40,19 @@ struct config {
     int log_level;                      /* enum log_level */
     unsigned xid_recovery_s;            /* quiet period before an XID clears; 0 never */
     unsigned probe_ms;                  /* how often unhealthy GPUs are probed */
+    /* metrics (dcgm-exporter's variables where it has one) */
+    bool no_metrics;
+    char metrics_listen[128];
+    char collectors[CONFIG_PATH_MAX];
+    unsigned metrics_interval_ms;
+    char pod_resources_socket[CONFIG_PATH_MAX];
+    unsigned pod_resources_interval_ms;
+    char hostname[128];
 };
 
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */
 struct config_args {
-    const char *values[32];             /* per option; NULL when not given */
+    const char *values[48];             /* per option; NULL when not given */
     bool help;
 };
 

@@ -51,7 +51,29 @@
       "nvmlDeviceGetSupportedEventTypes")                                             \
     X(DeviceRegisterEvents, nvmlDeviceRegisterEvents, "nvmlDeviceRegisterEvents")     \
     X(EventSetWait, nvmlEventSetWait_v2, "nvmlEventSetWait_v2", "nvmlEventSetWait")     \
-    X(DeviceGetTotalEccErrors, nvmlDeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors")
+    X(DeviceGetTotalEccErrors, nvmlDeviceGetTotalEccErrors, "nvmlDeviceGetTotalEccErrors") \
+    X(DeviceGetUtilizationRates, nvmlDeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates") \
+    X(DeviceGetTemperature, nvmlDeviceGetTemperature, "nvmlDeviceGetTemperature")     \
+    X(DeviceGetPowerUsage, nvmlDeviceGetPowerUsage, "nvmlDeviceGetPowerUsage")        \
+    X(DeviceGetClockInfo, nvmlDeviceGetClockInfo, "nvmlDeviceGetClockInfo")           \
+    X(DeviceGetTotalEnergyConsumption, nvmlDeviceGetTotalEnergyConsumption,           \
+      "nvmlDeviceGetTotalEnergyConsumption")                                          \
+    X(DeviceGetPcieReplayCounter, nvmlDeviceGetPcieReplayCounter,                     \
+      "nvmlDeviceGetPcieReplayCounter")                                               \
+    X(DeviceGetEncoderUtilization, nvmlDeviceGetEncoderUtilization,                   \
+      "nvmlDeviceGetEncoderUtilization")                                              \
+    X(DeviceGetDecoderUtilization, nvmlDeviceGetDecoderUtilization,                   \
+      "nvmlDeviceGetDecoderUtilization")                                              \
+    X(DeviceGetFieldValues, nvmlDeviceGetFieldValues, "nvmlDeviceGetFieldValues")     \
+    X(DeviceGetVirtualizationMode, nvmlDeviceGetVirtualizationMode,                   \
+      "nvmlDeviceGetVirtualizationMode")                                              \
+    X(DeviceGetSerial, nvmlDeviceGetSerial, "nvmlDeviceGetSerial")                    \
+    X(DeviceGetVbiosVersion, nvmlDeviceGetVbiosVersion, "nvmlDeviceGetVbiosVersion")  \
+    X(DeviceGetBrand, nvmlDeviceGetBrand, "nvmlDeviceGetBrand")                       \
+    X(GpmSampleAlloc, nvmlGpmSampleAlloc, "nvmlGpmSampleAlloc")                       \
+    X(GpmSampleFree, nvmlGpmSampleFree, "nvmlGpmSampleFree")                          \
+    X(GpmSampleGet, nvmlGpmSampleGet, "nvmlGpmSampleGet")                             \
+    X(GpmMetricsGet, nvmlGpmMetricsGet, "nvmlGpmMetricsGet")
 
 struct nvml {
     void *dl;            /* NULL when functions come from a test's lookup */

@@ -161,6 +161,75 @@ typedef unsigned int nvmlAffinityScope_t;
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 
+typedef enum nvmlValueType_enum {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+    NVML_VALUE_TYPE_SIGNED_INT = 5
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+/* One field of nvmlDeviceGetFieldValues. */
+typedef struct nvmlFieldValue_st {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;       /* microseconds since 1970 */
+    long long latencyUsec;
+    nvmlValueType_t valueType;
+    nvmlReturn_t nvmlReturn;   /* check before value */
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+#define NVML_FI_DEV_MEMORY_TEMP 82
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* KiB, cumulative */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+
+typedef enum nvmlGpuVirtualizationMode {
+    NVML_GPU_VIRTUALIZATION_MODE_NONE = 0,
+    NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1,
+    NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4
+} nvmlGpuVirtualizationMode_t;
+
+typedef enum nvmlBrandType_enum { NVML_BRAND_UNKNOWN = 0, NVML_BRAND_NVIDIA = 14 } nvmlBrandType_t;
+#define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
+
+/* GPM (Hopper and newer): two samples, then metrics between them. */
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+#define NVML_GPM_METRIC_MAX 210
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    struct {
+        char *shortName;
+        char *longName;
+        char *unit;
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
 /* Functions, with the real library's signatures. */
 const char *nvmlErrorString(nvmlReturn_t result);
 nvmlReturn_t nvmlInit_v2(void);
@@ -223,5 +292,18 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
                                       nvmlEventSet_t set);
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
 nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values);
+nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device,
+                                             nvmlGpuVirtualizationMode_t *pVirtualMode);
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length);
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
 
 #endif

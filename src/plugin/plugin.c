@@ -149,6 +149,8 @@ static void rpc_allocate(struct grpc_call *call, const uint8_t *msg, size_t len,
     struct plugin *p = ctx;
     p->allocations++;
     plugin_answer(call, p, plugin_allocate, "Allocate", msg, len);
+    if (p->on_allocate)
+        p->on_allocate(p->on_allocate_ctx); /* a pod is starting: its labels are due */
 }
 
 static void rpc_preferred(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)

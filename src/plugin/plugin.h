@@ -55,6 +55,8 @@ struct plugin {
     bool watching, stopping;
     struct plugin_watcher *watchers;     /* open ListAndWatch streams */
     unsigned long long registrations, allocations;
+    void (*on_allocate)(void *ctx);      /* told after each successful Allocate */
+    void *on_allocate_ctx;
     double started_ms, registered_ms;    /* monotonic, for the start-up log */
 };
 

@@ -42,6 +42,31 @@ int main(void)
     OFF(nvmlEventData_t, eventData);
     OFF(nvmlEventData_t, gpuInstanceId);
     OFF(nvmlEventData_t, computeInstanceId);
+    SIZE(nvmlFieldValue_t);
+    OFF(nvmlFieldValue_t, scopeId);
+    OFF(nvmlFieldValue_t, timestamp);
+    OFF(nvmlFieldValue_t, latencyUsec);
+    OFF(nvmlFieldValue_t, valueType);
+    OFF(nvmlFieldValue_t, nvmlReturn);
+    OFF(nvmlFieldValue_t, value);
+    SIZE(nvmlValue_t);
+    SIZE(nvmlGpmMetric_t);
+    OFF(nvmlGpmMetric_t, nvmlReturn);
+    OFF(nvmlGpmMetric_t, value);
+    OFF(nvmlGpmMetric_t, metricInfo);
+    SIZE(nvmlGpmMetricsGet_t);
+    OFF(nvmlGpmMetricsGet_t, numMetrics);
+    OFF(nvmlGpmMetricsGet_t, sample1);
+    OFF(nvmlGpmMetricsGet_t, sample2);
+    OFF(nvmlGpmMetricsGet_t, metrics);
+    printf("fields memtemp=%d nvl_tx=%d nvl_rx=%d gpm_max=%d gpm_ver=%d vbios=%d brand=%d\n",
+           NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+           NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_GPM_METRIC_MAX,
+           NVML_GPM_METRICS_GET_VERSION, NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE, NVML_BRAND_NVIDIA);
+    printf("virt none=%d passthrough=%d vgpu=%d; value types dbl=%d ull=%d\n",
+           NVML_GPU_VIRTUALIZATION_MODE_NONE, NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH,
+           NVML_GPU_VIRTUALIZATION_MODE_VGPU, NVML_VALUE_TYPE_DOUBLE,
+           NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
     printf("enum sizes %zu %zu %zu %zu\n", sizeof(nvmlReturn_t), sizeof(nvmlGpuTopologyLevel_t),
            sizeof(nvmlEnableState_t), sizeof(nvmlIntNvLinkDeviceType_t));
     printf("events %llx %llx %llx\n", (unsigned long long)nvmlEventTypeXidCriticalError,

@@ -1,0 +1,211 @@
+#include "http/http.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HTTP_LIB "libmicrohttpd.so.12"
+#define HTTP_IDLE_TIMEOUT_S 10     /* a silent or half-open client is dropped after this */
+#define HTTP_MAX_CONNECTIONS 2048
+
+/* The libmicrohttpd functions gpulet calls, resolved with dlsym. */
+#define HTTP_FUNCS(X)                                                                   \
+    X(start, MHD_start_daemon) X(stop, MHD_stop_daemon) X(info, MHD_get_daemon_info)     \
+    X(run, MHD_run) X(timeout, MHD_get_timeout)                                          \
+    X(response, MHD_create_response_from_buffer) X(header, MHD_add_response_header)      \
+    X(queue, MHD_queue_response) X(destroy, MHD_destroy_response)
+
+struct http_mhd {
+    void *dl;
+#define HTTP_FIELD(field, sym) __typeof__(&sym) field;
+    HTTP_FUNCS(HTTP_FIELD)
+#undef HTTP_FIELD
+};
+
+struct http_server {
+    struct http_mhd mhd;
+    struct MHD_Daemon *daemon;
+    uv_poll_t poll;            /* on libmicrohttpd's epoll fd */
+    uv_timer_t timer;          /* its connection timeouts */
+    int handles;
+    http_handler_fn fn;
+    void *ctx;
+};
+
+static int http_load(struct http_mhd *m, const char *lib, struct err *e)
+{
+    const char *path = lib ? lib : HTTP_LIB;
+    m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!m->dl)
+        return err_set(e, "cannot load %s for the metrics endpoint (install libmicrohttpd12, or "
+                          "run with --no-metrics): %s", path, dlerror());
+#define HTTP_RESOLVE(field, sym)                                                        \
+    if (!(m->field = (__typeof__(m->field))dlsym(m->dl, #sym))) {                       \
+        dlclose(m->dl);                                                                 \
+        return err_set(e, "%s lacks %s", path, #sym);                                   \
+    }
+    HTTP_FUNCS(HTTP_RESOLVE)
+#undef HTTP_RESOLVE
+    return 0;
+}
+
+int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e)
+{
+    memset(ss, 0, sizeof *ss);
+    const char *colon = strrchr(addr, ':');
+    char host[128];
+    char *end;
+    if (!colon)
+        return err_set(e, "metrics address '%s' needs a port, as in :9400", addr);
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (!colon[1] || *end || port > 65535)
+        return err_set(e, "metrics address '%s': bad port", addr);
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof host)
+        return err_set(e, "metrics address '%s' is too long", addr);
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host + 1, &s6->sin6_addr) != 1)
+            return err_set(e, "metrics address '%s': bad IPv6 address", addr);
+        return 0;
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    if (hl == 0)
+        s4->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
+        return err_set(e, "metrics address '%s': bad IPv4 address (use [addr] for IPv6)", addr);
+    return 0;
+}
+
+static enum MHD_Result http_answer(struct http_server *s, struct MHD_Connection *c,
+                                   unsigned status, const char *type, const char *body,
+                                   size_t len, const char *allow)
+{
+    struct MHD_Response *r = s->mhd.response(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    s->mhd.header(r, "Content-Type", type);
+    if (allow)
+        s->mhd.header(r, "Allow", allow);
+    enum MHD_Result ok = s->mhd.queue(c, status, r);
+    s->mhd.destroy(r);
+    return ok;
+}
+
+static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload, size_t *upload_size, void **state)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)state;
+    struct http_server *s = cls;
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        static const char msg[] = "method not allowed: use GET or HEAD\n";
+        return http_answer(s, c, 405, "text/plain; charset=utf-8", msg, sizeof msg - 1,
+                           "GET, HEAD");
+    }
+    struct http_reply reply = {404, "text/plain; charset=utf-8", {0}};
+    s->fn(s->ctx, url, &reply);
+    enum MHD_Result ok = http_answer(s, c, reply.status, reply.content_type,
+                                     reply.body.data ? reply.body.data : "", reply.body.len, NULL);
+    strbuf_free(&reply.body);
+    return ok;
+}
+
+static void http_on_timer(uv_timer_t *t);
+
+static void http_rearm(struct http_server *s)
+{
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (s->mhd.timeout(s->daemon, &ms) == MHD_YES)
+        uv_timer_start(&s->timer, http_on_timer, ms, 0);
+    else
+        uv_timer_stop(&s->timer);
+}
+
+static void http_on_timer(uv_timer_t *t)
+{
+    struct http_server *s = t->data;
+    s->mhd.run(s->daemon);
+    http_rearm(s);
+}
+
+static void http_on_poll(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    struct http_server *s = p->data;
+    s->mhd.run(s->daemon);
+    http_rearm(s);
+}
+
+int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
+               http_handler_fn fn, void *ctx, struct err *e)
+{
+    *out = NULL;
+    struct sockaddr_storage ss;
+    if (http_parse_addr(addr, &ss, e) < 0)
+        return -1;
+    struct http_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, "out of memory");
+    if (http_load(&s->mhd, lib, e) < 0) {
+        free(s);
+        return -1;
+    }
+    s->fn = fn;
+    s->ctx = ctx;
+    /* No thread of its own: one epoll fd, watched by the loop. */
+    unsigned flags = MHD_USE_EPOLL | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    s->daemon = s->mhd.start(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                             MHD_OPTION_END);
+    if (!s->daemon) {
+        int errsv = errno;
+        dlclose(s->mhd.dl);
+        free(s);
+        return err_set(e, "cannot listen on %s for metrics: %s", addr,
+                       errsv ? strerror(errsv) : "libmicrohttpd refused");
+    }
+    const union MHD_DaemonInfo *info = s->mhd.info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    uv_poll_init(loop, &s->poll, info->epoll_fd);
+    uv_timer_init(loop, &s->timer);
+    s->poll.data = s->timer.data = s;
+    s->handles = 2;
+    uv_poll_start(&s->poll, UV_READABLE, http_on_poll);
+    http_rearm(s);
+    *out = s;
+    return 0;
+}
+
+static void http_closed(uv_handle_t *h)
+{
+    struct http_server *s = h->data;
+    if (--s->handles > 0)
+        return;
+    s->mhd.stop(s->daemon);
+    dlclose(s->mhd.dl);
+    free(s);
+}
+
+void http_stop(struct http_server *s)
+{
+    if (!s)
+        return;
+    uv_close((uv_handle_t *)&s->poll, http_closed);
+    uv_close((uv_handle_t *)&s->timer, http_closed);
+}

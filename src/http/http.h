@@ -1,0 +1,38 @@
+/* The HTTP endpoint (/metrics, /healthz, /readyz) on libmicrohttpd, run by
+ * the agent's libuv loop. libmicrohttpd is loaded at run time, as NVML is,
+ * so gpulet's binary stays glibc-only and a node without the library still
+ * runs the device plugin. */
+#ifndef GPULET_HTTP_H
+#define GPULET_HTTP_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "util/err.h"
+#include "util/strbuf.h"
+
+struct http_server;
+
+/* What a handler answers: status, content type and body (copied). */
+struct http_reply {
+    unsigned status;
+    const char *content_type;
+    struct strbuf body;
+};
+
+/* Fills the reply for a GET or HEAD of path. Other methods never get here:
+ * they are answered 405. */
+typedef void (*http_handler_fn)(void *ctx, const char *path, struct http_reply *reply);
+
+/* Loads libmicrohttpd (or lib when not NULL), listens on addr (":9400",
+ * "127.0.0.1:9400", "[::]:9400") and serves on the loop. */
+int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
+               http_handler_fn fn, void *ctx, struct err *e);
+
+/* Stops serving and frees the server once libuv is done with it. */
+void http_stop(struct http_server *s);
+
+/* Parses a listen address into a socket address; exposed for tests. */
+int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e);
+
+#endif

@@ -1,0 +1,390 @@
+/* The loop's side of metrics: the HTTP handler, the state the sampler
+ * renders (XIDs, health, pods), PodResources refreshes, and the sampler
+ * thread's lifetime. */
+#include "metrics/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grpc/client.h"
+#include "http/http.h"
+#include "metrics/internal.h"
+#include "util/log.h"
+
+#define PODS_MIN_GAP_MS 1000     /* the kubelet allows 100 QPS; one List a second is plenty */
+#define PODS_TIMEOUT_MS 5000
+#define PODS_AFTER_ALLOCATE_MS 1000
+
+struct metrics {
+    uv_loop_t *loop;
+    struct nvml *nvml;
+    const struct gpu_inventory *inv;
+    const struct config *cfg;
+    struct collectors collectors;
+    struct metrics_sampler sampler;  /* the sampler thread's alone */
+    char hostname[256];
+    /* shared with the sampler thread */
+    uv_mutex_t lock;
+    uv_cond_t wake;
+    struct metrics_state state;      /* the loop writes it, the sampler copies it */
+    struct strbuf *pending;          /* a rendered body the loop has not taken yet */
+    bool stop;
+    uv_thread_t thread;
+    bool thread_on;
+    uv_async_t body_ready;
+    /* loop only */
+    struct strbuf body;
+    bool ready;
+    unsigned long long scrapes;
+    struct http_server *http;
+    uv_timer_t pod_timer;
+    struct grpc_client_call *pod_call;
+    uint64_t pod_last_ms;
+    bool pod_failing;
+    char pod_socket[CONFIG_PATH_MAX + 32];
+    int handles;
+};
+
+int metrics_state_alloc(struct metrics_state *s, unsigned count)
+{
+    memset(s, 0, sizeof *s);
+    unsigned n = count ? count : 1;
+    s->count = count;
+    s->last_xid = calloc(n, sizeof *s->last_xid);
+    s->xids = calloc(n, sizeof *s->xids);
+    s->health = calloc(n, sizeof *s->health);
+    s->owned = calloc(n, sizeof *s->owned);
+    s->owner = calloc(n, sizeof *s->owner);
+    return s->last_xid && s->xids && s->health && s->owned && s->owner ? 0 : -1;
+}
+
+void metrics_state_free(struct metrics_state *s)
+{
+    free(s->last_xid);
+    free(s->xids);
+    free(s->health);
+    free(s->owned);
+    free(s->owner);
+    free(s->shares);
+    memset(s, 0, sizeof *s);
+}
+
+void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
+{
+    unsigned n = s->count;
+    memcpy(d->last_xid, s->last_xid, n * sizeof *s->last_xid);
+    memcpy(d->xids, s->xids, n * sizeof *s->xids);
+    memcpy(d->health, s->health, n * sizeof *s->health);
+    memcpy(d->owned, s->owned, n * sizeof *s->owned);
+    memcpy(d->owner, s->owner, n * sizeof *s->owner);
+    free(d->shares);
+    d->shares = NULL;
+    d->nshares = 0;
+    if (s->nshares && (d->shares = malloc(s->nshares * sizeof *s->shares))) {
+        memcpy(d->shares, s->shares, s->nshares * sizeof *s->shares);
+        d->nshares = s->nshares;
+    }
+    d->podres_errors = s->podres_errors;
+    d->podres_last_ok = s->podres_last_ok;
+}
+
+/* --- the sampler thread --------------------------------------------------- */
+
+static void metrics_render_sample(struct metrics *m, struct metrics_state *snap, double secs,
+                                  struct strbuf *out)
+{
+    const struct collectors *c = &m->collectors;
+    for (unsigned k = 0; k < c->count; k++)
+        if (c->items[k].field->src == SRC_XID)
+            for (unsigned i = 0; i < m->inv->count; i++)
+                m->sampler.gpus[i].value[k] = snap->last_xid[i];
+    struct metrics_frame f = {
+        c, m->inv, m->hostname, (const char *const *)m->sampler.labels, m->sampler.gpus, snap,
+        secs, m->sampler.nvml_errors, metrics_nvml_names, metrics_nvml_count,
+    };
+    metrics_render(out, &f);
+}
+
+static void metrics_thread(void *arg)
+{
+    struct metrics *m = arg;
+    struct metrics_state snap;
+    if (metrics_state_alloc(&snap, m->inv->count) < 0)
+        abort();
+    uint64_t interval_ns = (uint64_t)m->cfg->metrics_interval_ms * 1000000ULL;
+    uv_mutex_lock(&m->lock);
+    while (!m->stop) {
+        uv_mutex_unlock(&m->lock);
+        uint64_t t0 = uv_hrtime();
+        double secs = metrics_sample(&m->sampler);
+        uv_mutex_lock(&m->lock);
+        metrics_state_copy(&snap, &m->state);
+        uv_mutex_unlock(&m->lock);
+        struct strbuf *body = calloc(1, sizeof *body);
+        if (!body)
+            abort();
+        metrics_render_sample(m, &snap, secs, body);
+        uv_mutex_lock(&m->lock);
+        struct strbuf *old = m->pending; /* the loop never took it: a newer one wins */
+        m->pending = body;
+        uv_mutex_unlock(&m->lock);
+        if (old) {
+            strbuf_free(old);
+            free(old);
+        }
+        uv_async_send(&m->body_ready);
+        uv_mutex_lock(&m->lock);
+        /* Wait out the interval, from this sample's start, or until stopped. */
+        for (;;) {
+            uint64_t spent = uv_hrtime() - t0;
+            if (m->stop || spent >= interval_ns)
+                break;
+            uv_cond_timedwait(&m->wake, &m->lock, interval_ns - spent);
+        }
+    }
+    uv_mutex_unlock(&m->lock);
+    metrics_state_free(&snap);
+}
+
+/* --- the loop side ----------------------------------------------------------- */
+
+static void metrics_take_body(uv_async_t *a)
+{
+    struct metrics *m = a->data;
+    uv_mutex_lock(&m->lock);
+    struct strbuf *b = m->pending;
+    m->pending = NULL;
+    uv_mutex_unlock(&m->lock);
+    if (!b)
+        return;
+    strbuf_free(&m->body);
+    m->body = *b;
+    free(b);
+    if (!m->ready)
+        log_info("metrics ready on %s/metrics", m->cfg->metrics_listen);
+    m->ready = true;
+}
+
+static void metrics_http(void *ctx, const char *path, struct http_reply *r)
+{
+    struct metrics *m = ctx;
+    if (!strcmp(path, "/metrics")) {
+        if (!m->ready) {
+            r->status = 503;
+            strbuf_puts(&r->body, "not ready: the first sample is not done yet\n");
+            return;
+        }
+        m->scrapes++;
+        r->status = 200;
+        r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+        strbuf_append(&r->body, m->body.data, m->body.len);
+        strbuf_printf(&r->body, "# HELP gpulet_scrapes_total Scrapes of /metrics served.\n"
+                                "# TYPE gpulet_scrapes_total counter\ngpulet_scrapes_total %llu\n",
+                      m->scrapes);
+    } else if (!strcmp(path, "/healthz")) {
+        r->status = 200;
+        strbuf_puts(&r->body, "ok\n");
+    } else if (!strcmp(path, "/readyz")) {
+        r->status = m->ready ? 200 : 503;
+        strbuf_puts(&r->body, m->ready ? "ready\n" : "not ready: the first sample is not done yet\n");
+    } else if (!strcmp(path, "/")) {
+        r->status = 200;
+        r->content_type = "text/html; charset=utf-8";
+        strbuf_puts(&r->body, "<html><head><title>gpulet</title></head><body><h1>gpulet</h1>"
+                              "<p><a href=\"/metrics\">/metrics</a> <a href=\"/healthz\">/healthz</a> "
+                              "<a href=\"/readyz\">/readyz</a></p></body></html>\n");
+    } else {
+        r->status = 404;
+        strbuf_printf(&r->body, "not found: %.200s (try /metrics)\n", path);
+    }
+}
+
+void metrics_on_xid(struct metrics *m, unsigned gpu, unsigned xid)
+{
+    if (!m || gpu >= m->inv->count)
+        return;
+    uv_mutex_lock(&m->lock);
+    m->state.last_xid[gpu] = xid;
+    unsigned (*x)[2] = m->state.xids[gpu];
+    unsigned k = 0;
+    while (k < METRICS_MAX_XIDS - 1 && x[k][1] && x[k][0] != xid)
+        k++;
+    if (x[k][0] != xid) /* a new XID; the last slot is reused when all are taken */
+        x[k][0] = xid, x[k][1] = 0;
+    x[k][1]++;
+    uv_mutex_unlock(&m->lock);
+}
+
+void metrics_on_health(struct metrics *m, unsigned gpu, const struct gpu_health *h)
+{
+    if (!m || gpu >= m->inv->count)
+        return;
+    uv_mutex_lock(&m->lock);
+    m->state.health[gpu] = (int)h->reason;
+    uv_mutex_unlock(&m->lock);
+}
+
+/* --- PodResources ------------------------------------------------------------- */
+
+static void metrics_pods_list(struct metrics *m);
+
+static void metrics_pods_done(void *ctx, enum grpc_status st, const char *message,
+                              const uint8_t *resp, size_t len)
+{
+    struct metrics *m = ctx;
+    m->pod_call = NULL;
+    struct metrics_state next;
+    bool ok = st == GRPC_OK && metrics_state_alloc(&next, m->inv->count) == 0 &&
+              metrics_pods_decode(&next, m->inv, resp, len) == 0;
+    uv_mutex_lock(&m->lock);
+    if (ok) {
+        memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
+        memcpy(m->state.owner, next.owner, m->inv->count * sizeof *next.owner);
+        free(m->state.shares);
+        m->state.shares = next.shares;
+        m->state.nshares = next.nshares;
+        next.shares = NULL;
+        m->state.podres_last_ok = (double)time(NULL);
+    } else {
+        /* No pod labels beat stale ones: a pod may have ended. */
+        memset(m->state.owned, 0, m->inv->count * sizeof *m->state.owned);
+        m->state.nshares = 0;
+        m->state.podres_errors++;
+    }
+    uv_mutex_unlock(&m->lock);
+    if (st == GRPC_OK)
+        metrics_state_free(&next);
+    if (!ok && !m->pod_failing)
+        log_warn("PodResources List on %s failed (gRPC %d: %s); metrics go without pod labels "
+                 "until it answers", m->pod_socket, (int)st, st == GRPC_OK ? "bad answer" : message);
+    else if (ok && m->pod_failing)
+        log_info("PodResources List answers again; pod labels are back");
+    m->pod_failing = !ok;
+}
+
+static void metrics_pods_list(struct metrics *m)
+{
+    uint64_t now = uv_now(m->loop);
+    if (m->pod_call || (m->pod_last_ms && now - m->pod_last_ms < PODS_MIN_GAP_MS))
+        return;
+    m->pod_last_ms = now;
+    m->pod_call = grpc_client_unary(m->loop, m->pod_socket, "/v1.PodResourcesLister/List", NULL, 0,
+                                    PODS_TIMEOUT_MS, metrics_pods_done, m);
+}
+
+static void metrics_pods_tick(uv_timer_t *t)
+{
+    metrics_pods_list(t->data);
+}
+
+void metrics_on_allocate(struct metrics *m)
+{
+    /* The container starts right after Allocate; look a moment later, then
+     * go back to the regular interval. */
+    if (m)
+        uv_timer_start(&m->pod_timer, metrics_pods_tick, PODS_AFTER_ALLOCATE_MS,
+                       m->cfg->pod_resources_interval_ms);
+}
+
+/* --- lifetime ------------------------------------------------------------------- */
+
+int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
+                  const struct gpu_inventory *inv, const struct config *cfg, struct err *e)
+{
+    *out = NULL;
+    struct metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return err_set(e, "out of memory");
+    m->loop = loop;
+    m->nvml = n;
+    m->inv = inv;
+    m->cfg = cfg;
+    if (cfg->collectors[0]) {
+        if (collectors_load(&m->collectors, cfg->collectors, e) < 0) {
+            free(m);
+            return -1;
+        }
+    } else {
+        collectors_default(&m->collectors);
+    }
+    const char *node = getenv("NODE_NAME");
+    if (cfg->hostname[0])
+        snprintf(m->hostname, sizeof m->hostname, "%s", cfg->hostname);
+    else if (node && *node)
+        snprintf(m->hostname, sizeof m->hostname, "%s", node);
+    else if (gethostname(m->hostname, sizeof m->hostname - 1) < 0)
+        strcpy(m->hostname, "unknown");
+    if (cfg->pod_resources_socket[0])
+        snprintf(m->pod_socket, sizeof m->pod_socket, "%s", cfg->pod_resources_socket);
+    else
+        snprintf(m->pod_socket, sizeof m->pod_socket, "%s/pod-resources/kubelet.sock", cfg->kubelet_root);
+    if (metrics_state_alloc(&m->state, inv->count) < 0 ||
+        metrics_sampler_init(&m->sampler, n, inv, &m->collectors, cfg->metrics_interval_ms, e) < 0) {
+        metrics_state_free(&m->state);
+        free(m);
+        return err_set(e, "out of memory");
+    }
+    if (http_start(&m->http, loop, cfg->metrics_listen, NULL, metrics_http, m, e) < 0) {
+        metrics_sampler_free(&m->sampler);
+        metrics_state_free(&m->state);
+        free(m);
+        return -1;
+    }
+    uv_mutex_init(&m->lock);
+    uv_cond_init(&m->wake);
+    uv_async_init(loop, &m->body_ready, metrics_take_body);
+    uv_timer_init(loop, &m->pod_timer);
+    m->body_ready.data = m->pod_timer.data = m;
+    m->handles = 2;
+    uv_timer_start(&m->pod_timer, metrics_pods_tick, 0, cfg->pod_resources_interval_ms);
+    if (uv_thread_create(&m->thread, metrics_thread, m) != 0) {
+        metrics_stop(m);
+        return err_set(e, "cannot start the metrics sampler thread");
+    }
+    m->thread_on = true;
+    log_info("metrics: %u fields%s, sampled every %u ms, served on %s; pod labels from %s",
+             m->collectors.count, cfg->collectors[0] ? " from the collectors file" : " (default counters)",
+             cfg->metrics_interval_ms, cfg->metrics_listen, m->pod_socket);
+    *out = m;
+    return 0;
+}
+
+static void metrics_closed(uv_handle_t *h)
+{
+    struct metrics *m = h->data;
+    if (--m->handles > 0)
+        return;
+    if (m->pending) {
+        strbuf_free(m->pending);
+        free(m->pending);
+    }
+    strbuf_free(&m->body);
+    metrics_sampler_free(&m->sampler);
+    metrics_state_free(&m->state);
+    uv_cond_destroy(&m->wake);
+    uv_mutex_destroy(&m->lock);
+    free(m);
+}
+
+void metrics_stop(struct metrics *m)
+{
+    if (!m)
+        return;
+    if (m->thread_on) {
+        uv_mutex_lock(&m->lock);
+        m->stop = true;
+        uv_cond_signal(&m->wake);
+        uv_mutex_unlock(&m->lock);
+        uv_thread_join(&m->thread);
+        m->thread_on = false;
+    }
+    if (m->pod_call)
+        grpc_client_cancel(m->pod_call);
+    m->pod_call = NULL;
+    http_stop(m->http);
+    uv_close((uv_handle_t *)&m->body_ready, metrics_closed);
+    uv_close((uv_handle_t *)&m->pod_timer, metrics_closed);
+}

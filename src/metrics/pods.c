@@ -1,0 +1,91 @@
+/* Pod attribution from the kubelet's PodResources List: which pod's
+ * container holds each GPU. A GPU held by one container carries its pod,
+ * namespace and container labels; a shared GPU (device IDs UUID::N) gets
+ * one gpulet_gpu_allocation series per sharer instead of one arbitrary pod. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics/internal.h"
+#include "podresources.pb-c.h"
+
+#define PODS_MAX_SHARES 1024
+
+/* The GPU an advertised device ID names: by UUID, or by index. */
+static int pods_gpu(const struct gpu_inventory *inv, const char *id, size_t len)
+{
+    for (unsigned i = 0; i < inv->count; i++)
+        if (strlen(inv->gpus[i].uuid) == len && !strncmp(inv->gpus[i].uuid, id, len))
+            return (int)i;
+    char buf[16];
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    char *end;
+    unsigned long idx = strtoul(buf, &end, 10);
+    return !*end && idx < inv->count ? (int)idx : -1;
+}
+
+static bool pods_wanted(const char *resource)
+{
+    return !strcmp(resource, "nvidia.com/gpu") || !strncmp(resource, "nvidia.com/gpu.", 15);
+}
+
+static void pods_owner(struct metrics_owner *o, const V1__PodResources *pod, const V1__ContainerResources *c)
+{
+    snprintf(o->pod, sizeof o->pod, "%s", pod->name);
+    snprintf(o->ns, sizeof o->ns, "%s", pod->namespace_);
+    snprintf(o->container, sizeof o->container, "%s", c->name);
+}
+
+int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv,
+                        const uint8_t *msg, size_t len)
+{
+    V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, len, msg);
+    if (!r)
+        return -1;
+    unsigned *holders = calloc(inv->count + 1, sizeof *holders);
+    free(s->shares);
+    s->shares = calloc(PODS_MAX_SHARES, sizeof *s->shares);
+    s->nshares = 0;
+    if (!holders || !s->shares) {
+        free(holders);
+        v1__list_pod_resources_response__free_unpacked(r, NULL);
+        return -1;
+    }
+    memset(s->owned, 0, inv->count * sizeof *s->owned);
+    for (size_t p = 0; p < r->n_pod_resources; p++) {
+        const V1__PodResources *pod = r->pod_resources[p];
+        for (size_t c = 0; c < pod->n_containers; c++) {
+            const V1__ContainerResources *ct = pod->containers[c];
+            for (size_t d = 0; d < ct->n_devices; d++) {
+                const V1__ContainerDevices *dev = ct->devices[d];
+                if (!pods_wanted(dev->resource_name))
+                    continue;
+                for (size_t k = 0; k < dev->n_device_ids; k++) {
+                    const char *id = dev->device_ids[k];
+                    const char *colons = strstr(id, "::");
+                    int gpu = pods_gpu(inv, id, colons ? (size_t)(colons - id) : strlen(id));
+                    if (gpu < 0)
+                        continue; /* not one of ours (MIG devices arrive later) */
+                    if (colons || !strncmp(dev->resource_name, "nvidia.com/gpu.", 15)) {
+                        if (s->nshares < PODS_MAX_SHARES) {
+                            s->shares[s->nshares].gpu = (unsigned)gpu;
+                            pods_owner(&s->shares[s->nshares++].owner, pod, ct);
+                        }
+                        holders[gpu] += 2; /* shared: never one pod's labels */
+                        continue;
+                    }
+                    if (holders[gpu]++ == 0)
+                        pods_owner(&s->owner[gpu], pod, ct);
+                }
+            }
+        }
+    }
+    for (unsigned i = 0; i < inv->count; i++)
+        s->owned[i] = holders[i] == 1;
+    free(holders);
+    v1__list_pod_resources_response__free_unpacked(r, NULL);
+    return 0;
+}

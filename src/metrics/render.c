@@ -1,0 +1,187 @@
+/* The Prometheus text format (0.0.4), with dcgm-exporter's names and label
+ * order: gpu, UUID, pci_bus_id, device, modelName, Hostname, then label
+ * fields sorted by name, then container, err_code, err_msg, namespace, pod. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/health.h"
+#include "metrics/internal.h"
+
+void metrics_escape(struct strbuf *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            strbuf_printf(out, "\\%c", *s);
+        else if (*s == '\n')
+            strbuf_puts(out, "\\n");
+        else
+            strbuf_append(out, s, 1);
+    }
+}
+
+static void render_label(struct strbuf *out, const char *name, const char *value, bool first)
+{
+    strbuf_printf(out, "%s%s=\"", first ? "" : ",", name);
+    metrics_escape(out, value);
+    strbuf_puts(out, "\"");
+}
+
+/* Sorts label fields by name, as dcgm-exporter prints them. */
+static int render_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct collectors *c = ctx;
+    return strcmp(c->items[*(const unsigned *)a].field->name, c->items[*(const unsigned *)b].field->name);
+}
+
+/* The identity labels of GPU i, label fields included, without the closing brace. */
+static void render_identity(struct strbuf *out, const struct metrics_frame *f, unsigned i,
+                            const unsigned *labels, unsigned nlabels)
+{
+    const struct gpu_info *g = &f->inv->gpus[i];
+    char idx[16], dev[24];
+    snprintf(idx, sizeof idx, "%u", g->index);
+    snprintf(dev, sizeof dev, "nvidia%u", g->index);
+    strbuf_puts(out, "{");
+    render_label(out, "gpu", idx, true);
+    render_label(out, "UUID", g->uuid, false);
+    render_label(out, "pci_bus_id", g->pci_bus_id, false);
+    render_label(out, "device", dev, false);
+    render_label(out, "modelName", g->name, false);
+    render_label(out, "Hostname", f->hostname, false);
+    for (unsigned k = 0; k < nlabels; k++) {
+        const char *v = f->label_values[i * f->collectors->count + labels[k]];
+        if (v)
+            render_label(out, f->collectors->items[labels[k]].field->name, v, false);
+    }
+}
+
+static void render_pod(struct strbuf *out, const struct metrics_frame *f, unsigned i,
+                       const char *xid_code, const char *xid_msg)
+{
+    const struct metrics_state *s = f->state;
+    bool owned = s->owned[i];
+    if (owned)
+        render_label(out, "container", s->owner[i].container, false);
+    if (xid_code) {
+        render_label(out, "err_code", xid_code, false);
+        render_label(out, "err_msg", xid_msg, false);
+    }
+    if (owned) {
+        render_label(out, "namespace", s->owner[i].ns, false);
+        render_label(out, "pod", s->owner[i].pod, false);
+    }
+}
+
+static void render_value(struct strbuf *out, double v, bool is_double)
+{
+    if (is_double)
+        strbuf_printf(out, " %.6f\n", v);
+    else
+        strbuf_printf(out, " %.0f\n", v);
+}
+
+static void render_fields(struct strbuf *out, const struct metrics_frame *f, const unsigned *labels,
+                          unsigned nlabels)
+{
+    const struct collectors *c = f->collectors;
+    for (unsigned k = 0; k < c->count; k++) {
+        const struct collector *col = &c->items[k];
+        if (col->field->src == SRC_LABEL)
+            continue;
+        strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", col->field->name, col->help,
+                      col->field->name, col->type);
+        for (unsigned i = 0; i < f->inv->count; i++) {
+            const struct metrics_gpu *g = &f->gpus[i];
+            if (!g->up || !g->have[k])
+                continue; /* no stale value: a GPU that did not answer has no series */
+            strbuf_puts(out, col->field->name);
+            render_identity(out, f, i, labels, nlabels);
+            if (col->field->src == SRC_XID) {
+                char code[16];
+                unsigned xid = (unsigned)g->value[k];
+                snprintf(code, sizeof code, "%u", xid);
+                render_pod(out, f, i, code, field_xid_message(xid));
+            } else {
+                render_pod(out, f, i, NULL, NULL);
+            }
+            strbuf_puts(out, "}");
+            render_value(out, g->value[k], col->field->is_double);
+        }
+    }
+}
+
+/* gpulet's own families: per-GPU state, XID counts, allocations, self. */
+static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
+{
+    static const char *const reasons[] = {"", "xid", "ecc", "lost"};
+    const struct metrics_state *s = f->state;
+    unsigned n = f->inv->count;
+    strbuf_puts(out, "# HELP gpulet_gpu_up 1 if NVML answered for the GPU at the last sample.\n"
+                     "# TYPE gpulet_gpu_up gauge\n");
+    for (unsigned i = 0; i < n; i++) {
+        strbuf_puts(out, "gpulet_gpu_up");
+        render_identity(out, f, i, NULL, 0);
+        strbuf_printf(out, "} %d\n", f->gpus[i].up ? 1 : 0);
+    }
+    strbuf_puts(out, "# HELP gpulet_gpu_health 1 if the GPU is healthy (advertised to the kubelet); "
+                     "reason says why not.\n# TYPE gpulet_gpu_health gauge\n");
+    for (unsigned i = 0; i < n; i++) {
+        strbuf_puts(out, "gpulet_gpu_health");
+        render_identity(out, f, i, NULL, 0);
+        render_label(out, "reason", reasons[s->health[i] & 3], false);
+        strbuf_printf(out, "} %d\n", s->health[i] == HEALTH_OK ? 1 : 0);
+    }
+    strbuf_puts(out, "# HELP gpulet_xid_errors_total XID errors seen on the GPU since gpulet started.\n"
+                     "# TYPE gpulet_xid_errors_total counter\n");
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned k = 0; k < METRICS_MAX_XIDS && s->xids[i][k][1]; k++) {
+            char xid[16];
+            snprintf(xid, sizeof xid, "%u", s->xids[i][k][0]);
+            strbuf_puts(out, "gpulet_xid_errors_total");
+            render_identity(out, f, i, NULL, 0);
+            render_label(out, "xid", xid, false);
+            strbuf_printf(out, "} %u\n", s->xids[i][k][1]);
+        }
+    }
+    strbuf_puts(out, "# HELP gpulet_gpu_allocation A pod's container holding a share of a shared GPU.\n"
+                     "# TYPE gpulet_gpu_allocation gauge\n");
+    for (unsigned k = 0; k < s->nshares; k++) {
+        strbuf_puts(out, "gpulet_gpu_allocation{");
+        render_label(out, "UUID", f->inv->gpus[s->shares[k].gpu].uuid, true);
+        render_label(out, "pod", s->shares[k].owner.pod, false);
+        render_label(out, "namespace", s->shares[k].owner.ns, false);
+        render_label(out, "container", s->shares[k].owner.container, false);
+        strbuf_puts(out, "} 1\n");
+    }
+    strbuf_printf(out, "# HELP gpulet_sample_duration_seconds How long the last NVML sample of all "
+                       "GPUs took.\n# TYPE gpulet_sample_duration_seconds gauge\n"
+                       "gpulet_sample_duration_seconds %.6f\n", f->sample_seconds);
+    strbuf_puts(out, "# HELP gpulet_nvml_errors_total NVML calls that failed while sampling, by "
+                     "function (not counting unsupported features).\n"
+                     "# TYPE gpulet_nvml_errors_total counter\n");
+    for (unsigned k = 0; k < f->nnvml; k++)
+        if (f->nvml_errors[k])
+            strbuf_printf(out, "gpulet_nvml_errors_total{function=\"%s\"} %llu\n", f->nvml_names[k],
+                          f->nvml_errors[k]);
+    strbuf_printf(out, "# HELP gpulet_podresources_errors_total Failed PodResources List calls.\n"
+                       "# TYPE gpulet_podresources_errors_total counter\n"
+                       "gpulet_podresources_errors_total %llu\n"
+                       "# HELP gpulet_podresources_last_success_timestamp_seconds When the pod "
+                       "labels were last refreshed.\n"
+                       "# TYPE gpulet_podresources_last_success_timestamp_seconds gauge\n"
+                       "gpulet_podresources_last_success_timestamp_seconds %.3f\n",
+                  s->podres_errors, s->podres_last_ok);
+}
+
+void metrics_render(struct strbuf *out, const struct metrics_frame *f)
+{
+    const struct collectors *c = f->collectors;
+    unsigned labels[COLLECTORS_MAX], nlabels = 0;
+    for (unsigned k = 0; k < c->count; k++)
+        if (c->items[k].field->src == SRC_LABEL)
+            labels[nlabels++] = k;
+    qsort_r(labels, nlabels, sizeof *labels, render_cmp, (void *)c);
+    render_fields(out, f, labels, nlabels);
+    render_gpulet(out, f);
+}
