@@ -106,8 +106,10 @@ def kubelet(tmp_path, stubs):
 def plugin_agent(agent, kubelet, tmp_path):
     """Starts an agent against the fake kubelet; returns (agent, kubelet)."""
     def start(*args, wait=True, prefix=()):
+        # Metrics have their own tests (test_metrics.py); here they would all want :9400.
+        metrics = [] if "--metrics-listen" in args else ["--no-metrics", "true"]
         a = agent("--kubelet-root", str(kubelet.root), "--status-socket",
-                  str(tmp_path / "status.sock"), *args, prefix=prefix)
+                  str(tmp_path / "status.sock"), *metrics, *args, prefix=prefix)
         if wait:
             kubelet.wait_registrations(len(kubelet.registrations) + 1, timeout=30)
         return a

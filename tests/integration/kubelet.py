@@ -91,3 +91,60 @@ class FakeKubelet:
         endpoint = endpoint or self.registrations[-1][1].endpoint
         channel = grpc.insecure_channel(f"unix://{self.dir / endpoint}")
         return channel, self.pb_grpc.DevicePluginStub(channel)
+
+
+def load_podresources_stubs(out_dir):
+    """Generates and imports the PodResources v1 stubs (as podresources_pb2,
+    apart from the device plugin's api_pb2)."""
+    out_dir = Path(os.environ.get("GPULET_STUBS") or out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / "podresources_pb2_grpc.py").exists():
+        src = SOURCE / "proto" / "podresources" / "v1" / "api.proto"
+        (out_dir / "podresources.proto").write_text(src.read_text())
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{out_dir}",
+                        f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+                        "podresources.proto"], check=True)
+    if str(out_dir) not in sys.path:
+        sys.path.insert(0, str(out_dir))
+    return (importlib.import_module("podresources_pb2"),
+            importlib.import_module("podresources_pb2_grpc"))
+
+
+class FakePodResources:
+    """The kubelet's PodResources List: answers with the pods set in `pods`,
+    a list of (pod, namespace, container, resource, [device ids])."""
+
+    def __init__(self, root, pb, pb_grpc):
+        self.dir = Path(root) / "pod-resources"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pb, self.pb_grpc = pb, pb_grpc
+        self.pods = []
+        self.calls = 0
+        self.server = None
+
+    def start(self):
+        fake = self
+
+        class Lister(self.pb_grpc.PodResourcesListerServicer):
+            def List(self, request, context):
+                fake.calls += 1
+                pb = fake.pb
+                out = pb.ListPodResourcesResponse()
+                for pod, ns, container, resource, ids in fake.pods:
+                    p = out.pod_resources.add(name=pod, namespace=ns)
+                    c = p.containers.add(name=container)
+                    c.devices.add(resource_name=resource, device_ids=ids)
+                return out
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.pb_grpc.add_PodResourcesListerServicer_to_server(Lister(), self.server)
+        self.server.add_insecure_port(f"unix://{self.dir / 'kubelet.sock'}")
+        self.server.start()
+
+    def stop(self):
+        if self.server:
+            self.server.stop(grace=None).wait()
+            self.server = None
+        sock = self.dir / "kubelet.sock"
+        if sock.exists():
+            sock.unlink()

@@ -348,9 +348,16 @@ def test_sigterm_removes_socket(plugin_agent, kubelet):
 
 @pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
 def test_valgrind_agent(plugin_agent, kubelet, sim_env):
-    """One whole plugin session under valgrind: no leaks, no invalid accesses."""
+    """One whole session under valgrind, metrics included: no leaks, no invalid accesses."""
+    import socket
+    import urllib.request
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
     a = plugin_agent("--simulate", "dgx-h100", "--xid-recovery-seconds", "1",
-                     "--health-probe-ms", "100",
+                     "--health-probe-ms", "100", "--metrics-listen", f"127.0.0.1:{port}",
+                     "--metrics-interval-ms", "200",
                      prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
                              "--errors-for-leak-kinds=definite,indirect", "-q"))
     channel, stub, stream, first = devices(kubelet)
@@ -362,6 +369,9 @@ def test_valgrind_agent(plugin_agent, kubelet, sim_env):
         allocate(kubelet, stub, ["GPU-nope"])
     kubelet.restart()
     kubelet.wait_registrations(2, timeout=30)
+    a.wait_log("metrics ready", timeout=30)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "DCGM_FI_DEV_GPU_TEMP{" in body
     stream.cancel()
     channel.close()
     assert a.stop(timeout=60) == 0, a.log()
