@@ -8,9 +8,10 @@ secs=${1:-30}
 out=build-fuzz
 CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin nvml_sim >/dev/null
+cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin fuzz_collectors \
+    nvml_sim >/dev/null
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
-for target in scenario control config plugin; do
+for target in scenario control config plugin collectors; do
     work="$out/corpus-$target"
     mkdir -p "$work"
     cp -n fuzz/corpus/$target/* "$work/" 2>/dev/null || true

@@ -6,7 +6,7 @@ pkgs=(
     build-essential cmake ninja-build pkg-config
     libuv1-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
     libmicrohttpd-dev libcmocka-dev
-    python3-pytest python3-grpcio python3-grpc-tools
+    python3-pytest python3-grpcio python3-grpc-tools prometheus wrk curl
     valgrind binutils clang-14 libclang-rt-14-dev
 )
 missing=()

@@ -349,3 +349,19 @@ def test_real_prometheus(metrics_agent, sim_env, tmp_path):
     finally:
         prom.terminate()
         prom.wait(timeout=10)
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk not installed")
+def test_wrk_load(metrics_agent):
+    """Many connections at once (the 60 s, 500-connection run is in bench/)."""
+    a, url = metrics_agent("--simulate", "dgx-h100")
+    rss = lambda: int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{a.proc.pid}/status").read()).group(1))
+    before = rss()
+    p = subprocess.run(["wrk", "-t2", "-c200", "-d3s", url + "/metrics"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "Non-2xx" not in p.stdout and "Socket errors" not in p.stdout, p.stdout
+    requests = int(re.search(r"(\d+) requests in", p.stdout).group(1))
+    assert requests > 100
+    assert get(url + "/metrics")[0] == 200
+    assert rss() - before < 16 * 1024, (before, rss())   # no growth beyond buffers in flight
