@@ -87,7 +87,7 @@ def main():
             time.sleep(opts.cpu_seconds)
             cpu = (proc_cpu(p.pid) - c0) / (time.monotonic() - t0) * 100
             p50, p99, size, body = scrape_latency(port, opts.scrapes)
-            sample = float(re.search(r"gpulet_sample_duration_seconds (\S+)", body).group(1)) * 1000
+            sample = float(re.search(r"^gpulet_sample_duration_seconds (\S+)$", body, re.M).group(1)) * 1000
             print(f"| {n} | {p50:.3f} | {p99:.3f} | {size / 1024:.1f} | {sample:.3f} | {cpu:.2f} | "
                   f"{rss_mib(p.pid):.2f} |", flush=True)
             p.terminate()

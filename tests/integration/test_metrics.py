@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET
+from conftest import GPULET, SOURCE
 
 DEFAULT_FIELDS = [
     ("DCGM_FI_DEV_SM_CLOCK", "gauge"), ("DCGM_FI_DEV_MEM_CLOCK", "gauge"),
@@ -316,8 +316,9 @@ DASHBOARD_QUERIES = [                                 # grafana.com 12239's pane
 
 @pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")
 def test_real_prometheus(metrics_agent, sim_env, tmp_path):
-    a, url = metrics_agent("--simulate", "dgx-h100")
+    a, url = metrics_agent("--simulate", "dgx-h100", "--xid-recovery-seconds", "0")
     sim(sim_env, "set", "5", "temperature.gpu=66")
+    sim(sim_env, "xid", "1", "94")                   # so the XID and health panels have data
     prom_port = free_port()
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpulet\n"
@@ -340,6 +341,15 @@ def test_real_prometheus(metrics_agent, sim_env, tmp_path):
         assert wait_for(ready, timeout=30), "Prometheus never scraped gpulet"
         for q in DASHBOARD_QUERIES:
             assert query(q), f"no data for dashboard query {q}"
+        # Our own dashboard (deploy/grafana): every panel but the pod table,
+        # which needs pods (covered by test_pod_labels).
+        dash = json.loads((SOURCE / "deploy" / "grafana" / "gpulet-dashboard.json").read_text())
+        time.sleep(2)                                # rate() and increase() need two samples
+        for panel in dash["panels"]:
+            if panel["type"] == "table":
+                continue
+            q = panel["targets"][0]["expr"].replace("$instance", ".+").replace("$gpu", ".+")
+            assert wait_for(lambda: query(q), timeout=10), f"no data for gpulet dashboard panel {panel['title']}: {q}"
         temp = query('DCGM_FI_DEV_GPU_TEMP{gpu="5"}')
         assert temp[0]["value"][1] == "66"
         assert temp[0]["metric"]["modelName"] == "NVIDIA H100 80GB HBM3"
