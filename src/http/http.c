@@ -11,12 +11,16 @@
 #define HTTP_LIB "libmicrohttpd.so.12"
 #define HTTP_IDLE_TIMEOUT_S 10     /* a silent or half-open client is dropped after this */
 #define HTTP_MAX_CONNECTIONS 2048
+/* Per connection: a GET's headers fit easily; libmicrohttpd's 32 KiB default
+ * costs 16 MiB at 500 connections. */
+#define HTTP_CONNECTION_MEMORY (8 * 1024)
 
 /* The libmicrohttpd functions gpulet calls, resolved with dlsym. */
 #define HTTP_FUNCS(X)                                                                   \
     X(start, MHD_start_daemon) X(stop, MHD_stop_daemon) X(info, MHD_get_daemon_info)     \
     X(run, MHD_run) X(timeout, MHD_get_timeout)                                          \
     X(response, MHD_create_response_from_buffer) X(header, MHD_add_response_header)      \
+    X(response_shared, MHD_create_response_from_buffer_with_free_callback_cls)          \
     X(queue, MHD_queue_response) X(destroy, MHD_destroy_response)
 
 struct http_mhd {
@@ -88,11 +92,10 @@ int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e
     return 0;
 }
 
-static enum MHD_Result http_answer(struct http_server *s, struct MHD_Connection *c,
-                                   unsigned status, const char *type, const char *body,
-                                   size_t len, const char *allow)
+static enum MHD_Result http_queue(struct http_server *s, struct MHD_Connection *c,
+                                  unsigned status, const char *type, struct MHD_Response *r,
+                                  const char *allow)
 {
-    struct MHD_Response *r = s->mhd.response(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
     s->mhd.header(r, "Content-Type", type);
@@ -101,6 +104,14 @@ static enum MHD_Result http_answer(struct http_server *s, struct MHD_Connection 
     enum MHD_Result ok = s->mhd.queue(c, status, r);
     s->mhd.destroy(r);
     return ok;
+}
+
+static enum MHD_Result http_answer(struct http_server *s, struct MHD_Connection *c,
+                                   unsigned status, const char *type, const char *body,
+                                   size_t len, const char *allow)
+{
+    return http_queue(s, c, status, type, s->mhd.response(len, (void *)body, MHD_RESPMEM_MUST_COPY),
+                      allow);
 }
 
 static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -117,10 +128,19 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
         return http_answer(s, c, 405, "text/plain; charset=utf-8", msg, sizeof msg - 1,
                            "GET, HEAD");
     }
-    struct http_reply reply = {404, "text/plain; charset=utf-8", {0}};
+    struct http_reply reply = {404, "text/plain; charset=utf-8", {0}, NULL, 0, NULL, NULL};
     s->fn(s->ctx, url, &reply);
-    enum MHD_Result ok = http_answer(s, c, reply.status, reply.content_type,
-                                     reply.body.data ? reply.body.data : "", reply.body.len, NULL);
+    enum MHD_Result ok;
+    if (reply.shared) {
+        struct MHD_Response *r = s->mhd.response_shared(reply.shared_len, (void *)reply.shared,
+                                                        reply.release, reply.release_ctx);
+        if (!r)
+            reply.release(reply.release_ctx); /* nobody else will */
+        ok = http_queue(s, c, reply.status, reply.content_type, r, NULL);
+    } else {
+        ok = http_answer(s, c, reply.status, reply.content_type,
+                         reply.body.data ? reply.body.data : "", reply.body.len, NULL);
+    }
     strbuf_free(&reply.body);
     return ok;
 }
@@ -173,6 +193,7 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, cons
     s->daemon = s->mhd.start(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
                              MHD_OPTION_END);
     if (!s->daemon) {
         int errsv = errno;

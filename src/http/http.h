@@ -13,11 +13,17 @@
 
 struct http_server;
 
-/* What a handler answers: status, content type and body (copied). */
+/* What a handler answers: status, content type and a body, either copied
+ * from body or shared: then release(release_ctx) runs once the response is
+ * done with it, so many responses in flight use one buffer. */
 struct http_reply {
     unsigned status;
     const char *content_type;
     struct strbuf body;
+    const char *shared;
+    size_t shared_len;
+    void (*release)(void *ctx);
+    void *release_ctx;
 };
 
 /* Fills the reply for a GET or HEAD of path. Other methods never get here:

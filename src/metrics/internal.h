@@ -30,6 +30,7 @@ struct metrics_state {
     struct metrics_owner *owner;     /* per GPU, where owned */
     struct metrics_share *shares;
     unsigned nshares;
+    unsigned long long scrapes;      /* /metrics answered; rendered at the next sample */
     unsigned long long podres_errors;
     double podres_last_ok;           /* wall seconds of the last good List; 0 never */
 };

@@ -18,6 +18,21 @@
 #define PODS_TIMEOUT_MS 5000
 #define PODS_AFTER_ALLOCATE_MS 1000
 
+/* A rendered /metrics text that responses in flight share instead of each
+ * copying it; freed by the last one done. Touched on the loop thread only. */
+struct metrics_body {
+    unsigned refs;
+    size_t len;
+    char data[];
+};
+
+static void metrics_body_release(void *ctx)
+{
+    struct metrics_body *b = ctx;
+    if (b && --b->refs == 0)
+        free(b);
+}
+
 struct metrics {
     uv_loop_t *loop;
     struct nvml *nvml;
@@ -36,9 +51,8 @@ struct metrics {
     bool thread_on;
     uv_async_t body_ready;
     /* loop only */
-    struct strbuf body;
+    struct metrics_body *body;       /* the latest text; responses share it */
     bool ready;
-    unsigned long long scrapes;
     struct http_server *http;
     uv_timer_t pod_timer;
     struct grpc_client_call *pod_call;
@@ -87,6 +101,7 @@ void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
         memcpy(d->shares, s->shares, s->nshares * sizeof *s->shares);
         d->nshares = s->nshares;
     }
+    d->scrapes = s->scrapes;
     d->podres_errors = s->podres_errors;
     d->podres_last_ok = s->podres_last_ok;
 }
@@ -160,9 +175,16 @@ static void metrics_take_body(uv_async_t *a)
     uv_mutex_unlock(&m->lock);
     if (!b)
         return;
-    strbuf_free(&m->body);
-    m->body = *b;
+    struct metrics_body *body = malloc(sizeof *body + b->len);
+    if (!body)
+        abort();
+    body->refs = 1; /* the loop's own */
+    body->len = b->len;
+    memcpy(body->data, b->data, b->len);
+    strbuf_free(b);
     free(b);
+    metrics_body_release(m->body);
+    m->body = body;
     if (!m->ready)
         log_info("metrics ready on %s/metrics", m->cfg->metrics_listen);
     m->ready = true;
@@ -177,13 +199,16 @@ static void metrics_http(void *ctx, const char *path, struct http_reply *r)
             strbuf_puts(&r->body, "not ready: the first sample is not done yet\n");
             return;
         }
-        m->scrapes++;
+        uv_mutex_lock(&m->lock);
+        m->state.scrapes++;
+        uv_mutex_unlock(&m->lock);
         r->status = 200;
         r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-        strbuf_append(&r->body, m->body.data, m->body.len);
-        strbuf_printf(&r->body, "# HELP gpulet_scrapes_total Scrapes of /metrics served.\n"
-                                "# TYPE gpulet_scrapes_total counter\ngpulet_scrapes_total %llu\n",
-                      m->scrapes);
+        m->body->refs++; /* released by libmicrohttpd when this response is sent */
+        r->shared = m->body->data;
+        r->shared_len = m->body->len;
+        r->release = metrics_body_release;
+        r->release_ctx = m->body;
     } else if (!strcmp(path, "/healthz")) {
         r->status = 200;
         strbuf_puts(&r->body, "ok\n");
@@ -361,7 +386,7 @@ static void metrics_closed(uv_handle_t *h)
         strbuf_free(m->pending);
         free(m->pending);
     }
-    strbuf_free(&m->body);
+    metrics_body_release(m->body);
     metrics_sampler_free(&m->sampler);
     metrics_state_free(&m->state);
     uv_cond_destroy(&m->wake);

@@ -164,6 +164,8 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
         if (f->nvml_errors[k])
             strbuf_printf(out, "gpulet_nvml_errors_total{function=\"%s\"} %llu\n", f->nvml_names[k],
                           f->nvml_errors[k]);
+    strbuf_printf(out, "# HELP gpulet_scrapes_total Scrapes of /metrics served (as of this sample).\n"
+                       "# TYPE gpulet_scrapes_total counter\ngpulet_scrapes_total %llu\n", s->scrapes);
     strbuf_printf(out, "# HELP gpulet_podresources_errors_total Failed PodResources List calls.\n"
                        "# TYPE gpulet_podresources_errors_total counter\n"
                        "gpulet_podresources_errors_total %llu\n"

@@ -109,9 +109,12 @@ static void sampler_cheap(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metr
             if (!mem_read)
                 mem_read = n->DeviceGetMemoryInfoV2 &&
                            sampler_ok(c, n->DeviceGetMemoryInfoV2(h, &mem), FN_MEM);
+            /* MiB rounded up, as nvidia-smi shows them (on an H200, 615.06 MiB
+             * reserved shows as 616: docs/real-gpu.md). */
             sampler_set(g, k,
-                        (double)((f->src == SRC_FB_FREE ? mem.free : f->src == SRC_FB_USED ? mem.used
-                                                                                           : mem.reserved) >> 20),
+                        (double)(((f->src == SRC_FB_FREE ? mem.free : f->src == SRC_FB_USED ? mem.used
+                                                                                            : mem.reserved) +
+                                  (1ULL << 20) - 1) >> 20),
                         mem_read);
             break;
         case SRC_ECC:

@@ -98,8 +98,14 @@ with tempfile.TemporaryDirectory() as tmp:
     print("absent on this GPU (NVML NOT_SUPPORTED):", absent)
     compare("idle", m, smi())
     idle = m
-    load = subprocess.Popen([sys.executable, "-c", LOAD, "matmul", "14"])
-    time.sleep(6)
+    load = subprocess.Popen([sys.executable, "-c", LOAD, "matmul", "25"])
+    # torch takes seconds to start: wait until the GPU is really busy, then
+    # two sampler intervals so the sample (and GPM's window) is all load.
+    for _ in range(60):
+        if smi()["utilization.gpu"] > 80:
+            break
+        time.sleep(0.5)
+    time.sleep(2.5)
     text, m = scrape(url)
     s = smi()
     (OUT / "metrics-matmul.txt").write_text(text)
@@ -112,8 +118,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check("power rises under load", m["DCGM_FI_DEV_POWER_USAGE"] > idle["DCGM_FI_DEV_POWER_USAGE"] + 50)
     e1 = m["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
     load.wait()
-    load = subprocess.Popen([sys.executable, "-c", LOAD, "copy", "10"])
-    time.sleep(6)
+    load = subprocess.Popen([sys.executable, "-c", LOAD, "copy", "15"])
+    for _ in range(60):
+        if smi()["memory.used"] > 1000:
+            break
+        time.sleep(0.5)
+    time.sleep(3)
     text, m = scrape(url)
     (OUT / "metrics-copy.txt").write_text(text)
     tx, rx = m["DCGM_FI_PROF_PCIE_TX_BYTES"], m["DCGM_FI_PROF_PCIE_RX_BYTES"]
