@@ -16,6 +16,14 @@ import grpc
 SOURCE = Path(__file__).resolve().parents[2]
 
 
+def stop_server(server, sock):
+    """Stops a grpcio server at once and removes its socket file."""
+    if server:
+        server.stop(grace=None).wait()
+    if sock.exists():
+        sock.unlink()
+
+
 def load_stubs(out_dir):
     """Generates and imports the v1beta1 Python stubs from the project's proto
     (or uses ready ones from $GPULET_STUBS, where grpc_tools is missing)."""
@@ -65,12 +73,8 @@ class FakeKubelet:
         self.server.start()
 
     def stop(self):
-        if self.server:
-            self.server.stop(grace=None).wait()
-            self.server = None
-        sock = self.dir / "kubelet.sock"
-        if sock.exists():
-            sock.unlink()
+        stop_server(self.server, self.dir / "kubelet.sock")
+        self.server = None
 
     def restart(self):
         self.stop()
@@ -142,9 +146,5 @@ class FakePodResources:
         self.server.start()
 
     def stop(self):
-        if self.server:
-            self.server.stop(grace=None).wait()
-            self.server = None
-        sock = self.dir / "kubelet.sock"
-        if sock.exists():
-            sock.unlink()
+        stop_server(self.server, self.dir / "kubelet.sock")
+        self.server = None
