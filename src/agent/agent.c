@@ -155,6 +155,8 @@ static int agent_start(struct agent *a)
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     if (!a->cfg.no_metrics && metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, &a->cfg, &e) < 0)
         log_error("metrics are off: %s", e.msg);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        metrics_on_health(a->metrics, i, &a->health[i]); /* GPUs already lost at start */
     log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
              a->nvml.load_ms, a->nvml.init_ms, t_inv - t_nvml, nvml_clock_ms() - t0);
     return 0;
