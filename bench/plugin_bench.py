@@ -10,7 +10,8 @@ Measures, for each preset:
 Latencies include the Python client's own per-call cost, so they bound gpulet's from above.
 
 usage: bench/plugin_bench.py [--gpulet build/gpulet] [--allocs 10000] [--injections 100]
-                             [--churn-allocs 100000] [--restarts 1000] [--presets dgx-h100,scale-64]"""
+                             [--churn-allocs 100000] [--restarts 1000] [--presets dgx-h100,scale-64]
+                             [--no-metrics]"""
 import argparse
 import os
 import re
@@ -51,9 +52,11 @@ def bench(preset, opts, pb, pbg, tmp):
     control, status = f"{tmp}/{preset}-sim.sock", f"{tmp}/{preset}-status.sock"
     env = dict(os.environ, GPULET_SIM_CONTROL=control)
     t0 = time.monotonic()
-    agent = subprocess.Popen([opts.gpulet, "agent", "--simulate", preset, "--kubelet-root",
-                              str(k.root), "--status-socket", status, "--xid-recovery-seconds", "0",
-                              "--log-level", "warn"], env=env, stderr=subprocess.DEVNULL)
+    argv = [opts.gpulet, "agent", "--simulate", preset, "--kubelet-root", str(k.root),
+            "--status-socket", status, "--xid-recovery-seconds", "0", "--log-level", "warn"]
+    if opts.no_metrics:
+        argv.append("--no-metrics")
+    agent = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
     t_reg, _ = k.wait_registrations(1)
     start_ms = (t_reg - t0) * 1000
     time.sleep(0.2)
@@ -110,6 +113,7 @@ def main():
     ap.add_argument("--churn-allocs", type=int, default=100000)
     ap.add_argument("--restarts", type=int, default=1000)
     ap.add_argument("--presets", default="dgx-h100,scale-64")
+    ap.add_argument("--no-metrics", action="store_true", help="run the device plugin alone")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         pb, pbg = load_stubs(Path(tmp) / "stubs")

@@ -166,12 +166,26 @@ static int config_set(struct config *c, const struct config_opt *o, const char *
 
 /* --- the command line ------------------------------------------------------ */
 
+/* A boolean flag given bare means true, as NVIDIA's flags do; "--flag false"
+ * (the word as the next argument) still works, so it is taken when it is one. */
+static const char *config_bool_word(int argc, char **argv)
+{
+    const char *words[] = {"true", "false", "1", "0"};
+    if (optind < argc)
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (!strcasecmp(argv[optind], words[i]))
+                return argv[optind++];
+    return "true";
+}
+
 int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e)
 {
     memset(a, 0, sizeof *a);
     struct option longopts[NOPTS + 2];
-    for (size_t i = 0; i < NOPTS; i++)
-        longopts[i] = (struct option){options[i].flag, required_argument, NULL, (int)(i + 1000)};
+    for (size_t i = 0; i < NOPTS; i++) {
+        int has_arg = options[i].type == T_BOOL ? optional_argument : required_argument;
+        longopts[i] = (struct option){options[i].flag, has_arg, NULL, (int)(i + 1000)};
+    }
     longopts[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
     int c;
@@ -184,7 +198,7 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
         }
         if (c < 1000)
             return err_set(e, "unknown or incomplete option '%s'", argv[optind - 1]);
-        a->values[c - 1000] = optarg;
+        a->values[c - 1000] = optarg ? optarg : config_bool_word(argc, argv);
     }
     if (optind < argc)
         return err_set(e, "unexpected argument '%s'", argv[optind]);

@@ -156,6 +156,28 @@ static void test_flag_and_env_errors(void **state)
     assert_contains(e.msg, "/nonexistent.yaml: No such file");
 }
 
+/* Boolean flags take their value bare, after '=', or as the next word. */
+static void test_bool_flag_forms(void **state)
+{
+    (void)state;
+    struct config c;
+    struct err e;
+    const char *bare[] = {"agent", "--pass-device-specs", "--fail-on-init-error=false"};
+    assert_int_equal(load(&c, &e, 3, bare), 0);
+    assert_true(c.pass_device_specs);
+    assert_false(c.fail_on_init_error);
+    const char *spaced[] = {"agent", "--fail-on-init-error", "FALSE", "--pass-device-specs", "1"};
+    assert_int_equal(load(&c, &e, 5, spaced), 0);
+    assert_false(c.fail_on_init_error);
+    assert_true(c.pass_device_specs);
+    const char *bad[] = {"agent", "--pass-device-specs=maybe"};
+    assert_int_equal(load(&c, &e, 2, bad), -1);
+    assert_contains(e.msg, "--pass-device-specs must be true or false, not 'maybe'");
+    const char *stray[] = {"agent", "--pass-device-specs", "maybe"};
+    assert_int_equal(load(&c, &e, 3, stray), -1);
+    assert_contains(e.msg, "unexpected argument 'maybe'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +185,7 @@ int main(void)
         cmocka_unit_test_setup(test_file_env_flags_precedence, clear_env),
         cmocka_unit_test_setup(test_file_errors, clear_env),
         cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),
+        cmocka_unit_test_setup(test_bool_flag_forms, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
