@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses with clang-14 (CMake, -DGPULET_FUZZ=ON) and
 # runs each for SECONDS (default 30) on a copy of its seed corpus.
+# GPULET_FUZZ_SEED fixes libFuzzer's seed, so that a run can be repeated
+# (the test suite uses 1); unset, each run explores afresh.
 # Usage: fuzz/run.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}
+seed=${GPULET_FUZZ_SEED:-0}
 out=build-fuzz
 CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
@@ -17,7 +20,7 @@ for target in scenario control config plugin collectors; do
     cp -n fuzz/corpus/$target/* "$work/" 2>/dev/null || true
     echo "fuzzing $target for ${secs}s"
     # libFuzzer exits non-zero and writes crash-*/leak-*/timeout-* on a finding.
-    if ! "$out/fuzz_$target" -max_total_time="$secs" -max_len=4096 -timeout=5 \
+    if ! "$out/fuzz_$target" -max_total_time="$secs" -max_len=4096 -timeout=5 -seed="$seed" \
             -artifact_prefix="$out/" "$work" > "$out/fuzz-$target.log" 2>&1; then
         tail -40 "$out/fuzz-$target.log" >&2
         echo "fuzz/run.sh: $target found a problem; see $out/crash-* and $out/fuzz-$target.log" >&2

@@ -157,6 +157,13 @@ static int prefer_ids(const struct plugin *p, char **ids, size_t n, unsigned *gp
     return 0;
 }
 
+static void prefer_cannot(const V1beta1__ContainerPreferredAllocationRequest *cr, char *why,
+                          size_t why_len)
+{
+    snprintf(why, why_len, "cannot choose %d devices from %zu available with %zu required",
+             cr->allocation_size, cr->n_available_deviceids, cr->n_must_include_deviceids);
+}
+
 int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
                      size_t *out_len, char *why, size_t why_len)
 {
@@ -173,7 +180,14 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
         V1beta1__ContainerPreferredAllocationRequest *cr = r->container_requests[c];
         unsigned *avail = arena_alloc(&a, (cr->n_available_deviceids + 1) * sizeof *avail);
         unsigned *must = arena_alloc(&a, (cr->n_must_include_deviceids + 1) * sizeof *must);
-        size_t size = cr->allocation_size < 0 ? 0 : (size_t)cr->allocation_size;
+        /* The size comes off the wire: check it before sizing anything by it. */
+        if (cr->allocation_size <= 0 || (size_t)cr->allocation_size > cr->n_available_deviceids ||
+            (size_t)cr->allocation_size < cr->n_must_include_deviceids) {
+            prefer_cannot(cr, why, why_len);
+            status = GRPC_INVALID_ARGUMENT;
+            break;
+        }
+        size_t size = (size_t)cr->allocation_size;
         unsigned *chosen = arena_alloc(&a, (size + 1) * sizeof *chosen);
         if (prefer_ids(p, cr->available_deviceids, cr->n_available_deviceids, avail,
                        "available_deviceIDs", why, why_len) < 0 ||
@@ -192,12 +206,9 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
                 status = GRPC_INVALID_ARGUMENT;
             }
         }
-        if (status == GRPC_OK &&
-            (cr->allocation_size <= 0 || size < cr->n_must_include_deviceids ||
-             plugin_prefer(p->inv, avail, cr->n_available_deviceids, must,
-                           cr->n_must_include_deviceids, size, chosen) < 0)) {
-            snprintf(why, why_len, "cannot choose %d devices from %zu available with %zu required",
-                     cr->allocation_size, cr->n_available_deviceids, cr->n_must_include_deviceids);
+        if (status == GRPC_OK && plugin_prefer(p->inv, avail, cr->n_available_deviceids, must,
+                                               cr->n_must_include_deviceids, size, chosen) < 0) {
+            prefer_cannot(cr, why, why_len);
             status = GRPC_INVALID_ARGUMENT;
         }
         if (status != GRPC_OK)

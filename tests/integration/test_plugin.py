@@ -148,7 +148,10 @@ def test_preferred_allocation_errors(plugin_agent, kubelet):
     channel, stub = kubelet.plugin()
     for avail, must, size, text in ((["0", "9"], [], 1, "unknown device ID '9'"),
                                     (["0", "1"], ["2"], 1, "not among the available"),
-                                    (["0", "1"], [], 3, "cannot choose 3 devices")):
+                                    (["0", "1"], [], 3, "cannot choose 3 devices"),
+                                    # A size from the wire never sizes a buffer.
+                                    (["0", "1"], [], 2**31 - 1, "cannot choose 2147483647"),
+                                    (["0", "1"], [], -1, "cannot choose -1 devices")):
         with pytest.raises(grpc.RpcError) as e:
             preferred(kubelet, stub, avail, must, size)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and text in e.value.details()
