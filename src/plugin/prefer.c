@@ -157,6 +157,7 @@ static int prefer_ids(const struct plugin *p, char **ids, size_t n, unsigned *gp
     return 0;
 }
 
+/* The reason given when the requested size cannot be met. */
 static void prefer_cannot(const V1beta1__ContainerPreferredAllocationRequest *cr, char *why,
                           size_t why_len)
 {
