@@ -1,17 +1,28 @@
 #include "grpc/server.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "grpc/h2io.h"
+#include "util/log.h"
+
+/* The largest header block a request may carry (advertised in SETTINGS and
+ * enforced here, since nghttp2's own HTTP checks are off: see
+ * grpc_server_start). A kubelet's requests carry a few hundred bytes. */
+#define SERVER_MAX_HEADER_LIST 16384
+/* Lines one connection may log about what it sent wrong; after that it
+ * still gets refused, quietly. */
+#define SERVER_MAX_LOGGED 4
 
 struct grpc_conn {
     struct h2io io;                  /* first: the h2io callbacks cast back to us */
     struct grpc_server *srv;
     struct grpc_call *calls;
+    unsigned logged;                 /* refusals logged for this connection */
     struct grpc_conn *next, *prev;
 };
 
@@ -19,6 +30,8 @@ struct grpc_call {
     struct grpc_conn *conn;
     int32_t stream_id;
     char path[256];
+    bool post, grpc_type;            /* :method POST; content-type application/grpc[+...] */
+    size_t header_bytes;             /* as HTTP/2 counts them: name + value + 32 each */
     struct strbuf req;               /* the request body as it arrives */
     bool too_large;                  /* answered RESOURCE_EXHAUSTED already */
     struct strbuf out;               /* framed response bytes not yet taken by nghttp2 */
@@ -40,6 +53,7 @@ struct grpc_server {
     const struct grpc_method *methods;
     size_t nmethods;
     nghttp2_session_callbacks *cbs;
+    nghttp2_option *opt;
     struct grpc_conn *conns;
     bool closing, listener_closed;
 };
@@ -52,6 +66,7 @@ static void server_maybe_free(struct grpc_server *s)
 {
     if (s->closing && s->listener_closed && !s->conns) {
         nghttp2_session_callbacks_del(s->cbs);
+        nghttp2_option_del(s->opt);
         free(s);
     }
 }
@@ -202,16 +217,73 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     return 0;
 }
 
+/* Logs why the server refused something of a connection: one line each,
+ * at most SERVER_MAX_LOGGED per connection, so a broken client cannot
+ * flood the log. */
+static void conn_refused(struct grpc_conn *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void conn_refused(struct grpc_conn *conn, const char *fmt, ...)
+{
+    if (conn->logged > SERVER_MAX_LOGGED)
+        return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_warn("gRPC %s: %s%s", conn->srv->path, msg,
+             conn->logged++ == SERVER_MAX_LOGGED ? " (further refusals on this connection are "
+                                                   "not logged)" : "");
+}
+
+static bool has_prefix(const uint8_t *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && !memcmp(s, prefix, n);
+}
+
+/* Takes what the server needs from a request's headers. :authority is not
+ * looked at: clients send "localhost", the socket path (grpc-go dialling a
+ * path, as kubelets up to 1.25 do), or nothing, and a unix socket has no
+ * host to check it against. */
 static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *ud)
 {
     (void)flags;
-    (void)ud;
+    struct grpc_conn *conn = ud;
     struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (c && namelen == 5 && !memcmp(name, ":path", 5))
+    if (!c)
+        return 0;
+    c->header_bytes += namelen + valuelen + 32;
+    if (c->header_bytes > SERVER_MAX_HEADER_LIST) {
+        conn_refused(conn, "stream %d reset: headers larger than %d bytes", (int)f->hd.stream_id,
+                     SERVER_MAX_HEADER_LIST);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
+    }
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers from a client carry nothing we use */
+    if (namelen == 5 && !memcmp(name, ":path", 5))
         snprintf(c->path, sizeof c->path, "%.*s", (int)valuelen, (const char *)value);
+    else if (namelen == 7 && !memcmp(name, ":method", 7))
+        c->post = valuelen == 4 && !memcmp(value, "POST", 4);
+    else if (namelen == 12 && !memcmp(name, "content-type", 12))
+        c->grpc_type = has_prefix(value, valuelen, "application/grpc") &&
+                       (valuelen == 16 || value[16] == '+' || value[16] == ';');
     return 0;
+}
+
+/* What HTTP/2 and gRPC require of a request that nghttp2 no longer checks
+ * for us; NULL when it is a gRPC call. */
+static const char *request_problem(const struct grpc_call *c)
+{
+    if (!c->post)
+        return ":method is not POST";
+    if (c->path[0] != '/')
+        return ":path is missing or not absolute";
+    if (!c->grpc_type)
+        return "content-type is not application/grpc";
+    return NULL;
 }
 
 static int on_data(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const uint8_t *data,
@@ -234,13 +306,42 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const 
 
 static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
 {
-    (void)ud;
-    if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    struct grpc_conn *conn = ud;
+    if (f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS)
         return 0;
     struct grpc_call *c = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (c && !c->finished)
+    if (!c || c->finished)
+        return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        const char *problem = request_problem(c);
+        if (problem) {
+            conn_refused(conn, "stream %d reset: %s", (int)f->hd.stream_id, problem);
+            c->finished = true; /* nothing is dispatched; freed when the stream closes */
+            nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                                      NGHTTP2_PROTOCOL_ERROR);
+            return 0;
+        }
+    }
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
         call_dispatch(c);
+    return 0;
+}
+
+/* nghttp2 ends a connection (or a stream) the peer broke the protocol on:
+ * say why once rather than let the socket just close. */
+static int on_error(nghttp2_session *h2, int code, const char *msg, size_t len, void *ud)
+{
+    (void)h2;
+    (void)code;
+    conn_refused(ud, "%.*s", (int)len, msg);
+    return 0;
+}
+
+static int on_invalid_frame(nghttp2_session *h2, const nghttp2_frame *f, int code, void *ud)
+{
+    (void)h2;
+    conn_refused(ud, "invalid frame (type %u) on stream %d: %s", f->hd.type,
+                 (int)f->hd.stream_id, nghttp2_strerror(code));
     return 0;
 }
 
@@ -290,12 +391,15 @@ static void server_on_connection(uv_stream_t *listener, int status)
         s->conns->prev = conn;
     s->conns = conn;
     if (uv_accept(listener, (uv_stream_t *)&conn->io.pipe) < 0 ||
-        nghttp2_session_server_new(&conn->io.h2, s->cbs, conn) != 0) {
+        nghttp2_session_server_new2(&conn->io.h2, s->cbs, conn, s->opt) != 0) {
         h2io_close(&conn->io);
         return;
     }
-    nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
-    nghttp2_submit_settings(conn->io.h2, NGHTTP2_FLAG_NONE, settings, 1);
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, SERVER_MAX_HEADER_LIST},
+    };
+    nghttp2_submit_settings(conn->io.h2, NGHTTP2_FLAG_NONE, settings, 2);
     if (h2io_start(&conn->io) < 0) {
         h2io_close(&conn->io);
         return;
@@ -324,6 +428,15 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(s->cbs, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(s->cbs, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(s->cbs, on_error);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(s->cbs, on_invalid_frame);
+    /* nghttp2's HTTP messaging checks reset every request whose :authority
+     * holds a '/', which is what grpc-go sends when it dials a socket path:
+     * kubelets up to 1.25 would register and then have every call fail.
+     * Framing, HPACK, flow control and stream limits stay nghttp2's; the
+     * request checks a gRPC server needs are request_problem's. */
+    nghttp2_option_new(&s->opt);
+    nghttp2_option_set_no_http_messaging(s->opt, 1);
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
     unlink(path); /* a stale socket from an earlier run */

@@ -24,9 +24,13 @@ def check_clean(stderr):
 
 @pytest.fixture
 def sim_env(tmp_path):
-    """Environment with a private simulator control socket."""
+    """Environment with a private simulator control socket, and the agent's
+    node paths (kubelet root, status socket) under tmp_path: a test that
+    leaves them out must not reach a real node's kubelet or /run."""
     env = dict(os.environ)
     env["GPULET_SIM_CONTROL"] = str(tmp_path / "sim.sock")
+    env["GPULET_KUBELET_ROOT"] = str(tmp_path / "node-kubelet")
+    env["GPULET_STATUS_SOCKET"] = str(tmp_path / "node-status.sock")
     return env
 
 
