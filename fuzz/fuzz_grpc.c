@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "grpc/server.h"
+#include "util/log.h"
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -54,10 +55,18 @@ static const struct grpc_method fuzz_methods[] = {
 static uv_loop_t loop;
 static char sock_path[108];
 
+/* libFuzzer ends with exit(): leave no socket behind in /tmp. */
+static void fuzz_cleanup(void)
+{
+    unlink(sock_path);
+}
+
 static void fuzz_setup(void)
 {
     struct grpc_server *s;
     struct err e;
+    log_set_level(LOG_ERROR); /* refused streams are logged: most inputs are refused */
+    atexit(fuzz_cleanup);
     snprintf(sock_path, sizeof sock_path, "/tmp/gpulet-fuzz-grpc-%d.sock", (int)getpid());
     uv_loop_init(&loop);
     if (grpc_server_start(&s, &loop, sock_path, fuzz_methods, 3, &e) < 0) {

@@ -14,6 +14,7 @@ CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
 cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin fuzz_collectors fuzz_grpc \
     nvml_sim >/dev/null
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
+failed=0
 for target in scenario control config plugin collectors grpc; do
     work="$out/corpus-$target"
     mkdir -p "$work"
@@ -24,7 +25,11 @@ for target in scenario control config plugin collectors grpc; do
             -artifact_prefix="$out/" "$work" > "$out/fuzz-$target.log" 2>&1; then
         tail -40 "$out/fuzz-$target.log" >&2
         echo "fuzz/run.sh: $target found a problem; see $out/crash-* and $out/fuzz-$target.log" >&2
-        exit 1
+        echo "fuzz $target: FAILED"
+        failed=1
+        continue
     fi
     grep -E '^Done [0-9]+ runs' "$out/fuzz-$target.log" || true
+    echo "fuzz $target: ok"
 done
+exit $failed

@@ -1,21 +1,63 @@
 #!/usr/bin/env bash
-# Installs gpulet's build and test dependencies from Debian 12's archive.
-# Idempotent: does nothing when everything is already installed.
+# Installs what gpulet needs from Debian 12's archive.
+#   scripts/install-deps.sh          what building gpulet needs
+#   scripts/install-deps.sh --test   that, plus what the test suite needs
+# Idempotent: installs only what is missing. Without root it uses sudo where
+# there is one, and otherwise says in one line what to run.
+#
+# Prometheus (for the metrics tests) is not installed as a package: Debian's
+# package enables a Prometheus server as a service. Its two binaries are
+# unpacked into .tools/bin of this checkout instead, which scripts/test.sh
+# puts on PATH.
 set -euo pipefail
-pkgs=(
+cd "$(dirname "$0")/.."
+
+build=(
     build-essential cmake ninja-build pkg-config
     libuv1-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-    libmicrohttpd-dev libcmocka-dev
-    python3-pytest python3-grpcio python3-grpc-tools prometheus wrk curl
-    valgrind binutils clang-14 libclang-rt-14-dev
+    libmicrohttpd-dev
 )
+test=(
+    libcmocka-dev valgrind binutils clang-14 libclang-rt-14-dev
+    python3-pytest python3-grpcio python3-grpc-tools wrk curl
+    golang-go golang-google-grpc-dev golang-goprotobuf-dev protobuf-compiler
+)
+case "${1:-}" in
+    "") pkgs=("${build[@]}") ;;
+    --test) pkgs=("${build[@]}" "${test[@]}") ;;
+    *) echo "usage: scripts/install-deps.sh [--test]" >&2; exit 2 ;;
+esac
+
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
-echo "installing: ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        sudo=(sudo -n)
+    elif [ ${#missing[@]} -gt 0 ]; then
+        echo "install-deps: missing ${missing[*]}; as root run: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" = --test ] && [ ! -x .tools/bin/promtool ]; then
+    # apt-get download needs no root; the lists are there after any install.
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+        "${sudo[@]}" apt-get update -qq
+        (cd "$tmp" && apt-get download -qq prometheus)
+    fi
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+    mkdir -p .tools/bin
+    cp "$tmp/x/usr/bin/prometheus" "$tmp/x/usr/bin/promtool" .tools/bin/
+    echo "prometheus and promtool unpacked into .tools/bin (no service)"
+fi

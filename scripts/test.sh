@@ -1,45 +1,135 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit and integration tests under
-# ASan+UBSan, valgrind on the plain build, the glibc-only link check, and a
-# short fuzz run of each parser.
-set -euo pipefail
+# ASan+UBSan, valgrind on the plain build, a Release build, the glibc-only
+# link check, a short fuzz run of each parser, and the end-to-end tests on
+# a real kubelet (root only). Every stage runs even when one before it
+# failed; the last line counts what ran: passed, failed, skipped.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --test || exit 1
+export PATH=$PWD/.tools/bin:$PATH
 jobs=$(nproc)
+passed=0 failed=0 skipped=0
+failures=()
 
-cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-asan -j "$jobs"
-(cd build-asan && ctest --output-on-failure -j "$jobs" -L unit)
+# check NAME COMMAND...: one pass/fail item.
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+    fi
+}
+
+# count_cmocka LOG CTEST_OUTPUT: adds the cmocka cases of a ctest run; a
+# test program that died before cmocka could say so counts as one failure.
+count_cmocka() {
+    local ok fail skip died
+    ok=$(grep -c '^\[       OK \]' "$1")
+    skip=$(grep -c '^\[  SKIPPED \]' "$1")
+    # cmocka names each failed case twice (as it fails, and in its summary).
+    fail=$(grep '^\[  FAILED  \] ' "$1" | grep -v 'test(s)' | sort -u | wc -l)
+    died=$(grep -o '[0-9]* tests failed out of' "$2" | grep -o '^[0-9]*')
+    [ "${died:-1}" -le "$fail" ] || fail=${died:-1}
+    passed=$((passed + ok)) failed=$((failed + fail)) skipped=$((skipped + skip))
+    [ "$fail" -eq 0 ] || failures+=("unit tests")
+}
+
+# count_junit FILE LABEL: adds the cases of a pytest junit report.
+count_junit() {
+    local counts
+    if ! counts=$(/usr/bin/python3 - "$1" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+t = f = s = 0
+for suite in ET.parse(sys.argv[1]).getroot().iter("testsuite"):
+    t += int(suite.get("tests", 0))
+    f += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+    s += int(suite.get("skipped", 0))
+print(t - f - s, f, s)
+EOF
+    ); then
+        failed=$((failed + 1))
+        failures+=("$2 (no report)")
+        return
+    fi
+    read -r p f s <<<"$counts"
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    [ "$f" -eq 0 ] || failures+=("$2")
+}
+
+# Sockets the suite leaves in /tmp are a bug: note what is there now.
+tmp_sockets() { find /tmp -maxdepth 1 -type s 2>/dev/null | sort; }
+sockets_before=$(tmp_sockets)
+
+# --- ASan+UBSan: unit and integration tests
+cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null &&
+    cmake --build build-asan -j "$jobs" || { echo "ASan build failed" >&2; exit 1; }
+(cd build-asan && ctest --output-on-failure -j "$jobs" -L unit) 2>&1 | tee build-asan/unit.log
+count_cmocka build-asan/Testing/Temporary/LastTest.log build-asan/unit.log
 # The integration tests (also ctest's "integration" entry) run here directly,
 # so pytest's own report shows each case.
 GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
     GPULET_SIM_LIB=build-asan/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration | tee build-asan/pytest.log
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build-asan/pytest.xml \
+    tests/integration
+count_junit build-asan/pytest.xml "integration tests"
 
-cmake -S . -B build -G Ninja >/dev/null
-cmake --build build -j "$jobs"
-(cd build && ctest --output-on-failure -L valgrind -j "$jobs")
+# --- the plain build: valgrind, and the shipped binary's links
+cmake -S . -B build -G Ninja >/dev/null && cmake --build build -j "$jobs" ||
+    { echo "plain build failed" >&2; exit 1; }
+(cd build && ctest --output-on-failure -L valgrind -j "$jobs") >build/valgrind.log 2>&1
+cat build/valgrind.log
+vg_total=$(grep -o 'tests failed out of [0-9]*' build/valgrind.log | grep -o '[0-9]*$')
+vg_failed=$(grep -o '[0-9]* tests failed out of' build/valgrind.log | grep -o '^[0-9]*')
+passed=$((passed + ${vg_total:-0} - ${vg_failed:-0})) failed=$((failed + ${vg_failed:-1}))
+[ "${vg_failed:-1}" -eq 0 ] || failures+=("valgrind")
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
-extra=$(readelf -d build/gpulet | grep NEEDED | grep -v 'libc.so.6' || true)
-if [ -n "$extra" ]; then
-    echo "build/gpulet links more than glibc dynamically:" >&2
-    echo "$extra" >&2
-    exit 1
-fi
-newest=$(objdump -T build/gpulet build/libgpulet-nvml-sim.so | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
-if [ "$(printf '%s\n' "$newest" GLIBC_2.34 | sort -V | tail -1)" != GLIBC_2.34 ]; then
-    echo "build/gpulet needs $newest; GPU nodes may have only glibc 2.34" >&2
-    exit 1
-fi
-echo "build/gpulet: only glibc is dynamic, and at most $newest"
+glibc_only() {
+    local extra newest
+    extra=$(readelf -d build/gpulet | grep NEEDED | grep -v 'libc.so.6' || true)
+    if [ -n "$extra" ]; then
+        echo "build/gpulet links more than glibc dynamically: $extra" >&2
+        return 1
+    fi
+    newest=$(objdump -T build/gpulet build/libgpulet-nvml-sim.so | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
+    if [ "$(printf '%s\n' "$newest" GLIBC_2.34 | sort -V | tail -1)" != GLIBC_2.34 ]; then
+        echo "build/gpulet needs $newest; GPU nodes may have only glibc 2.34" >&2
+        return 1
+    fi
+    echo "build/gpulet: only glibc is dynamic, and at most $newest"
+}
+check "glibc-only link" glibc_only
 
-# A fixed seed keeps this short run repeatable; long runs (fuzz/run.sh
-# without GPULET_FUZZ_SEED) are where new inputs get explored.
-GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}"
+# A Release build (-O3) must compile too: optimisation brings warnings of its own.
+release() {
+    cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULET_TESTS=OFF >/dev/null &&
+        cmake --build build-release -j "$jobs" >build-release.log 2>&1 ||
+        { cat build-release.log >&2; return 1; }
+    echo "Release build: ok"
+}
+check "Release build" release
 
-# One plain closing line: cmocka cases, pytest cases, valgrind runs.
-unit=$(for t in build-asan/tests/test_*; do "$t" 2>&1; done | grep -c '^\[       OK \]')
-py=$(tail -1 build-asan/pytest.log | grep -o '^[0-9]* passed' | grep -o '[0-9]*')
-vg=$(cd build && ctest -N -L valgrind | grep -c 'Test *#')
-echo "$((unit + py + vg)) passed, 0 failed"
+# --- fuzzing. A fixed seed keeps this short run repeatable; long runs
+# (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.
+GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}" | tee build/fuzz.log
+passed=$((passed + $(grep -c '^fuzz .*: ok$' build/fuzz.log)))
+fz=$(grep -c '^fuzz .*: FAILED$' build/fuzz.log)
+failed=$((failed + fz))
+[ "$fz" -eq 0 ] || failures+=("fuzzing")
+
+# --- end to end, on the real kubelet of ../shared/k8s (skipped without root)
+GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e.xml tests/e2e
+count_junit build/e2e.xml "end-to-end tests"
+
+left=$(comm -13 <(echo "$sockets_before") <(tmp_sockets))
+check "no sockets left in /tmp" test -z "$left"
+[ -z "$left" ] || echo "the suite left sockets in /tmp: $left" >&2
+
+[ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}" >&2
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -80,6 +80,14 @@ static int fault_set_one(struct nvmlDevice_st *g, char *assign, char *reply, siz
     return 0;
 }
 
+/* The GPU falls off the bus: XID 79, then GPU_IS_LOST on every call. */
+static void fault_lose(struct nvmlDevice_st *g)
+{
+    sim_event_post(g, nvmlEventTypeXidCriticalError, XID_OFF_BUS);
+    g->lost = true;
+    sim_event_lost(g);
+}
+
 static int fault_apply(char **argv, int argc, char *reply, size_t len)
 {
     const char *cmd = argv[0];
@@ -95,16 +103,17 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         double xid;
         if (argc != 3 || fault_number(argv[2], 65535, &xid) < 0 || xid < 1)
             return snprintf(reply, len, "error: usage: xid GPU XID (XID from 1 to 65535)"), -1;
-        sim_event_post(g, nvmlEventTypeXidCriticalError, (unsigned long long)xid);
+        if (xid == XID_OFF_BUS)
+            fault_lose(g); /* a real XID 79 comes with the GPU gone */
+        else
+            sim_event_post(g, nvmlEventTypeXidCriticalError, (unsigned long long)xid);
     } else if (!strcmp(cmd, "ecc") && argc == 2) {
         g->ecc_volatile[1]++;
         g->ecc_aggregate[1]++;
         sim_event_post(g, nvmlEventTypeDoubleBitEccError, 0);
         sim_event_post(g, nvmlEventTypeXidCriticalError, XID_DBE);
     } else if (!strcmp(cmd, "lose") && argc == 2) {
-        sim_event_post(g, nvmlEventTypeXidCriticalError, XID_OFF_BUS);
-        g->lost = true;
-        sim_event_lost(g);
+        fault_lose(g);
     } else if (!strcmp(cmd, "recover") && argc == 2) {
         sim_live_reset(g, false);
     } else if (!strcmp(cmd, "set") && argc >= 3) {

@@ -14,6 +14,7 @@ static const char sim_usage[] =
     "Fault injection into a process that has the simulator loaded (socket from\n"
     "GPULET_SIM_CONTROL, default /tmp/gpulet-sim.sock). GPU is an index or a UUID.\n"
     "  xid GPU XID             deliver an XID event through the NVML event API\n"
+    "                          (XID 79 also loses the GPU, as a real one does)\n"
     "  ecc GPU                 a double-bit ECC error (counter, event, XID 48)\n"
     "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
     "  recover GPU             GPU reset: answers again, volatile counters zeroed\n"

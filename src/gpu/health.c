@@ -127,7 +127,9 @@ bool health_on_ecc(struct gpu_health *h, double now_ms)
 
 bool health_on_lost(struct gpu_health *h, double now_ms)
 {
-    return health_set(h, HEALTH_LOST, 0, now_ms, "GPU is lost (NVML cannot reach it)");
+    bool changed = health_set(h, HEALTH_LOST, 0, now_ms, "GPU is lost (NVML cannot reach it)");
+    h->seen_lost = true; /* also under XID 79: now NVML itself says so */
+    return changed;
 }
 
 bool health_clear(struct gpu_health *h)
@@ -146,7 +148,12 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
         return false;
     switch (h->reason) {
     case HEALTH_LOST:
-        break; /* it answers again: a reset or re-attach happened */
+        /* Answering again is a reset or re-attach only if NVML saw it gone
+         * first: a GPU that reported XID 79 and never stopped answering
+         * has shown no reset, so it waits for one or for an operator. */
+        if (!h->seen_lost)
+            return false;
+        break;
     case HEALTH_ECC:
         /* Only a GPU reset zeroes the volatile count. Where it cannot be
          * read, the quiet period stands in. */

@@ -44,6 +44,7 @@ struct gpu_health {
     unsigned xid;                /* the last critical XID, for HEALTH_XID */
     long long since_ms;          /* wall clock (ms) when it became unhealthy */
     double last_event_ms;        /* monotonic time of the last fatal event */
+    bool seen_lost;              /* NVML said GPU_IS_LOST since it became unhealthy */
     char detail[160];            /* for logs and `gpulet list` */
 };
 

@@ -250,6 +250,21 @@ def test_ecc_and_lost_recover_after_reset(plugin_agent, kubelet, sim_env, tmp_pa
     stream.cancel()
 
 
+def test_xid79_stays_until_recover(plugin_agent, kubelet, sim_env):
+    """A real XID 79 comes with the GPU lost; only a reset brings it back."""
+    plugin_agent("--simulate", "dgx-h100", "--health-probe-ms", "100")
+    channel, stub, stream, first = devices(kubelet)
+    sim(sim_env, "xid", "3", "79")
+    wait_health(stream, 3, "Unhealthy")
+    time.sleep(1.0)                                  # ten probes: still lost, still unhealthy
+    _, _, stream2, now = devices(kubelet)
+    assert now.devices[3].health == "Unhealthy"
+    sim(sim_env, "recover", "3")
+    wait_health(stream, 3, "Healthy", timeout=3)
+    stream.cancel()
+    stream2.cancel()
+
+
 def test_operator_clear_and_list(plugin_agent, kubelet, sim_env, tmp_path):
     status = str(tmp_path / "status.sock")
     plugin_agent("--simulate", "l4-pcie", "--xid-recovery-seconds", "0")

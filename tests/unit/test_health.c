@@ -95,12 +95,31 @@ static void test_lost(void **state)
     assert_contains(h.detail, "XID 79");
 }
 
+/* XID 79 alone is no evidence of a reset: a GPU that reported it and never
+ * stopped answering stays unhealthy until NVML saw it gone and back. */
+static void test_xid79_needs_reset(void **state)
+{
+    (void)state;
+    struct gpu_health h = {0};
+    struct health_probe lost = {.lost = true}, back = {.answered = true};
+    assert_true(health_on_xid(&h, 79, 0));
+    assert_int_equal(h.reason, HEALTH_LOST);
+    assert_false(health_on_probe(&h, &back, 1e9, 1000)); /* still answering: no reset shown */
+    assert_int_equal(h.reason, HEALTH_LOST);
+    assert_false(health_on_probe(&h, &lost, 1e9 + 1, 1000)); /* now NVML sees it gone */
+    assert_true(health_on_probe(&h, &back, 1e9 + 2, 1000));  /* and back: reset */
+    assert_int_equal(h.reason, HEALTH_OK);
+    assert_true(health_on_xid(&h, 79, 1e9 + 3));
+    assert_true(health_clear(&h)); /* an operator's word is enough */
+    assert_false(h.seen_lost);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_policy), cmocka_unit_test(test_policy_variables),
         cmocka_unit_test(test_xid_quiet_period), cmocka_unit_test(test_ecc_needs_reset),
-        cmocka_unit_test(test_lost),
+        cmocka_unit_test(test_lost),             cmocka_unit_test(test_xid79_needs_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
