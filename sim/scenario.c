@@ -354,7 +354,8 @@ int scenario_parse(const char *source, const char *text, size_t len, struct scen
                    struct err *e)
 {
     memset(sc, 0, sizeof *sc);
-    snprintf(sc->name, sizeof sc->name, "%s", source);
+    /* A long source name is cut: the name is for logs and `sim ping`. */
+    snprintf(sc->name, sizeof sc->name, "%.*s", (int)sizeof sc->name - 1, source);
     struct ydoc d;
     if (ydoc_load(&d, source, text, len, e) < 0)
         return -1;

@@ -1,9 +1,11 @@
 /* gpulet health: the running agent's view of GPU health, and the
  * operator's clear. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "util/opts.h"
 
 static const char health_usage[] =
     "usage: gpulet health [--status-socket PATH] [clear GPU]\n"
@@ -12,26 +14,38 @@ static const char health_usage[] =
 
 int cmd_health(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"status-socket", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     const char *socket = NULL;
-    int i = 1;
-    if (i < argc && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
-        fputs(health_usage, stdout);
-        return CLI_OK;
-    }
-    if (i + 1 < argc && !strcmp(argv[i], "--status-socket")) {
-        socket = argv[i + 1];
-        i += 2;
+    struct err e;
+    if (opts_check_exact(argc, argv, "h", opts, &e) < 0)
+        return cli_usage_error("health", "%s", e.msg);
+    int c;
+    opterr = 0;
+    optind = 1;
+    /* No "+": options may come after the command (`clear 3 --status-socket S`). */
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'S': socket = optarg; break;
+        case 'h': fputs(health_usage, stdout); return CLI_OK;
+        default: return cli_usage_error("health", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
     }
     char line[256];
-    if (i == argc) {
+    int rest = argc - optind;
+    if (rest == 0) {
         snprintf(line, sizeof line, "health\n");
-    } else if (!strcmp(argv[i], "clear") && i + 2 == argc) {
-        snprintf(line, sizeof line, "clear %s\n", argv[i + 1]);
+    } else if (rest == 2 && !strcmp(argv[optind], "clear")) {
+        if (strlen(argv[optind + 1]) > 128 || strpbrk(argv[optind + 1], " \t\r\n"))
+            return cli_usage_error("health", "'%.64s' is not a GPU index or UUID", argv[optind + 1]);
+        snprintf(line, sizeof line, "clear %s\n", argv[optind + 1]);
     } else {
         return cli_usage_error("health", "expected no command or 'clear GPU'");
     }
     char reply[16384];
-    struct err e;
     if (cli_unix_request(cli_status_socket(socket), line, reply, sizeof reply, &e) < 0) {
         fprintf(stderr, "gpulet health: %s (is the agent running?)\n", e.msg);
         return CLI_FAIL;

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "gpu/inventory.h"
 #include "gpu/render.h"
+#include "util/opts.h"
 
 static const char list_usage[] =
     "usage: gpulet list [-o table|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
@@ -50,9 +51,13 @@ int cmd_list(int argc, char **argv)
     };
     struct cli_nvml_opts no = {0};
     const char *format = "table", *status = NULL;
+    struct err e;
+    if (opts_check_exact(argc, argv, "o:h", opts, &e) < 0)
+        return cli_usage_error("list", "%s", e.msg);
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+o:h", opts, NULL)) != -1) {
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': format = optarg; break;
         case 's': no.simulate = optarg; break;
@@ -71,10 +76,13 @@ int cmd_list(int argc, char **argv)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
 
     struct nvml n;
-    struct err e;
     struct gpu_inventory inv;
     if (cli_nvml_start(&no, &n, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
-        fprintf(stderr, "gpulet list: %s\n", e.msg);
+        /* A user trying gpulet on a machine without GPUs: say what works there. */
+        bool real = !no.simulate && !no.nvml_path;
+        fprintf(stderr, "gpulet list: %s%s\n", e.msg,
+                real ? "; without a GPU, `gpulet list --simulate dgx-h100` shows simulated ones "
+                       "(`gpulet sim presets` lists the others)" : "");
         nvml_close(&n);
         return CLI_FAIL;
     }

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "util/log.h"
+#include "util/opts.h"
 #include "util/strbuf.h"
 #include "util/ydoc.h"
 
@@ -188,6 +189,8 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
     }
     longopts[NOPTS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
+    if (opts_check_exact(argc, argv, "h", longopts, e) < 0)
+        return -1;
     int c;
     opterr = 0;
     optind = 1;

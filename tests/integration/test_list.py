@@ -93,6 +93,7 @@ def test_no_driver_names_search_path(gpulet, sim_env):
     for path in ("libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
                  "/usr/local/nvidia/lib64/libnvidia-ml.so.1", "/run/nvidia/driver"):
         assert path in line
+    assert "`gpulet list --simulate dgx-h100` shows simulated ones" in line
 
 
 def test_not_nvml_library(gpulet):
@@ -102,7 +103,14 @@ def test_not_nvml_library(gpulet):
 
 @pytest.mark.parametrize("args,text", [
     (["list", "-o", "yaml"], "output format must be table, json or topology, not 'yaml'"),
-    (["list", "--bogus"], "unknown or incomplete option '--bogus'"),
+    (["list", "--bogus"], "unknown option '--bogus'"),
+    (["list", "--simulat", "t4"], "unknown option '--simulat'"),
+    (["list", "--sim=t4"], "unknown option '--sim'"),
+    (["agent", "--simulat", "t4"], "unknown option '--simulat'"),
+    (["agent", "--kubelet-roo", "/x"], "unknown option '--kubelet-roo'"),
+    (["health", "--status-sock", "x"], "unknown option '--status-sock'"),
+    (["health", "clear"], "expected no command or 'clear GPU'"),
+    (["health", "clear", "bad gpu"], "is not a GPU index or UUID"),
     (["list", "--simulate"], "unknown or incomplete option"),
     (["list", "extra"], "unexpected argument 'extra'"),
     (["list", "--simulate", "t4", "--nvml", "x"], "cannot be combined"),
@@ -115,6 +123,13 @@ def test_usage_errors(gpulet, args, text):
     p = gpulet(*args)
     assert p.returncode == 2, p.stderr
     assert text in p.stderr
+
+
+def test_options_after_the_command(gpulet, tmp_path):
+    """Options may follow a command's words: the socket named is the one tried."""
+    sock = tmp_path / "agent.sock"
+    p = gpulet("health", "clear", "3", "--status-socket", str(sock))
+    assert p.returncode == 1 and f"cannot reach {sock}" in p.stderr
 
 
 def test_help_and_version(gpulet):
