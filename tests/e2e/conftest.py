@@ -1,0 +1,131 @@
+"""A real single-node Kubernetes 1.26 (../shared/k8s/cluster.sh) with gpulet
+as its device plugin, on the simulator, for tests that look at what a cluster
+operator sees: the Node, pods, the kubelet's own behaviour.
+
+Needs root, ../shared/k8s (or $GPULET_K8S) and kubectl; otherwise every test
+here is skipped with the reason."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("GPULET_SOURCE", Path(__file__).resolve().parents[2]))
+BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
+GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
+SIM_LIB = os.environ.get("GPULET_SIM_LIB", str(BUILD / "libgpulet-nvml-sim.so"))
+K8S = Path(os.environ.get("GPULET_K8S", SOURCE.parent / "shared" / "k8s"))
+METRICS = "127.0.0.1:19402"
+
+
+def why_not():
+    """Why the cluster cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the real kubelet needs root"
+    if not (K8S / "cluster.sh").exists():
+        return f"no cluster at {K8S} (set GPULET_K8S)"
+    if not shutil.which("kubectl"):
+        return "kubectl is not on PATH (cluster.sh needs it)"
+    if Path("/var/lib/kubelet/device-plugins/kubelet.sock").exists():
+        return "another kubelet serves /var/lib/kubelet/device-plugins"
+    return None
+
+
+class Cluster:
+    def __init__(self, env):
+        self.env = env
+        self.base = env["K8S_BASE"]
+        self.node = env["K8S_NODE"]
+
+    def kubectl(self, *args, stdin=None, check=True):
+        p = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True,
+                           env=self.env, timeout=60)
+        if check and p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {p.stderr}")
+        return p.stdout
+
+    def get(self, *args):
+        return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+    def gpus(self, field="allocatable"):
+        return self.get("node", self.node)["status"][field].get("nvidia.com/gpu")
+
+    def wait_gpus(self, want, field="allocatable", timeout=60):
+        """The kubelet reports device changes with its node status, every few seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.gpus(field) == want:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"node {field} nvidia.com/gpu is {self.gpus(field)}, not {want}")
+
+    def pod(self, name, gpus, command="env; ls /dev; sleep 3600"):
+        spec = {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": self.env["K8S_BUSYBOX_IMAGE"],
+                                     "command": ["sh", "-c", command],
+                                     "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(spec))
+
+    def wait_phase(self, name, phase, timeout=90):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.get("pod", name).get("status", {}).get("phase") == phase:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"pod {name} is not {phase}: {self.kubectl('describe', 'pod', name)}")
+
+    def sim(self, *args):
+        p = subprocess.run([GPULET, "sim", *args], capture_output=True, text=True, env=self.env,
+                           timeout=10)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    reason = why_not()
+    if reason:
+        pytest.skip(f"end-to-end tests skipped: {reason}")
+    up = subprocess.run([str(K8S / "cluster.sh"), "up", "--gpus", "8"], capture_output=True,
+                        text=True, timeout=300)
+    if up.returncode != 0:
+        pytest.fail(f"cluster.sh up failed:\n{up.stderr[-3000:]}")
+    env = dict(os.environ)
+    for line in up.stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    env["GPULET_SIM_CONTROL"] = f"{env['K8S_BASE']}/sim.sock"
+    c = Cluster(env)
+    try:
+        yield c
+    finally:
+        subprocess.run([str(K8S / "cluster.sh"), "down", c.base], capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def gpulet(cluster):
+    """gpulet as the node's device plugin, flags as ../shared/k8s/README.md says."""
+    env = cluster.env
+    log = open(f"{cluster.base}/gpulet.log", "w")
+    proc = subprocess.Popen(
+        [GPULET, "agent", "--simulate", "dgx-h100", "--kubelet-root", "/var/lib/kubelet",
+         "--pod-resources-kubelet-socket", env["K8S_POD_RESOURCES_SOCKET"],
+         "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs",
+         "--hostname", cluster.node, "--status-socket", f"{cluster.base}/gpulet.sock",
+         "--metrics-listen", METRICS, "--pod-resources-interval-ms", "1000",
+         "--health-probe-ms", "500"],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(env, GPULET_SIM_LIB=SIM_LIB))
+    cluster.gpulet_log = Path(f"{cluster.base}/gpulet.log")
+    try:
+        yield proc
+    finally:
+        # First: its socket lives in the directory `cluster.sh down` removes.
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        log.close()
