@@ -63,6 +63,16 @@ EOF
 # Sockets the suite leaves in /tmp are a bug: note what is there now.
 tmp_sockets() { find /tmp -maxdepth 1 -type s 2>/dev/null | sort; }
 sockets_before=$(tmp_sockets)
+# Only the end-to-end tests (on their own cluster) may touch the node's paths.
+node_paths=(/var/lib/kubelet/device-plugins /run/gpulet)
+absent=()
+for d in "${node_paths[@]}"; do [ -e "$d" ] || absent+=("$d"); done
+untouched() {
+    local d
+    for d in "${absent[@]}"; do
+        [ ! -e "$d" ] || { echo "a test created $d" >&2; return 1; }
+    done
+}
 
 # --- ASan+UBSan: unit and integration tests
 cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null &&
@@ -120,6 +130,8 @@ passed=$((passed + $(grep -c '^fuzz .*: ok$' build/fuzz.log)))
 fz=$(grep -c '^fuzz .*: FAILED$' build/fuzz.log)
 failed=$((failed + fz))
 [ "$fz" -eq 0 ] || failures+=("fuzzing")
+
+check "node paths untouched" untouched
 
 # --- end to end, on the real kubelet of ../shared/k8s (skipped without root)
 GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
