@@ -142,7 +142,13 @@ static void test_flag_and_env_errors(void **state)
     assert_contains(e.msg, "--device-list-strategy: unknown strategy 'oops'");
     const char *unknown[] = {"agent", "--resource-name", "x"};
     assert_int_equal(load(&c, &e, 3, unknown), -1);
-    assert_contains(e.msg, "unknown or incomplete option '--resource-name'");
+    assert_contains(e.msg, "unknown option '--resource-name'");
+    const char *prefix[] = {"agent", "--mig-strat", "none"}; /* getopt alone would take it */
+    assert_int_equal(load(&c, &e, 3, prefix), -1);
+    assert_contains(e.msg, "unknown option '--mig-strat'");
+    const char *value[] = {"agent", "--config-file", "--not-an-option"}; /* a value, not checked */
+    assert_int_equal(load(&c, &e, 3, value), -1);
+    assert_contains(e.msg, "--not-an-option");
     const char *bad_uint[] = {"agent", "--xid-recovery-seconds", "-5"};
     assert_int_equal(load(&c, &e, 3, bad_uint), -1);
     assert_contains(e.msg, "--xid-recovery-seconds must be a whole number");
