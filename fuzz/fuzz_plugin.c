@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "grpc/grpc.h"
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
 
 static struct nvml nv;
 static struct gpu_inventory inv;
@@ -30,8 +30,7 @@ static void fuzz_setup(void)
     strcpy(cfg.cdi_prefix, "cdi.k8s.io/");
     p.cfg = &cfg;
     p.inv = &inv;
-    if (plugin_build_devices(&p) < 0)
-        abort();
+    plugin_build_devices(&p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -42,10 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint8_t *out = NULL;
     size_t out_len = 0;
-    char why[300] = "";
-    int st = data[0] & 1 ? plugin_allocate(&p, data + 1, size - 1, &out, &out_len, why, sizeof why)
-                         : plugin_preferred(&p, data + 1, size - 1, &out, &out_len, why, sizeof why);
-    if ((st == GRPC_OK) != (out != NULL) || (st != GRPC_OK && !why[0]))
+    struct err e = {""};
+    int st = data[0] & 1 ? plugin_allocate(&p, data + 1, size - 1, &out, &out_len, &e)
+                         : plugin_preferred(&p, data + 1, size - 1, &out, &out_len, &e);
+    if ((st == GRPC_OK) != (out != NULL) || (st != GRPC_OK && !e.msg[0]))
         __builtin_trap();
     free(out);
     return 0;

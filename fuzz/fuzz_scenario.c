@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "scenario.h"
+#include "sim/scenario.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

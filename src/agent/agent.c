@@ -1,17 +1,17 @@
 /* The agent's life: configuration, NVML, inventory, health, the device
  * plugin and the status socket on one loop; SIGHUP reloads the config,
  * SIGINT and SIGTERM stop it cleanly. */
-#include "agent/agent.h"
+#include "agent/internal.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "gpu/render.h"
 #include "metrics/collectors.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 static void agent_log_inventory(const struct agent *a)
 {
@@ -82,15 +82,13 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     }
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
-    if (!a->plugin_running && !a->restart_pending)
+    if (!a->plugin && !a->restart_pending)
         return; /* NVML never started (fail-on-init-error false): nothing to serve */
-    if (a->plugin_running) {
-        plugin_stop(&a->plugin);
-        a->plugin_running = false;
-    }
+    plugin_stop(a->plugin);
+    a->plugin = NULL;
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
-     * in the next loop iteration, after those closes, so the plugin's memory
-     * is free to reuse by then. A second SIGHUP meanwhile only re-arms it. */
+     * in the next loop iteration, after those closes have let go of the
+     * socket's directory watch. A second SIGHUP meanwhile only re-arms it. */
     a->restart_pending = true;
     uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
 }
@@ -103,12 +101,15 @@ static void agent_on_allocate(void *ctx)
 
 static int agent_plugin_start(struct agent *a, struct err *e)
 {
-    if (plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->health, e) < 0)
-        return -1;
-    a->plugin.on_allocate = agent_on_allocate;
-    a->plugin.on_allocate_ctx = a;
-    a->plugin_running = true;
-    return 0;
+    const struct plugin_hooks hooks = {agent_on_allocate, a};
+    return plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, e);
+}
+
+/* The sampler found a GPU lost: the probe decides, for everyone. */
+static void agent_on_lost(void *ctx, unsigned gpu)
+{
+    (void)gpu;
+    agent_probe_start(ctx);
 }
 
 static void agent_restart(uv_timer_t *t)
@@ -120,17 +121,16 @@ static void agent_restart(uv_timer_t *t)
         log_error("SIGHUP: device plugin did not restart: %s", e.msg);
 }
 
-/* NVML, inventory, health, plugin, status; 0, or an exit code. */
+/* NVML, inventory, devices, health, plugin, status; 0, or 1 to exit. */
 static int agent_start(struct agent *a)
 {
     struct err e;
     double t0 = nvml_clock_ms();
-    struct cli_nvml_opts no = {a->cfg.simulate[0] ? a->cfg.simulate : NULL,
-                               a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL};
-    if (cli_nvml_start(&no, &a->nvml, &e) < 0) {
+    if (nvml_start(&a->nvml, a->cfg.simulate[0] ? a->cfg.simulate : NULL,
+                   a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL, &e) < 0) {
         if (a->cfg.fail_on_init_error) {
             log_error("%s", e.msg);
-            return CLI_FAIL;
+            return 1;
         }
         /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
         log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
@@ -139,24 +139,25 @@ static int agent_start(struct agent *a)
     double t_nvml = nvml_clock_ms();
     if (gpu_inventory_build(&a->nvml, &a->inv, &e) < 0) {
         log_error("%s", e.msg);
-        return CLI_FAIL;
+        return 1;
     }
     double t_inv = nvml_clock_ms();
+    a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
     agent_log_inventory(a);
     if (agent_check_mig(a, &e) < 0 || agent_health_start(a, &e) < 0) {
         log_error("%s", e.msg);
-        return CLI_FAIL;
+        return 1;
     }
     agent_status_start(a);
     if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
-        return CLI_FAIL;
+        return 1;
     }
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
-    if (!a->cfg.no_metrics && metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, &a->cfg, &e) < 0)
+    const struct metrics_hooks mh = {agent_on_lost, a};
+    if (!a->cfg.no_metrics &&
+        metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
         log_error("metrics are off: %s", e.msg);
-    for (unsigned i = 0; i < a->inv.count; i++)
-        metrics_on_health(a->metrics, i, &a->health[i]); /* GPUs already lost at start */
     log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
              a->nvml.load_ms, a->nvml.init_ms, t_inv - t_nvml, nvml_clock_ms() - t0);
     return 0;
@@ -173,9 +174,8 @@ static void agent_shutdown(struct agent *a)
 {
     metrics_stop(a->metrics); /* first: its sampler thread calls NVML */
     a->metrics = NULL;
-    if (a->plugin_running)
-        plugin_stop(&a->plugin);
-    a->plugin_running = false;
+    plugin_stop(a->plugin);
+    a->plugin = NULL;
     agent_health_stop(a);
     agent_status_stop(a);
     uv_close((uv_handle_t *)&a->sigint, NULL);
@@ -188,32 +188,28 @@ static void agent_shutdown(struct agent *a)
     if (uv_loop_close(&a->loop) != 0)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
-    free(a->health);
+    free(a->devs);
     free(a->probe);
     free(a->probe_handle);
     gpu_inventory_free(&a->inv);
     nvml_close(&a->nvml);
 }
 
-int agent_run(struct agent *a, int argc, char **argv)
+int agent_run(const struct config_args *args)
 {
-    memset(a, 0, sizeof *a);
+    struct agent *a = xcalloc(1, sizeof *a);
+    a->args = *args;
+    int rc = 1;
     struct err e;
-    if (config_parse_args(&a->args, argc, argv, &e) < 0)
-        return cli_usage_error("agent", "%s", e.msg);
-    if (a->args.help) {
-        config_usage(stdout);
-        return CLI_OK;
-    }
     if (config_load(&a->cfg, &a->args, &e) < 0) {
         log_error("%s", e.msg);
-        return CLI_FAIL;
+        goto out;
     }
     log_set_level((enum log_level)a->cfg.log_level);
     if (health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
                            getenv("DP_ENABLE_HEALTHCHECKS"), &e) < 0) {
         log_error("%s", e.msg);
-        return CLI_FAIL;
+        goto out;
     }
     config_log(&a->cfg);
     if (!a->cfg.no_metrics && a->cfg.collectors[0]) {
@@ -221,7 +217,7 @@ int agent_run(struct agent *a, int argc, char **argv)
         struct collectors c;
         if (collectors_load(&c, a->cfg.collectors, &e) < 0) {
             log_error("%s", e.msg);
-            return CLI_FAIL;
+            goto out;
         }
     }
     uv_loop_init(&a->loop);
@@ -234,12 +230,14 @@ int agent_run(struct agent *a, int argc, char **argv)
         sigs[i]->data = a;
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
-    int rc = agent_start(a);
+    rc = agent_start(a);
     if (rc == 0) {
         log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
         uv_run(&a->loop, UV_RUN_DEFAULT);
     }
     agent_shutdown(a);
     log_info("agent stopped");
+out:
+    free(a);
     return rc;
 }

@@ -5,23 +5,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
+#include "agent/internal.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
-static void agent_health_changed(struct agent *a, unsigned gpu)
+/* The one way news of a GPU travels: every reader hears of every change
+ * from here, with what changed. */
+void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
 {
-    const struct gpu_health *h = &a->health[gpu];
-    metrics_on_health(a->metrics, gpu, h);
-    const struct gpu_info *g = &a->inv.gpus[gpu];
-    if (h->reason == HEALTH_OK)
-        log_info("GPU %u (%s) is healthy again", gpu, g->uuid);
-    else
-        log_warn("GPU %u (%s) is unhealthy: %s", gpu, g->uuid, h->detail);
-    if (a->plugin_running)
-        plugin_health_changed(&a->plugin);
+    const struct gpu_device *d = &a->devs[gpu];
+    if (what & GPU_CHANGED_HANDLE)
+        gpu_watch_set_handle(&a->watch, gpu, d->handle);
+    if (what & GPU_CHANGED_HEALTH) {
+        if (d->health.reason == HEALTH_OK)
+            log_info("GPU %u (%s) is healthy again", gpu, d->info->uuid);
+        else
+            log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, d->health.detail);
+    }
+    metrics_on_device(a->metrics, gpu, what, d);
+    if (a->plugin)
+        plugin_on_device(a->plugin, gpu, what);
 }
 
-static void agent_probe_start(struct agent *a);
 
 static void agent_on_event(void *ctx, const struct gpu_event *ev)
 {
@@ -35,23 +40,25 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
     }
     if (ev->gpu >= a->inv.count)
         return; /* an event for a device we do not advertise */
-    const char *uuid = a->inv.gpus[ev->gpu].uuid;
-    bool changed = false;
+    struct gpu_device *d = &a->devs[ev->gpu];
+    unsigned what = 0;
     if (ev->type & nvmlEventTypeXidCriticalError) {
         unsigned xid = (unsigned)ev->data;
-        metrics_on_xid(a->metrics, ev->gpu, xid); /* counted whatever the policy says */
-        if (!health_xid_fatal(&a->policy, xid)) {
-            log_info("GPU %u (%s): XID %u, not a GPU fault by the health policy", ev->gpu, uuid, xid);
-            return;
-        }
-        changed = health_on_xid(&a->health[ev->gpu], xid, now);
-        if (!changed)
-            log_warn("GPU %u (%s): XID %u while unhealthy", ev->gpu, uuid, xid);
+        gpu_device_count_xid(d, xid); /* counted whatever the policy says */
+        what |= GPU_CHANGED_XID;
+        if (!health_xid_fatal(&a->policy, xid))
+            log_info("GPU %u (%s): XID %u, not a GPU fault by the health policy", ev->gpu,
+                     d->info->uuid, xid);
+        else if (health_on_xid(&d->health, xid, now))
+            what |= GPU_CHANGED_HEALTH;
+        else
+            log_warn("GPU %u (%s): XID %u while unhealthy", ev->gpu, d->info->uuid, xid);
     } else if (ev->type & nvmlEventTypeDoubleBitEccError) {
-        changed = health_on_ecc(&a->health[ev->gpu], now);
+        if (health_on_ecc(&d->health, now))
+            what |= GPU_CHANGED_HEALTH;
     }
-    if (changed)
-        agent_health_changed(a, ev->gpu);
+    if (what)
+        agent_device_changed(a, ev->gpu, what);
 }
 
 /* Worker thread: asks NVML about every GPU. Reads only what does not change
@@ -92,13 +99,14 @@ static void agent_probe_done(uv_work_t *w, int status)
     double now = (double)uv_now(&a->loop);
     double quiet = (double)a->cfg.xid_recovery_s * 1000.0;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        if (a->probe_handle[i] && a->probe_handle[i] != a->inv.gpus[i].handle) {
-            /* A reset can give the GPU a new handle: use and watch that one. */
-            a->inv.gpus[i].handle = a->probe_handle[i];
-            gpu_watch_set_handle(&a->watch, i, a->probe_handle[i]);
-        }
-        if (health_on_probe(&a->health[i], &a->probe[i], now, quiet))
-            agent_health_changed(a, i);
+        unsigned what = 0;
+        /* A reset can give the GPU a new handle: from now on, everyone uses that one. */
+        if (a->probe_handle[i] && gpu_device_set_handle(&a->devs[i], a->probe_handle[i]))
+            what |= GPU_CHANGED_HANDLE;
+        if (health_on_probe(&a->devs[i].health, &a->probe[i], now, quiet))
+            what |= GPU_CHANGED_HEALTH;
+        if (what)
+            agent_device_changed(a, i, what);
     }
     if (a->probe_again) {
         a->probe_again = false;
@@ -106,7 +114,7 @@ static void agent_probe_done(uv_work_t *w, int status)
     }
 }
 
-static void agent_probe_start(struct agent *a)
+void agent_probe_start(struct agent *a)
 {
     if (a->probing) {
         a->probe_again = true; /* one more pass once this one is back */
@@ -121,7 +129,7 @@ static void agent_probe_tick(uv_timer_t *t)
 {
     struct agent *a = t->data;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        if (a->health[i].reason != HEALTH_OK) {
+        if (a->devs[i].health.reason != HEALTH_OK) {
             agent_probe_start(a);
             return;
         }
@@ -130,15 +138,8 @@ static void agent_probe_tick(uv_timer_t *t)
 
 int agent_health_start(struct agent *a, struct err *e)
 {
-    unsigned n = a->inv.count ? a->inv.count : 1;
-    a->health = calloc(n, sizeof *a->health);
-    a->probe = calloc(n, sizeof *a->probe);
-    a->probe_handle = calloc(n, sizeof *a->probe_handle);
-    if (!a->health || !a->probe || !a->probe_handle)
-        return err_set(e, "out of memory");
-    for (unsigned i = 0; i < a->inv.count; i++)
-        if (a->inv.gpus[i].lost)
-            health_on_lost(&a->health[i], (double)uv_now(&a->loop));
+    a->probe = xcalloc(a->inv.count, sizeof *a->probe);
+    a->probe_handle = xcalloc(a->inv.count, sizeof *a->probe_handle);
     if (!health_policy_active(&a->policy)) {
         log_warn("health checking is off (DP_DISABLE_HEALTHCHECKS)");
         return 0;
@@ -161,7 +162,7 @@ void agent_health_stop(struct agent *a)
     }
 }
 
-int agent_health_clear(struct agent *a, const char *gpu, char *why, size_t why_len)
+int agent_health_clear(struct agent *a, const char *gpu, struct err *e)
 {
     char *end;
     unsigned long idx = strtoul(gpu, &end, 10);
@@ -170,11 +171,10 @@ int agent_health_clear(struct agent *a, const char *gpu, char *why, size_t why_l
         if ((*gpu && !*end && idx == i) || !strcmp(a->inv.gpus[i].uuid, gpu))
             found = i;
     if (found == a->inv.count)
-        return snprintf(why, why_len, "no GPU '%s' (this node has GPUs 0-%d)", gpu,
-                        (int)a->inv.count - 1), -1;
-    if (health_clear(&a->health[found])) {
+        return err_set(e, "no GPU '%s' (this node has GPUs 0-%d)", gpu, (int)a->inv.count - 1);
+    if (health_clear(&a->devs[found].health)) {
         log_warn("GPU %u (%s) cleared by an operator", found, a->inv.gpus[found].uuid);
-        agent_health_changed(a, found);
+        agent_device_changed(a, found, GPU_CHANGED_HEALTH);
     }
     return 0;
 }

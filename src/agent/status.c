@@ -9,9 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "agent/internal.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/xmalloc.h"
 
 #define STATUS_MAX_LINE 512
 #define STATUS_IDLE_MS 2000
@@ -55,14 +56,11 @@ static void status_written(uv_write_t *req, int status)
     status_conn_close(c);
 }
 
-/* "health": one line per GPU: index, state, UUID, reason. */
+/* "health": one line per GPU (health_line_write's). */
 static void status_health(struct agent *a, struct strbuf *out)
 {
-    for (unsigned i = 0; i < a->inv.count; i++) {
-        const struct gpu_health *h = &a->health[i];
-        strbuf_printf(out, "%u %s %s %s\n", i, health_name(h), a->inv.gpus[i].uuid,
-                      h->reason == HEALTH_OK ? "-" : h->detail);
-    }
+    for (unsigned i = 0; i < a->inv.count; i++)
+        health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
 }
 
 static void status_answer(struct status_conn *c)
@@ -72,24 +70,19 @@ static void status_answer(struct status_conn *c)
     char *nl = strchr(c->line, '\n');
     if (nl)
         *nl = '\0';
-    char why[256];
+    struct err e;
     if (!strcmp(c->line, "health"))
         status_health(a, &out);
-    else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, why, sizeof why) == 0)
+    else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, &e) == 0)
         strbuf_puts(&out, "ok\n");
     else if (!strncmp(c->line, "clear ", 6))
-        strbuf_printf(&out, "error: %s\n", why);
+        strbuf_printf(&out, "error: %s\n", e.msg);
     else
         strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, clear GPU)\n", c->line);
     if (out.len && out.data[out.len - 1] != '\n')
         strbuf_puts(&out, "\n");
     c->answered = true;
-    uv_write_t *req = malloc(sizeof *req + out.len);
-    if (!req) {
-        strbuf_free(&out);
-        status_conn_close(c);
-        return;
-    }
+    uv_write_t *req = xmalloc(sizeof *req + out.len);
     memcpy(req + 1, out.data, out.len);
     req->data = c;
     uv_buf_t buf = uv_buf_init((char *)(req + 1), (unsigned)out.len);
@@ -135,9 +128,7 @@ static void status_accept(uv_stream_t *listener, int status)
     struct agent_status *s = listener->data;
     if (status < 0)
         return;
-    struct status_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
+    struct status_conn *c = xcalloc(1, sizeof *c);
     c->s = s;
     uv_pipe_init(listener->loop, &c->pipe, 0);
     uv_timer_init(listener->loop, &c->timer);
@@ -156,9 +147,7 @@ void agent_status_start(struct agent *a)
     const char *path = a->cfg.status_socket;
     if (!*path)
         return;
-    struct agent_status *s = calloc(1, sizeof *s);
-    if (!s)
-        return;
+    struct agent_status *s = xcalloc(1, sizeof *s);
     s->a = a;
     snprintf(s->path, sizeof s->path, "%s", path);
     char dir[CONFIG_PATH_MAX];

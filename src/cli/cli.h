@@ -8,15 +8,6 @@
 #define CLI_FAIL 1   /* the command ran and failed */
 #define CLI_USAGE 2  /* the command line was wrong */
 
-/* Where NVML comes from: the real driver, a given file, or the simulator. */
-struct cli_nvml_opts {
-    const char *simulate;  /* preset name or scenario file; NULL for real GPUs */
-    const char *nvml_path; /* --nvml PATH */
-};
-
-/* Validates the scenario (if simulating), loads NVML and initializes it. */
-int cli_nvml_start(const struct cli_nvml_opts *o, struct nvml *n, struct err *e);
-
 /* Sends one line to a unix socket and reads the whole answer into reply.
  * Fails, naming the socket, when it cannot connect. */
 int cli_unix_request(const char *path, const char *line, char *reply, size_t len,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "gpu/health.h"
 #include "util/opts.h"
 
 static const char health_usage[] =
@@ -54,6 +55,18 @@ int cmd_health(int argc, char **argv)
         fprintf(stderr, "gpulet health: %s", reply + 7);
         return CLI_FAIL;
     }
-    fputs(reply, stdout);
+    if (rest) {
+        fputs(reply, stdout);
+        return CLI_OK;
+    }
+    /* One line per GPU for people: index, state, UUID, why and since when. */
+    char *save = NULL;
+    for (char *l = strtok_r(reply, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        struct gpu_health h;
+        unsigned index;
+        if (health_line_read(l, &index, uuid, sizeof uuid, &h) == 0)
+            printf("%u %s %s %s\n", index, health_name(&h), uuid, h.detail);
+    }
     return CLI_OK;
 }

@@ -28,16 +28,14 @@ static bool list_agent_health(const char *socket, const struct gpu_inventory *in
         return false;
     char *save = NULL;
     for (char *line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char state[16], uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        int used = 0;
-        if (sscanf(line, "%*u %15s %95s %n", state, uuid, &used) < 2)
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        struct gpu_health h;
+        unsigned index;
+        if (health_line_read(line, &index, uuid, sizeof uuid, &h) < 0)
             continue;
-        for (unsigned i = 0; i < inv->count; i++) {
-            if (strcmp(inv->gpus[i].uuid, uuid) || !strcmp(state, "Healthy"))
-                continue;
-            health[i].reason = HEALTH_XID; /* any reason: shown through its detail */
-            snprintf(health[i].detail, sizeof health[i].detail, "%s", line + used);
-        }
+        for (unsigned i = 0; i < inv->count; i++)
+            if (!strcmp(inv->gpus[i].uuid, uuid))
+                health[i] = h;
     }
     return true;
 }
@@ -49,7 +47,7 @@ int cmd_list(int argc, char **argv)
         {"nvml", required_argument, NULL, 'n'},     {"status-socket", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
-    struct cli_nvml_opts no = {0};
+    struct { const char *simulate, *nvml_path; } no = {NULL, NULL};
     const char *format = "table", *status = NULL;
     struct err e;
     if (opts_check_exact(argc, argv, "o:h", opts, &e) < 0)
@@ -77,7 +75,7 @@ int cmd_list(int argc, char **argv)
 
     struct nvml n;
     struct gpu_inventory inv;
-    if (cli_nvml_start(&no, &n, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
+    if (nvml_start(&n, no.simulate, no.nvml_path, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
         /* A user trying gpulet on a machine without GPUs: say what works there. */
         bool real = !no.simulate && !no.nvml_path;
         fprintf(stderr, "gpulet list: %s%s\n", e.msg,

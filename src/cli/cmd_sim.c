@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "control.h"
-#include "scenario.h"
+#include "sim/control.h"
+#include "sim/scenario.h"
 #include "util/strbuf.h"
 
 static const char sim_usage[] =

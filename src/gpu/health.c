@@ -7,6 +7,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "nvml/nvml_abi.h"
+
 #define XID_DBE 48
 #define XID_OFF_BUS 79
 
@@ -168,4 +170,38 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
         return false;
     }
     return health_clear(h);
+}
+
+static const char *const health_reasons[] = {"ok", "xid", "ecc", "lost"};
+
+const char *health_reason_name(enum health_reason r)
+{
+    return (unsigned)r < 4 ? health_reasons[r] : "unknown";
+}
+
+void health_line_write(struct strbuf *out, unsigned index, const char *uuid,
+                       const struct gpu_health *h)
+{
+    strbuf_printf(out, "gpu %u %s %u %lld %s %s\n", index, health_reason_name(h->reason), h->xid,
+                  h->since_ms, uuid, h->reason == HEALTH_OK ? "-" : h->detail);
+}
+
+int health_line_read(const char *line, unsigned *index, char *uuid, size_t uuid_len,
+                     struct gpu_health *h)
+{
+    char reason[8], id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    int used = 0;
+    memset(h, 0, sizeof *h);
+    if (sscanf(line, "gpu %u %7s %u %lld %95s %n", index, reason, &h->xid, &h->since_ms, id,
+               &used) != 5 || !used)
+        return -1;
+    unsigned r = 0;
+    while (r < 4 && strcmp(reason, health_reasons[r]))
+        r++;
+    if (r == 4)
+        return -1;
+    h->reason = (enum health_reason)r;
+    snprintf(uuid, uuid_len, "%s", id);
+    snprintf(h->detail, sizeof h->detail, "%.*s", (int)strcspn(line + used, "\n"), line + used);
+    return 0;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "util/err.h"
+#include "util/strbuf.h"
 
 #define HEALTH_MAX_XIDS 64
 
@@ -76,5 +77,19 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
 
 /* An operator's clear: healthy now. Returns true if the state changed. */
 bool health_clear(struct gpu_health *h);
+
+/* "ok", "xid", "ecc", "lost": the reason as metrics and the status socket
+ * name it. */
+const char *health_reason_name(enum health_reason r);
+
+/* One GPU's health as one line of the agent's status socket, written by the
+ * agent and read by `gpulet list` and `gpulet health`, so that both sides
+ * share this one definition:
+ *   gpu INDEX REASON XID SINCE_MS UUID DETAIL...\n
+ * health_line_read returns 0, or -1 for a line that is not one. */
+void health_line_write(struct strbuf *out, unsigned index, const char *uuid,
+                       const struct gpu_health *h);
+int health_line_read(const char *line, unsigned *index, char *uuid, size_t uuid_len,
+                     struct gpu_health *h);
 
 #endif

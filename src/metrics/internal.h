@@ -2,11 +2,11 @@
 #ifndef GPULET_METRICS_INTERNAL_H
 #define GPULET_METRICS_INTERNAL_H
 
+#include "gpu/device.h"
 #include "metrics/collectors.h"
 #include "metrics/metrics.h"
 #include "util/strbuf.h"
 
-#define METRICS_MAX_XIDS 16          /* distinct XIDs counted per GPU */
 #define METRICS_POD_FIELD 128
 
 /* A pod's container holding a GPU, from PodResources. */
@@ -20,12 +20,20 @@ struct metrics_share {
     struct metrics_owner owner;
 };
 
+/* What metrics keeps of the agent's record of a GPU (struct gpu_device),
+ * copied at each notification: the sampler thread cannot read the agent's. */
+struct metrics_device {
+    nvmlDevice_t handle;             /* the handle to sample with */
+    unsigned generation;
+    enum health_reason health;
+    unsigned last_xid;
+    struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
+};
+
 /* What the loop knows and the sampler renders: copied under the lock. */
 struct metrics_state {
     unsigned count;                  /* GPUs */
-    unsigned *last_xid;              /* per GPU, 0 = none */
-    unsigned (*xids)[METRICS_MAX_XIDS][2]; /* per GPU: (xid, count) pairs */
-    int *health;                     /* per GPU: enum health_reason */
+    struct metrics_device *dev;      /* per GPU */
     bool *owned;                     /* per GPU: exactly one, unshared owner */
     struct metrics_owner *owner;     /* per GPU, where owned */
     struct metrics_share *shares;
@@ -42,6 +50,30 @@ struct metrics_gpu {
     bool have[COLLECTORS_MAX];
 };
 
+/* The NVML calls whose failures gpulet_nvml_errors_total counts: one row
+ * each, X(enum name, function name). */
+#define METRICS_NVML_CALLS(X)                                                   \
+    X(FN_CLOCK, "nvmlDeviceGetClockInfo")                                      \
+    X(FN_TEMP, "nvmlDeviceGetTemperature")                                     \
+    X(FN_POWER, "nvmlDeviceGetPowerUsage")                                     \
+    X(FN_UTIL, "nvmlDeviceGetUtilizationRates")                                \
+    X(FN_ENC, "nvmlDeviceGetEncoderUtilization")                               \
+    X(FN_DEC, "nvmlDeviceGetDecoderUtilization")                               \
+    X(FN_MEM, "nvmlDeviceGetMemoryInfo_v2")                                    \
+    X(FN_ECC, "nvmlDeviceGetTotalEccErrors")                                   \
+    X(FN_REPLAY, "nvmlDeviceGetPcieReplayCounter")                             \
+    X(FN_FIELDS, "nvmlDeviceGetFieldValues")                                   \
+    X(FN_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")                        \
+    X(FN_GPM_SAMPLE, "nvmlGpmSampleGet")                                       \
+    X(FN_GPM_METRICS, "nvmlGpmMetricsGet")
+
+#define METRICS_FN_ENUM(e, name) e,
+enum metrics_nvml_call { METRICS_NVML_CALLS(METRICS_FN_ENUM) FN_COUNT };
+#undef METRICS_FN_ENUM
+
+/* Names of the counted NVML calls, by enum metrics_nvml_call. */
+extern const char *const metrics_nvml_names[FN_COUNT];
+
 /* Everything one rendering needs. */
 struct metrics_frame {
     const struct collectors *collectors;
@@ -51,9 +83,7 @@ struct metrics_frame {
     const struct metrics_gpu *gpus;
     const struct metrics_state *state;
     double sample_seconds;
-    const unsigned long long *nvml_errors; /* per NVML function, see metrics_nvml_names */
-    const char *const *nvml_names;
-    unsigned nnvml;
+    const unsigned long long *nvml_errors; /* per enum metrics_nvml_call */
 };
 
 /* Expensive NVML calls, each read for as many GPUs per tick as its budget
@@ -65,36 +95,41 @@ struct metrics_class_state {
     unsigned cursor;                 /* next GPU in the round */
 };
 
+/* What the sampler keeps of one GPU between samples. */
+struct sampler_gpu {
+    nvmlDevice_t handle;             /* the agent's, as of the last sample (metrics_device) */
+    bool lost;                       /* GPU_IS_LOST at the last sample */
+    int virt_mode;                   /* -1 unknown */
+    double nvl_kib, nvl_t;           /* last NVLink counter, and when */
+    nvmlGpmSample_t gpm[2];          /* two sample buffers */
+    int gpm_state;                   /* -1 unsupported, 0 no sample yet, 1 have one */
+    int gpm_cur;
+};
+
 /* The sampler thread's own state: nothing here is touched by the loop. */
 struct metrics_sampler {
     struct nvml *nvml;
     const struct gpu_inventory *inv;
     const struct collectors *col;
     unsigned interval_ms;
-    nvmlDevice_t *handles;           /* own copies: the loop may swap the inventory's */
-    struct metrics_gpu *gpus;
+    struct sampler_gpu *g;           /* per GPU */
+    struct metrics_gpu *gpus;        /* per GPU: the reading rendered */
     char **labels;                   /* per GPU per collector: label value or NULL */
-    int *virt_mode;                  /* per GPU, -1 unknown */
     struct metrics_class_state classes[CLASS_COUNT];
-    double *nvl_kib, *nvl_t;         /* last NVLink counter and when, per GPU */
-    nvmlGpmSample_t (*gpm)[2];       /* two sample buffers per GPU */
-    int *gpm_state;                  /* per GPU: -1 unsupported, 0 no sample yet, 1 have one */
-    int *gpm_cur;
     nvmlGpmMetricsGet_t gpm_get;     /* 8 KiB of request, reused for every GPU */
-    unsigned long long nvml_errors[24];
+    unsigned long long nvml_errors[FN_COUNT];
 };
 
-/* Names of the NVML functions whose failures are counted, by index. */
-extern const char *const metrics_nvml_names[];
-extern const unsigned metrics_nvml_count;
+/* Prepares the sampler with the GPUs' handles at start (reads the static
+ * labels once). */
+void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
+                          const struct gpu_inventory *inv, const struct gpu_device *devs,
+                          const struct collectors *col, unsigned interval_ms);
 
-/* Prepares the sampler (reads the static labels once). */
-int metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
-                         const struct gpu_inventory *inv, const struct collectors *col,
-                         unsigned interval_ms, struct err *e);
-
-/* Reads every GPU once; returns how long it took, in seconds. */
-double metrics_sample(struct metrics_sampler *s);
+/* Reads every GPU once with the handles in devs (the agent's, as copied);
+ * returns how long it took, in seconds. Afterwards g[i].lost says which
+ * GPUs NVML called lost. */
+double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs);
 
 /* Frees the sampler's memory and GPM buffers. */
 void metrics_sampler_free(struct metrics_sampler *s);
@@ -106,7 +141,7 @@ void metrics_render(struct strbuf *out, const struct metrics_frame *f);
 void metrics_escape(struct strbuf *out, const char *s);
 
 /* Allocates the per-GPU arrays of a state; frees them. */
-int metrics_state_alloc(struct metrics_state *s, unsigned count);
+void metrics_state_alloc(struct metrics_state *s, unsigned count);
 void metrics_state_free(struct metrics_state *s);
 
 /* Copies src into dst (both allocated for the same count). */

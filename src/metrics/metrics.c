@@ -13,6 +13,7 @@
 #include "http/http.h"
 #include "metrics/internal.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 #define PODS_MIN_GAP_MS 1000     /* the kubelet allows 100 QPS; one List a second is plenty */
 #define PODS_TIMEOUT_MS 5000
@@ -46,6 +47,7 @@ struct metrics {
     uv_cond_t wake;
     struct metrics_state state;      /* the loop writes it, the sampler copies it */
     struct strbuf *pending;          /* a rendered body the loop has not taken yet */
+    bool *lost;                      /* per GPU: the sampler found it lost; the loop tells the owner */
     bool stop;
     uv_thread_t thread;
     bool thread_on;
@@ -54,6 +56,7 @@ struct metrics {
     struct metrics_body *body;       /* the latest text; responses share it */
     bool ready;
     struct http_server *http;
+    struct metrics_hooks hooks;
     uv_timer_t pod_timer;
     struct grpc_client_call *pod_call;
     uint64_t pod_last_ms;
@@ -62,24 +65,18 @@ struct metrics {
     int handles;
 };
 
-int metrics_state_alloc(struct metrics_state *s, unsigned count)
+void metrics_state_alloc(struct metrics_state *s, unsigned count)
 {
     memset(s, 0, sizeof *s);
-    unsigned n = count ? count : 1;
     s->count = count;
-    s->last_xid = calloc(n, sizeof *s->last_xid);
-    s->xids = calloc(n, sizeof *s->xids);
-    s->health = calloc(n, sizeof *s->health);
-    s->owned = calloc(n, sizeof *s->owned);
-    s->owner = calloc(n, sizeof *s->owner);
-    return s->last_xid && s->xids && s->health && s->owned && s->owner ? 0 : -1;
+    s->dev = xcalloc(count, sizeof *s->dev);
+    s->owned = xcalloc(count, sizeof *s->owned);
+    s->owner = xcalloc(count, sizeof *s->owner);
 }
 
 void metrics_state_free(struct metrics_state *s)
 {
-    free(s->last_xid);
-    free(s->xids);
-    free(s->health);
+    free(s->dev);
     free(s->owned);
     free(s->owner);
     free(s->shares);
@@ -89,15 +86,14 @@ void metrics_state_free(struct metrics_state *s)
 void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
 {
     unsigned n = s->count;
-    memcpy(d->last_xid, s->last_xid, n * sizeof *s->last_xid);
-    memcpy(d->xids, s->xids, n * sizeof *s->xids);
-    memcpy(d->health, s->health, n * sizeof *s->health);
+    memcpy(d->dev, s->dev, n * sizeof *s->dev);
     memcpy(d->owned, s->owned, n * sizeof *s->owned);
     memcpy(d->owner, s->owner, n * sizeof *s->owner);
     free(d->shares);
     d->shares = NULL;
     d->nshares = 0;
-    if (s->nshares && (d->shares = malloc(s->nshares * sizeof *s->shares))) {
+    if (s->nshares) {
+        d->shares = xmalloc(s->nshares * sizeof *s->shares);
         memcpy(d->shares, s->shares, s->nshares * sizeof *s->shares);
         d->nshares = s->nshares;
     }
@@ -115,10 +111,10 @@ static void metrics_render_sample(struct metrics *m, struct metrics_state *snap,
     for (unsigned k = 0; k < c->count; k++)
         if (c->items[k].field->src == SRC_XID)
             for (unsigned i = 0; i < m->inv->count; i++)
-                m->sampler.gpus[i].value[k] = snap->last_xid[i];
+                m->sampler.gpus[i].value[k] = snap->dev[i].last_xid;
     struct metrics_frame f = {
         c, m->inv, m->hostname, (const char *const *)m->sampler.labels, m->sampler.gpus, snap,
-        secs, m->sampler.nvml_errors, metrics_nvml_names, metrics_nvml_count,
+        secs, m->sampler.nvml_errors,
     };
     metrics_render(out, &f);
 }
@@ -127,24 +123,24 @@ static void metrics_thread(void *arg)
 {
     struct metrics *m = arg;
     struct metrics_state snap;
-    if (metrics_state_alloc(&snap, m->inv->count) < 0)
-        abort();
+    metrics_state_alloc(&snap, m->inv->count);
     uint64_t interval_ns = (uint64_t)m->cfg->metrics_interval_ms * 1000000ULL;
     uv_mutex_lock(&m->lock);
     while (!m->stop) {
+        metrics_state_copy(&snap, &m->state); /* the agent's handles, health, XIDs */
         uv_mutex_unlock(&m->lock);
         uint64_t t0 = uv_hrtime();
-        double secs = metrics_sample(&m->sampler);
+        double secs = metrics_sample(&m->sampler, snap.dev);
+        struct strbuf *body = xcalloc(1, sizeof *body);
         uv_mutex_lock(&m->lock);
-        metrics_state_copy(&snap, &m->state);
+        metrics_state_copy(&snap, &m->state); /* the freshest health and pods to render */
         uv_mutex_unlock(&m->lock);
-        struct strbuf *body = calloc(1, sizeof *body);
-        if (!body)
-            abort();
         metrics_render_sample(m, &snap, secs, body);
         uv_mutex_lock(&m->lock);
         struct strbuf *old = m->pending; /* the loop never took it: a newer one wins */
         m->pending = body;
+        for (unsigned i = 0; i < m->inv->count; i++)
+            m->lost[i] |= m->sampler.g[i].lost;
         uv_mutex_unlock(&m->lock);
         if (old) {
             strbuf_free(old);
@@ -169,15 +165,20 @@ static void metrics_thread(void *arg)
 static void metrics_take_body(uv_async_t *a)
 {
     struct metrics *m = a->data;
+    unsigned count = m->inv->count;
+    bool lost[count ? count : 1];
     uv_mutex_lock(&m->lock);
     struct strbuf *b = m->pending;
     m->pending = NULL;
+    memcpy(lost, m->lost, count * sizeof *lost);
+    memset(m->lost, 0, count * sizeof *m->lost);
     uv_mutex_unlock(&m->lock);
+    for (unsigned i = 0; i < count; i++)
+        if (lost[i] && m->state.dev[i].health != HEALTH_LOST && m->hooks.on_lost)
+            m->hooks.on_lost(m->hooks.ctx, i);
     if (!b)
         return;
-    struct metrics_body *body = malloc(sizeof *body + b->len);
-    if (!body)
-        abort();
+    struct metrics_body *body = xmalloc(sizeof *body + b->len);
     body->refs = 1; /* the loop's own */
     body->len = b->len;
     memcpy(body->data, b->data, b->len);
@@ -227,28 +228,18 @@ static void metrics_http(void *ctx, const char *path, struct http_reply *r)
     }
 }
 
-void metrics_on_xid(struct metrics *m, unsigned gpu, unsigned xid)
+void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const struct gpu_device *d)
 {
     if (!m || gpu >= m->inv->count)
         return;
+    (void)what; /* all of it is small: copy the record whole */
     uv_mutex_lock(&m->lock);
-    m->state.last_xid[gpu] = xid;
-    unsigned (*x)[2] = m->state.xids[gpu];
-    unsigned k = 0;
-    while (k < METRICS_MAX_XIDS - 1 && x[k][1] && x[k][0] != xid)
-        k++;
-    if (x[k][0] != xid) /* a new XID; the last slot is reused when all are taken */
-        x[k][0] = xid, x[k][1] = 0;
-    x[k][1]++;
-    uv_mutex_unlock(&m->lock);
-}
-
-void metrics_on_health(struct metrics *m, unsigned gpu, const struct gpu_health *h)
-{
-    if (!m || gpu >= m->inv->count)
-        return;
-    uv_mutex_lock(&m->lock);
-    m->state.health[gpu] = (int)h->reason;
+    struct metrics_device *md = &m->state.dev[gpu];
+    md->handle = d->handle;
+    md->generation = d->generation;
+    md->health = d->health.reason;
+    md->last_xid = d->last_xid;
+    memcpy(md->xids, d->xids, sizeof md->xids);
     uv_mutex_unlock(&m->lock);
 }
 
@@ -262,8 +253,9 @@ static void metrics_pods_done(void *ctx, enum grpc_status st, const char *messag
     struct metrics *m = ctx;
     m->pod_call = NULL;
     struct metrics_state next;
-    bool ok = st == GRPC_OK && metrics_state_alloc(&next, m->inv->count) == 0 &&
-              metrics_pods_decode(&next, m->inv, resp, len) == 0;
+    if (st == GRPC_OK)
+        metrics_state_alloc(&next, m->inv->count);
+    bool ok = st == GRPC_OK && metrics_pods_decode(&next, m->inv, resp, len) == 0;
     uv_mutex_lock(&m->lock);
     if (ok) {
         memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
@@ -317,16 +309,19 @@ void metrics_on_allocate(struct metrics *m)
 /* --- lifetime ------------------------------------------------------------------- */
 
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
-                  const struct gpu_inventory *inv, const struct config *cfg, struct err *e)
+                  const struct gpu_inventory *inv, const struct gpu_device *devs,
+                  const struct config *cfg, const struct metrics_hooks *hooks, struct err *e)
 {
     *out = NULL;
-    struct metrics *m = calloc(1, sizeof *m);
-    if (!m)
-        return err_set(e, "out of memory");
+    struct metrics *m = xcalloc(1, sizeof *m);
     m->loop = loop;
     m->nvml = n;
     m->inv = inv;
     m->cfg = cfg;
+    if (hooks)
+        m->hooks = *hooks;
+    uv_mutex_init(&m->lock);
+    uv_cond_init(&m->wake);
     if (cfg->collectors[0]) {
         if (collectors_load(&m->collectors, cfg->collectors, e) < 0) {
             free(m);
@@ -346,20 +341,18 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
         snprintf(m->pod_socket, sizeof m->pod_socket, "%s", cfg->pod_resources_socket);
     else
         snprintf(m->pod_socket, sizeof m->pod_socket, "%s/pod-resources/kubelet.sock", cfg->kubelet_root);
-    if (metrics_state_alloc(&m->state, inv->count) < 0 ||
-        metrics_sampler_init(&m->sampler, n, inv, &m->collectors, cfg->metrics_interval_ms, e) < 0) {
-        metrics_state_free(&m->state);
-        free(m);
-        return err_set(e, "out of memory");
-    }
+    metrics_state_alloc(&m->state, inv->count);
+    m->lost = xcalloc(inv->count, sizeof *m->lost);
+    for (unsigned i = 0; i < inv->count; i++)
+        metrics_on_device(m, i, 0, &devs[i]);
+    metrics_sampler_init(&m->sampler, n, inv, devs, &m->collectors, cfg->metrics_interval_ms);
     if (http_start(&m->http, loop, cfg->metrics_listen, NULL, metrics_http, m, e) < 0) {
         metrics_sampler_free(&m->sampler);
         metrics_state_free(&m->state);
+        free(m->lost);
         free(m);
         return -1;
     }
-    uv_mutex_init(&m->lock);
-    uv_cond_init(&m->wake);
     uv_async_init(loop, &m->body_ready, metrics_take_body);
     uv_timer_init(loop, &m->pod_timer);
     m->body_ready.data = m->pod_timer.data = m;
@@ -389,6 +382,7 @@ static void metrics_closed(uv_handle_t *h)
     metrics_body_release(m->body);
     metrics_sampler_free(&m->sampler);
     metrics_state_free(&m->state);
+    free(m->lost);
     uv_cond_destroy(&m->wake);
     uv_mutex_destroy(&m->lock);
     free(m);

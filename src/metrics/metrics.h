@@ -9,21 +9,30 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "gpu/health.h"
+#include "gpu/device.h"
 #include "gpu/inventory.h"
 #include "util/err.h"
 
 struct metrics;
 
-/* Starts the sampler, the HTTP endpoint and PodResources refreshes. */
+/* What metrics tells its owner, on the loop. */
+struct metrics_hooks {
+    /* NVML said GPU_IS_LOST while sampling gpu. Metrics does not recover a
+     * GPU itself: the owner finds out and tells it (metrics_on_device). */
+    void (*on_lost)(void *ctx, unsigned gpu);
+    void *ctx;
+};
+
+/* Starts the sampler, the HTTP endpoint and PodResources refreshes. devs
+ * is the agent's model as it is now; later changes come through
+ * metrics_on_device. n, inv and cfg must outlive metrics. */
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
-                  const struct gpu_inventory *inv, const struct config *cfg, struct err *e);
+                  const struct gpu_inventory *inv, const struct gpu_device *devs,
+                  const struct config *cfg, const struct metrics_hooks *hooks, struct err *e);
 
-/* Counts an XID of a GPU (loop thread). */
-void metrics_on_xid(struct metrics *m, unsigned gpu, unsigned xid);
-
-/* Records a GPU's health (loop thread). */
-void metrics_on_health(struct metrics *m, unsigned gpu, const struct gpu_health *h);
+/* A GPU changed (enum gpu_change bits): metrics keeps a copy of what it
+ * renders and samples with (loop thread; m may be NULL). */
+void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const struct gpu_device *d);
 
 /* Pods changed (an Allocate happened): refresh the pod labels soon. */
 void metrics_on_allocate(struct metrics *m);

@@ -114,34 +114,37 @@ static void render_fields(struct strbuf *out, const struct metrics_frame *f, con
 /* gpulet's own families: per-GPU state, XID counts, allocations, self. */
 static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
 {
-    static const char *const reasons[] = {"", "xid", "ecc", "lost"};
     const struct metrics_state *s = f->state;
     unsigned n = f->inv->count;
-    strbuf_puts(out, "# HELP gpulet_gpu_up 1 if NVML answered for the GPU at the last sample.\n"
+    /* Both families come from the agent's one record of the GPU, so they
+     * cannot disagree: up is 0 exactly while the reason is "lost". */
+    strbuf_puts(out, "# HELP gpulet_gpu_up 0 while NVML cannot reach the GPU (lost), else 1.\n"
                      "# TYPE gpulet_gpu_up gauge\n");
     for (unsigned i = 0; i < n; i++) {
         strbuf_puts(out, "gpulet_gpu_up");
         render_identity(out, f, i, NULL, 0);
-        strbuf_printf(out, "} %d\n", f->gpus[i].up ? 1 : 0);
+        strbuf_printf(out, "} %d\n", s->dev[i].health == HEALTH_LOST ? 0 : 1);
     }
     strbuf_puts(out, "# HELP gpulet_gpu_health 1 if the GPU is healthy (advertised to the kubelet); "
                      "reason says why not.\n# TYPE gpulet_gpu_health gauge\n");
     for (unsigned i = 0; i < n; i++) {
         strbuf_puts(out, "gpulet_gpu_health");
         render_identity(out, f, i, NULL, 0);
-        render_label(out, "reason", reasons[s->health[i] & 3], false);
-        strbuf_printf(out, "} %d\n", s->health[i] == HEALTH_OK ? 1 : 0);
+        enum health_reason r = s->dev[i].health;
+        render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
+        strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
     }
     strbuf_puts(out, "# HELP gpulet_xid_errors_total XID errors seen on the GPU since gpulet started.\n"
                      "# TYPE gpulet_xid_errors_total counter\n");
     for (unsigned i = 0; i < n; i++) {
-        for (unsigned k = 0; k < METRICS_MAX_XIDS && s->xids[i][k][1]; k++) {
+        const struct gpu_xid_count *x = s->dev[i].xids;
+        for (unsigned k = 0; k < GPU_DEVICE_MAX_XIDS && x[k].count; k++) {
             char xid[16];
-            snprintf(xid, sizeof xid, "%u", s->xids[i][k][0]);
+            snprintf(xid, sizeof xid, "%u", x[k].xid);
             strbuf_puts(out, "gpulet_xid_errors_total");
             render_identity(out, f, i, NULL, 0);
             render_label(out, "xid", xid, false);
-            strbuf_printf(out, "} %u\n", s->xids[i][k][1]);
+            strbuf_printf(out, "} %llu\n", x[k].count);
         }
     }
     strbuf_puts(out, "# HELP gpulet_gpu_allocation A pod's container holding a share of a shared GPU.\n"
@@ -160,10 +163,10 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
     strbuf_puts(out, "# HELP gpulet_nvml_errors_total NVML calls that failed while sampling, by "
                      "function (not counting unsupported features).\n"
                      "# TYPE gpulet_nvml_errors_total counter\n");
-    for (unsigned k = 0; k < f->nnvml; k++)
+    for (unsigned k = 0; k < FN_COUNT; k++)
         if (f->nvml_errors[k])
-            strbuf_printf(out, "gpulet_nvml_errors_total{function=\"%s\"} %llu\n", f->nvml_names[k],
-                          f->nvml_errors[k]);
+            strbuf_printf(out, "gpulet_nvml_errors_total{function=\"%s\"} %llu\n",
+                          metrics_nvml_names[k], f->nvml_errors[k]);
     strbuf_printf(out, "# HELP gpulet_scrapes_total Scrapes of /metrics served (as of this sample).\n"
                        "# TYPE gpulet_scrapes_total counter\ngpulet_scrapes_total %llu\n", s->scrapes);
     strbuf_printf(out, "# HELP gpulet_podresources_errors_total Failed PodResources List calls.\n"

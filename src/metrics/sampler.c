@@ -10,20 +10,13 @@
 #include <time.h>
 
 #include "metrics/internal.h"
+#include "util/xmalloc.h"
 
 #define SAMPLER_BUDGET_SHARE 0.002  /* of each interval, per expensive class */
 
-const char *const metrics_nvml_names[] = {
-    "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTotalEccErrors",
-    "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetFieldValues",
-    "nvmlDeviceGetTotalEnergyConsumption", "nvmlGpmSampleGet", "nvmlGpmMetricsGet",
-    "nvmlDeviceGetHandleByUUID",
-};
-const unsigned metrics_nvml_count = sizeof metrics_nvml_names / sizeof *metrics_nvml_names;
-enum { FN_CLOCK, FN_TEMP, FN_POWER, FN_UTIL, FN_ENC, FN_DEC, FN_MEM, FN_ECC, FN_REPLAY,
-       FN_FIELDS, FN_ENERGY, FN_GPM_SAMPLE, FN_GPM_METRICS, FN_HANDLE };
+#define METRICS_FN_NAME(e, name) name,
+const char *const metrics_nvml_names[FN_COUNT] = {METRICS_NVML_CALLS(METRICS_FN_NAME)};
+#undef METRICS_FN_NAME
 
 static double sampler_now_us(void)
 {
@@ -58,84 +51,137 @@ static void sampler_set(struct metrics_gpu *g, unsigned k, double v, bool ok)
         g->value[k] = v;
 }
 
+/* The cheap reads of one GPU at one tick. Calls that serve several fields
+ * (utilization, memory) are made once and kept here for the others. */
+struct sampler_cheap_ctx {
+    struct sampler_gpu_ctx *c;
+    nvmlDevice_t h;
+    int util_read, mem_read;         /* 0 not yet, 1 read, -1 failed */
+    nvmlUtilization_t util;
+    nvmlMemory_v2_t mem;
+};
+
+/* A cheap field's reader: true with *v set, or false where there is no value. */
+typedef bool (*sampler_reader)(struct sampler_cheap_ctx *x, const struct field *f, double *v);
+
+static bool read_clock(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    struct nvml *n = x->c->s->nvml;
+    unsigned u;
+    nvmlClockType_t t = f->src == SRC_CLOCK_SM ? NVML_CLOCK_SM : NVML_CLOCK_MEM;
+    return n->DeviceGetClockInfo && sampler_ok(x->c, n->DeviceGetClockInfo(x->h, t, &u), FN_CLOCK) &&
+           (*v = u, true);
+}
+
+static bool read_temp(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    (void)f;
+    struct nvml *n = x->c->s->nvml;
+    unsigned u;
+    return n->DeviceGetTemperature &&
+           sampler_ok(x->c, n->DeviceGetTemperature(x->h, NVML_TEMPERATURE_GPU, &u), FN_TEMP) &&
+           (*v = u, true);
+}
+
+static bool read_power(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    (void)f;
+    struct nvml *n = x->c->s->nvml;
+    unsigned mw;
+    return n->DeviceGetPowerUsage && sampler_ok(x->c, n->DeviceGetPowerUsage(x->h, &mw), FN_POWER) &&
+           (*v = mw * 0.001, true);
+}
+
+static bool read_util(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    struct nvml *n = x->c->s->nvml;
+    if (!x->util_read)
+        x->util_read = n->DeviceGetUtilizationRates &&
+                               sampler_ok(x->c, n->DeviceGetUtilizationRates(x->h, &x->util), FN_UTIL)
+                           ? 1 : -1;
+    *v = f->src == SRC_UTIL_GPU ? x->util.gpu : x->util.memory;
+    return x->util_read > 0;
+}
+
+static bool read_codec(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    struct nvml *n = x->c->s->nvml;
+    bool enc = f->src == SRC_ENC_UTIL;
+    __typeof__(n->DeviceGetEncoderUtilization) fn =
+        enc ? n->DeviceGetEncoderUtilization : n->DeviceGetDecoderUtilization;
+    unsigned u, period;
+    return fn && sampler_ok(x->c, fn(x->h, &u, &period), enc ? FN_ENC : FN_DEC) && (*v = u, true);
+}
+
+static bool read_memory(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    struct nvml *n = x->c->s->nvml;
+    if (!x->mem_read) {
+        x->mem.version = nvmlMemory_v2;
+        x->mem_read = n->DeviceGetMemoryInfoV2 &&
+                              sampler_ok(x->c, n->DeviceGetMemoryInfoV2(x->h, &x->mem), FN_MEM)
+                          ? 1 : -1;
+    }
+    unsigned long long bytes = f->src == SRC_FB_FREE ? x->mem.free
+                               : f->src == SRC_FB_USED ? x->mem.used : x->mem.reserved;
+    /* MiB rounded up, as nvidia-smi shows them (on an H200, 615.06 MiB
+     * reserved shows as 616: docs/real-gpu.md). */
+    *v = (double)((bytes + (1ULL << 20) - 1) >> 20);
+    return x->mem_read > 0;
+}
+
+static bool read_ecc(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    struct nvml *n = x->c->s->nvml;
+    unsigned long long count;
+    return n->DeviceGetTotalEccErrors &&
+           sampler_ok(x->c, n->DeviceGetTotalEccErrors(x->h, (nvmlMemoryErrorType_t)(f->param / 2),
+                                                       (nvmlEccCounterType_t)(f->param % 2), &count),
+                      FN_ECC) &&
+           (*v = (double)count, true);
+}
+
+static bool read_vgpu_license(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    (void)f;
+    /* Bare metal and passthrough have nothing to license: 0, as DCGM shows. */
+    int mode = x->c->s->g[x->c->gpu].virt_mode;
+    *v = 0;
+    return mode == NVML_GPU_VIRTUALIZATION_MODE_NONE || mode == NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH;
+}
+
+static bool read_xid(struct sampler_cheap_ctx *x, const struct field *f, double *v)
+{
+    (void)x;
+    (void)f;
+    *v = 0; /* the agent's last XID is filled in at render time */
+    return true;
+}
+
+/* One row per cheap source; the expensive classes and labels have none. */
+static const sampler_reader sampler_cheap_readers[] = {
+    [SRC_CLOCK_SM] = read_clock,    [SRC_CLOCK_MEM] = read_clock,
+    [SRC_TEMP] = read_temp,         [SRC_POWER] = read_power,
+    [SRC_UTIL_GPU] = read_util,     [SRC_UTIL_MEM] = read_util,
+    [SRC_ENC_UTIL] = read_codec,    [SRC_DEC_UTIL] = read_codec,
+    [SRC_FB_FREE] = read_memory,    [SRC_FB_USED] = read_memory,
+    [SRC_FB_RESERVED] = read_memory, [SRC_ECC] = read_ecc,
+    [SRC_VGPU_LICENSE] = read_vgpu_license, [SRC_XID] = read_xid,
+    [SRC_LABEL] = NULL,
+};
+
 /* The cheap reads, every tick. */
 static void sampler_cheap(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metrics_gpu *g)
 {
-    struct nvml *n = c->s->nvml;
     const struct collectors *col = c->s->col;
-    bool util_read = false, mem_read = false;
-    nvmlUtilization_t util = {0, 0};
-    nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+    struct sampler_cheap_ctx x = {.c = c, .h = h};
     for (unsigned k = 0; k < col->count && !c->lost; k++) {
         const struct field *f = col->items[k].field;
-        unsigned u = 0;
-        unsigned long long ull = 0;
-        bool ok;
-        switch (f->src) {
-        case SRC_CLOCK_SM:
-        case SRC_CLOCK_MEM:
-            ok = n->DeviceGetClockInfo &&
-                 sampler_ok(c, n->DeviceGetClockInfo(h, f->src == SRC_CLOCK_SM ? NVML_CLOCK_SM : NVML_CLOCK_MEM, &u), FN_CLOCK);
-            sampler_set(g, k, u, ok);
-            break;
-        case SRC_TEMP:
-            ok = n->DeviceGetTemperature &&
-                 sampler_ok(c, n->DeviceGetTemperature(h, NVML_TEMPERATURE_GPU, &u), FN_TEMP);
-            sampler_set(g, k, u, ok);
-            break;
-        case SRC_POWER:
-            ok = n->DeviceGetPowerUsage && sampler_ok(c, n->DeviceGetPowerUsage(h, &u), FN_POWER);
-            sampler_set(g, k, u * 0.001, ok);
-            break;
-        case SRC_UTIL_GPU:
-        case SRC_UTIL_MEM:
-            if (!util_read)
-                util_read = n->DeviceGetUtilizationRates &&
-                            sampler_ok(c, n->DeviceGetUtilizationRates(h, &util), FN_UTIL);
-            sampler_set(g, k, f->src == SRC_UTIL_GPU ? util.gpu : util.memory, util_read);
-            break;
-        case SRC_ENC_UTIL:
-        case SRC_DEC_UTIL: {
-            unsigned period;
-            __typeof__(n->DeviceGetEncoderUtilization) fnp =
-                f->src == SRC_ENC_UTIL ? n->DeviceGetEncoderUtilization : n->DeviceGetDecoderUtilization;
-            ok = fnp && sampler_ok(c, fnp(h, &u, &period), f->src == SRC_ENC_UTIL ? FN_ENC : FN_DEC);
-            sampler_set(g, k, u, ok);
-            break;
-        }
-        case SRC_FB_FREE:
-        case SRC_FB_USED:
-        case SRC_FB_RESERVED:
-            if (!mem_read)
-                mem_read = n->DeviceGetMemoryInfoV2 &&
-                           sampler_ok(c, n->DeviceGetMemoryInfoV2(h, &mem), FN_MEM);
-            /* MiB rounded up, as nvidia-smi shows them (on an H200, 615.06 MiB
-             * reserved shows as 616: docs/real-gpu.md). */
-            sampler_set(g, k,
-                        (double)(((f->src == SRC_FB_FREE ? mem.free : f->src == SRC_FB_USED ? mem.used
-                                                                                            : mem.reserved) +
-                                  (1ULL << 20) - 1) >> 20),
-                        mem_read);
-            break;
-        case SRC_ECC:
-            ok = n->DeviceGetTotalEccErrors &&
-                 sampler_ok(c, n->DeviceGetTotalEccErrors(h, (nvmlMemoryErrorType_t)(f->param / 2),
-                                                          (nvmlEccCounterType_t)(f->param % 2), &ull),
-                            FN_ECC);
-            sampler_set(g, k, (double)ull, ok);
-            break;
-        case SRC_VGPU_LICENSE: {
-            /* Bare metal and passthrough have nothing to license: 0, as DCGM shows. */
-            int mode = c->s->virt_mode[c->gpu];
-            sampler_set(g, k, 0, mode == NVML_GPU_VIRTUALIZATION_MODE_NONE ||
-                                     mode == NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH);
-            break;
-        }
-        case SRC_XID:
-            sampler_set(g, k, 0, true); /* the loop's last XID is filled in at render time */
-            break;
-        default:
-            break; /* the expensive classes, and labels */
+        sampler_reader read = sampler_cheap_readers[f->src];
+        double v = 0;
+        if (read) {
+            bool ok = read(&x, f, &v);
+            sampler_set(g, k, v, ok);
         }
     }
 }
@@ -214,11 +260,12 @@ static void sampler_fields(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct met
     /* DCGM publishes a rate: KiB moved since the last read, per second, / 1000. */
     bool ok = v[first_nvl].nvmlReturn == NVML_SUCCESS && v[first_nvl + 1].nvmlReturn == NVML_SUCCESS;
     double kib = ok ? sampler_field_value(&v[first_nvl]) + sampler_field_value(&v[first_nvl + 1]) : 0;
-    double t = sampler_now_us() / 1e6, dt = t - s->nvl_t[c->gpu];
-    bool have_rate = ok && s->nvl_t[c->gpu] > 0 && dt > 0 && kib >= s->nvl_kib[c->gpu];
-    sampler_set(g, (unsigned)nvl, have_rate ? (kib - s->nvl_kib[c->gpu]) / dt / 1000.0 : 0, have_rate);
-    s->nvl_kib[c->gpu] = kib;
-    s->nvl_t[c->gpu] = ok ? t : 0;
+    struct sampler_gpu *sg = &s->g[c->gpu];
+    double t = sampler_now_us() / 1e6, dt = t - sg->nvl_t;
+    bool have_rate = ok && sg->nvl_t > 0 && dt > 0 && kib >= sg->nvl_kib;
+    sampler_set(g, (unsigned)nvl, have_rate ? (kib - sg->nvl_kib) / dt / 1000.0 : 0, have_rate);
+    sg->nvl_kib = kib;
+    sg->nvl_t = ok ? t : 0;
 }
 
 /* GPM: a new sample each visit, metrics between it and the previous one. */
@@ -226,23 +273,23 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
 {
     struct metrics_sampler *s = c->s;
     struct nvml *n = s->nvml;
-    unsigned i = c->gpu;
-    if (s->gpm_state[i] < 0)
+    struct sampler_gpu *sg = &s->g[c->gpu];
+    if (sg->gpm_state < 0)
         return;
-    int cur = s->gpm_cur[i];
-    nvmlReturn_t rc = n->GpmSampleGet(h, s->gpm[i][cur]);
+    int cur = sg->gpm_cur;
+    nvmlReturn_t rc = n->GpmSampleGet(h, sg->gpm[cur]);
     if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
-        s->gpm_state[i] = -1; /* before Hopper: these series stay absent, never zero */
+        sg->gpm_state = -1; /* before Hopper: these series stay absent, never zero */
         return;
     }
     if (!sampler_ok(c, rc, FN_GPM_SAMPLE))
         return;
-    if (s->gpm_state[i] == 1) {
+    if (sg->gpm_state == 1) {
         nvmlGpmMetricsGet_t *mg = &s->gpm_get;
         memset(mg, 0, sizeof *mg);
         mg->version = NVML_GPM_METRICS_GET_VERSION;
-        mg->sample1 = s->gpm[i][1 - cur];
-        mg->sample2 = s->gpm[i][cur];
+        mg->sample1 = sg->gpm[1 - cur];
+        mg->sample2 = sg->gpm[cur];
         unsigned owner[COLLECTORS_MAX];
         for (unsigned k = 0; k < s->col->count; k++) {
             if (s->col->items[k].field->src == SRC_GPM) {
@@ -257,8 +304,8 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
                         ok && mg->metrics[m].nvmlReturn == NVML_SUCCESS);
         }
     }
-    s->gpm_state[i] = 1;
-    s->gpm_cur[i] = 1 - cur;
+    sg->gpm_state = 1;
+    sg->gpm_cur = 1 - cur;
 }
 
 typedef void (*sampler_class_fn)(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metrics_gpu *g);
@@ -292,11 +339,11 @@ static void sampler_class(struct metrics_sampler *s, enum metrics_class cls, sam
         k = count;
     for (unsigned j = 0; j < k; j++) {
         unsigned i = (st->cursor + j) % count;
-        if (lost[i] || !s->handles[i])
+        if (lost[i] || !s->g[i].handle)
             continue;
         struct sampler_gpu_ctx c = {s, i, false};
         double t0 = sampler_now_us();
-        fn(&c, s->handles[i], &s->gpus[i]);
+        fn(&c, s->g[i].handle, &s->gpus[i]);
         double spent = sampler_now_us() - t0;
         st->cost_us = st->cost_us > 0 ? 0.8 * st->cost_us + 0.2 * spent : spent;
         lost[i] |= c.lost;
@@ -304,28 +351,19 @@ static void sampler_class(struct metrics_sampler *s, enum metrics_class cls, sam
     st->cursor = (st->cursor + k) % count;
 }
 
-double metrics_sample(struct metrics_sampler *s)
+double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs)
 {
     double t0 = sampler_now_us();
     unsigned count = s->inv->count;
     bool lost[count ? count : 1];
     for (unsigned i = 0; i < count; i++) {
-        struct metrics_gpu *g = &s->gpus[i];
-        lost[i] = false;
-        if (!g->up || !s->handles[i]) {
-            /* Down last time: ask for the handle again, as a reset may change it. */
-            nvmlDevice_t h = NULL;
-            struct sampler_gpu_ctx c = {s, i, false};
-            if (!s->nvml->DeviceGetHandleByUUID ||
-                !sampler_ok(&c, s->nvml->DeviceGetHandleByUUID(s->inv->gpus[i].uuid, &h), FN_HANDLE)) {
-                g->up = false;
-                lost[i] = true;
-                continue;
-            }
-            s->handles[i] = h;
-        }
+        /* The agent's handle: after a reset it finds the new one, not us. */
+        s->g[i].handle = devs[i].handle;
+        lost[i] = !s->g[i].handle;
+        if (lost[i])
+            continue;
         struct sampler_gpu_ctx c = {s, i, false};
-        sampler_cheap(&c, s->handles[i], g);
+        sampler_cheap(&c, s->g[i].handle, &s->gpus[i]);
         lost[i] = c.lost;
     }
     sampler_class(s, CLASS_REPLAY, sampler_replay, lost);
@@ -334,6 +372,7 @@ double metrics_sample(struct metrics_sampler *s)
     sampler_class(s, CLASS_GPM, sampler_gpm, lost);
     for (unsigned i = 0; i < count; i++) {
         s->gpus[i].up = !lost[i];
+        s->g[i].lost = lost[i] && s->g[i].handle;
         if (lost[i])
             memset(s->gpus[i].have, 0, sizeof s->gpus[i].have); /* nothing stale survives */
     }
@@ -344,7 +383,7 @@ double metrics_sample(struct metrics_sampler *s)
 static void sampler_labels(struct metrics_sampler *s, unsigned i)
 {
     struct nvml *n = s->nvml;
-    nvmlDevice_t h = s->handles[i];
+    nvmlDevice_t h = s->g[i].handle;
     for (unsigned k = 0; k < s->col->count; k++) {
         const struct field *f = s->col->items[k].field;
         if (f->src != SRC_LABEL)
@@ -368,66 +407,48 @@ static void sampler_labels(struct metrics_sampler *s, unsigned i)
                 snprintf(buf, sizeof buf, "%s", brand == NVML_BRAND_NVIDIA ? "NVIDIA" : "Unknown");
             break;
         }
-        s->labels[i * s->col->count + k] = strdup(buf);
+        s->labels[i * s->col->count + k] = xstrdup(buf);
     }
 }
 
-int metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
-                         const struct gpu_inventory *inv, const struct collectors *col,
-                         unsigned interval_ms, struct err *e)
+void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
+                          const struct gpu_inventory *inv, const struct gpu_device *devs,
+                          const struct collectors *col, unsigned interval_ms)
 {
     memset(s, 0, sizeof *s);
     s->nvml = n;
     s->inv = inv;
     s->col = col;
     s->interval_ms = interval_ms;
-    unsigned count = inv->count ? inv->count : 1;
-    s->handles = calloc(count, sizeof *s->handles);
-    s->gpus = calloc(count, sizeof *s->gpus);
-    s->labels = calloc((size_t)count * col->count + 1, sizeof *s->labels);
-    s->virt_mode = calloc(count, sizeof *s->virt_mode);
-    s->nvl_kib = calloc(count, sizeof *s->nvl_kib);
-    s->nvl_t = calloc(count, sizeof *s->nvl_t);
-    s->gpm = calloc(count, sizeof *s->gpm);
-    s->gpm_state = calloc(count, sizeof *s->gpm_state);
-    s->gpm_cur = calloc(count, sizeof *s->gpm_cur);
-    if (!s->handles || !s->gpus || !s->labels || !s->virt_mode || !s->nvl_kib || !s->nvl_t ||
-        !s->gpm || !s->gpm_state || !s->gpm_cur) {
-        metrics_sampler_free(s);
-        return err_set(e, "out of memory");
-    }
+    s->g = xcalloc(inv->count, sizeof *s->g);
+    s->gpus = xcalloc(inv->count, sizeof *s->gpus);
+    s->labels = xcalloc((size_t)inv->count * col->count + 1, sizeof *s->labels);
     for (unsigned i = 0; i < inv->count; i++) {
-        s->handles[i] = inv->gpus[i].lost ? NULL : inv->gpus[i].handle;
-        s->gpus[i].up = s->handles[i] != NULL;
+        struct sampler_gpu *g = &s->g[i];
+        g->handle = devs[i].handle;
+        s->gpus[i].up = g->handle != NULL;
         nvmlGpuVirtualizationMode_t mode;
-        s->virt_mode[i] = s->handles[i] && n->DeviceGetVirtualizationMode &&
-                                  n->DeviceGetVirtualizationMode(s->handles[i], &mode) == NVML_SUCCESS
-                              ? (int)mode : -1;
+        g->virt_mode = g->handle && n->DeviceGetVirtualizationMode &&
+                               n->DeviceGetVirtualizationMode(g->handle, &mode) == NVML_SUCCESS
+                           ? (int)mode : -1;
         bool gpm = n->GpmSampleAlloc && n->GpmSampleFree && n->GpmSampleGet && n->GpmMetricsGet &&
-                   n->GpmSampleAlloc(&s->gpm[i][0]) == NVML_SUCCESS &&
-                   n->GpmSampleAlloc(&s->gpm[i][1]) == NVML_SUCCESS;
-        s->gpm_state[i] = gpm ? 0 : -1;
+                   n->GpmSampleAlloc(&g->gpm[0]) == NVML_SUCCESS &&
+                   n->GpmSampleAlloc(&g->gpm[1]) == NVML_SUCCESS;
+        g->gpm_state = gpm ? 0 : -1;
         sampler_labels(s, i);
     }
-    return 0;
 }
 
 void metrics_sampler_free(struct metrics_sampler *s)
 {
-    for (unsigned i = 0; s->gpm && i < s->inv->count; i++)
+    for (unsigned i = 0; s->g && i < s->inv->count; i++)
         for (int j = 0; j < 2; j++)
-            if (s->gpm[i][j])
-                s->nvml->GpmSampleFree(s->gpm[i][j]);
+            if (s->g[i].gpm[j])
+                s->nvml->GpmSampleFree(s->g[i].gpm[j]);
     for (size_t k = 0; s->labels && k < (size_t)s->inv->count * s->col->count; k++)
         free(s->labels[k]);
-    free(s->handles);
+    free(s->g);
     free(s->gpus);
     free(s->labels);
-    free(s->virt_mode);
-    free(s->nvl_kib);
-    free(s->nvl_t);
-    free(s->gpm);
-    free(s->gpm_state);
-    free(s->gpm_cur);
     memset(s, 0, sizeof *s);
 }

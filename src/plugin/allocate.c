@@ -9,8 +9,9 @@
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/grpc.h"
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
 #include "util/arena.h"
+#include "util/xmalloc.h"
 #include "util/strbuf.h"
 
 #define CDI_KIND "nvidia.com/gpu"
@@ -135,23 +136,21 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
 
 /* Checks one container's IDs: known, and each device used once in the request. */
 static int alloc_check(const struct plugin *p, V1beta1__AllocateRequest *req,
-                       const struct plugin_device ***devs, struct arena *a, char *why,
-                       size_t why_len)
+                       const struct plugin_device ***devs, struct arena *a, struct err *e)
 {
     bool *taken = arena_alloc(a, (p->ndevs + 1) * sizeof *taken);
     for (size_t c = 0; c < req->n_container_requests; c++) {
         V1beta1__ContainerAllocateRequest *cr = req->container_requests[c];
         if (cr->n_devices_ids == 0)
-            return snprintf(why, why_len, "container request %zu names no device", c), -1;
+            return err_set(e, "container request %zu names no device", c);
         devs[c] = arena_alloc(a, cr->n_devices_ids * sizeof **devs);
         for (size_t i = 0; i < cr->n_devices_ids; i++) {
             const struct plugin_device *d = plugin_find(p, cr->devices_ids[i]);
             if (!d)
-                return snprintf(why, why_len, "unknown device ID '%s'", cr->devices_ids[i]), -1;
+                return err_set(e, "unknown device ID '%s'", cr->devices_ids[i]);
             size_t k = (size_t)(d - p->devs);
             if (taken[k])
-                return snprintf(why, why_len, "device ID '%s' requested twice", cr->devices_ids[i]),
-                       -1;
+                return err_set(e, "device ID '%s' requested twice", cr->devices_ids[i]);
             taken[k] = true;
             devs[c][i] = d;
         }
@@ -160,15 +159,15 @@ static int alloc_check(const struct plugin *p, V1beta1__AllocateRequest *req,
 }
 
 int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
-                    size_t *out_len, char *why, size_t why_len)
+                    size_t *out_len, struct err *e)
 {
     V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
     if (!r)
-        return snprintf(why, why_len, "malformed AllocateRequest"), GRPC_INVALID_ARGUMENT;
+        return err_set(e, "malformed AllocateRequest"), GRPC_INVALID_ARGUMENT;
     struct arena a = {0};
     const struct plugin_device ***devs = arena_alloc(&a, (r->n_container_requests + 1) * sizeof *devs);
     int status = GRPC_INVALID_ARGUMENT;
-    if (alloc_check(p, r, devs, &a, why, why_len) == 0) {
+    if (alloc_check(p, r, devs, &a, e) == 0) {
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
         resp.n_container_responses = r->n_container_requests;
         resp.container_responses = arena_alloc(&a, (r->n_container_requests + 1) * sizeof(void *));
@@ -176,9 +175,7 @@ int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint
             resp.container_responses[c] =
                 alloc_container(p, &a, devs[c], r->container_requests[c]->n_devices_ids);
         *out_len = v1beta1__allocate_response__get_packed_size(&resp);
-        *out = malloc(*out_len + 1);
-        if (!*out)
-            abort();
+        *out = xmalloc(*out_len + 1);
         v1beta1__allocate_response__pack(&resp, *out);
         status = GRPC_OK;
     }

@@ -11,7 +11,7 @@
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/client.h"
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
 #include "util/log.h"
 
 #define LIFECYCLE_DEBOUNCE_MS 5       /* gather a burst of directory events */
@@ -179,6 +179,7 @@ int plugin_lifecycle_start(struct plugin *p, struct err *e)
     uv_fs_event_init(p->loop, &p->dir_watch);
     p->dir_watch.data = p;
     p->watching = true;
+    p->open_handles = 2;
     int rc = uv_fs_event_start(&p->dir_watch, lifecycle_dir_event, p->dir, 0);
     if (rc < 0)
         return err_set(e, "cannot watch %s: %s (raise fs.inotify.max_user_instances?)", p->dir,
@@ -186,6 +187,13 @@ int plugin_lifecycle_start(struct plugin *p, struct err *e)
     p->started_ms = uv_now(p->loop);
     lifecycle_reconcile(&p->reconcile_timer); /* serve and register right away */
     return 0;
+}
+
+static void lifecycle_closed(uv_handle_t *h)
+{
+    struct plugin *p = h->data;
+    p->open_handles--;
+    plugin_maybe_free(p);
 }
 
 void plugin_lifecycle_stop(struct plugin *p)
@@ -196,9 +204,9 @@ void plugin_lifecycle_stop(struct plugin *p)
     p->registering = NULL;
     if (p->watching) {
         uv_fs_event_stop(&p->dir_watch);
-        uv_close((uv_handle_t *)&p->dir_watch, NULL);
+        uv_close((uv_handle_t *)&p->dir_watch, lifecycle_closed);
         uv_timer_stop(&p->reconcile_timer);
-        uv_close((uv_handle_t *)&p->reconcile_timer, NULL);
+        uv_close((uv_handle_t *)&p->reconcile_timer, lifecycle_closed);
         p->watching = false;
     }
 }

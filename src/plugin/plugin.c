@@ -1,6 +1,6 @@
 /* The DevicePlugin service: options, ListAndWatch streams, and the
  * handlers that hand Allocate and GetPreferredAllocation to their files. */
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "grpc/server.h"
 #include "util/arena.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 /* An open ListAndWatch stream. */
 struct plugin_watcher {
@@ -38,7 +39,7 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         V1beta1__Device *d = arena_alloc(&a, sizeof *d);
         v1beta1__device__init(d);
         d->id = (char *)p->devs[i].id;
-        d->health = (char *)health_name(&p->health[p->devs[i].gpu]);
+        d->health = (char *)health_name(&p->devs_of[p->devs[i].gpu].health);
         if (g->numa_node >= 0) {
             /* Lets the kubelet's topology manager align GPUs with CPUs. */
             V1beta1__TopologyInfo *t = arena_alloc(&a, sizeof *t);
@@ -54,9 +55,7 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         resp.devices[i] = d;
     }
     *len = v1beta1__list_and_watch_response__get_packed_size(&resp);
-    uint8_t *buf = malloc(*len + 1);
-    if (!buf)
-        abort();
+    uint8_t *buf = xmalloc(*len + 1);
     v1beta1__list_and_watch_response__pack(&resp, buf);
     arena_free(&a);
     return buf;
@@ -77,9 +76,10 @@ static void plugin_watcher_gone(struct grpc_call *call, void *ctx)
     log_debug("ListAndWatch stream closed");
 }
 
-void plugin_health_changed(struct plugin *p)
+void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what)
 {
-    if (!p->watchers)
+    (void)gpu; /* the kubelet takes the whole list */
+    if (!(what & GPU_CHANGED_HEALTH) || !p->watchers)
         return;
     size_t len;
     uint8_t *msg = plugin_list(p, &len);
@@ -106,11 +106,7 @@ static void rpc_list_and_watch(struct grpc_call *call, const uint8_t *msg, size_
     (void)msg;
     (void)len;
     struct plugin *p = ctx;
-    struct plugin_watcher *w = calloc(1, sizeof *w);
-    if (!w) {
-        grpc_call_finish(call, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
+    struct plugin_watcher *w = xcalloc(1, sizeof *w);
     w->p = p;
     w->call = call;
     w->next = p->watchers;
@@ -125,21 +121,21 @@ static void rpc_list_and_watch(struct grpc_call *call, const uint8_t *msg, size_
 
 /* Allocate and GetPreferredAllocation: the same shape, a function apart. */
 typedef int (*plugin_rpc_fn)(const struct plugin *p, const uint8_t *req, size_t len,
-                             uint8_t **out, size_t *out_len, char *why, size_t why_len);
+                             uint8_t **out, size_t *out_len, struct err *e);
 
 static void plugin_answer(struct grpc_call *call, const struct plugin *p, plugin_rpc_fn fn,
                           const char *name, const uint8_t *msg, size_t len)
 {
     uint8_t *out = NULL;
     size_t out_len = 0;
-    char why[300] = "";
-    int status = fn(p, msg, len, &out, &out_len, why, sizeof why);
+    struct err e;
+    int status = fn(p, msg, len, &out, &out_len, &e);
     if (status == GRPC_OK) {
         grpc_call_send(call, out, out_len);
         grpc_call_finish(call, GRPC_OK, NULL);
     } else {
-        log_warn("%s refused: %s", name, why);
-        grpc_call_finish(call, (enum grpc_status)status, why);
+        log_warn("%s refused: %s", name, e.msg);
+        grpc_call_finish(call, (enum grpc_status)status, e.msg);
     }
     free(out);
 }
@@ -149,8 +145,8 @@ static void rpc_allocate(struct grpc_call *call, const uint8_t *msg, size_t len,
     struct plugin *p = ctx;
     p->allocations++;
     plugin_answer(call, p, plugin_allocate, "Allocate", msg, len);
-    if (p->on_allocate)
-        p->on_allocate(p->on_allocate_ctx); /* a pod is starting: its labels are due */
+    if (p->hooks.on_allocate)
+        p->hooks.on_allocate(p->hooks.ctx); /* a pod is starting: its labels are due */
 }
 
 static void rpc_preferred(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
@@ -184,12 +180,10 @@ int plugin_serve(struct plugin *p, struct err *e)
     return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
 }
 
-int plugin_build_devices(struct plugin *p)
+void plugin_build_devices(struct plugin *p)
 {
     const struct gpu_inventory *inv = p->inv;
-    p->devs = calloc(inv->count + 1, sizeof *p->devs);
-    if (!p->devs)
-        return -1;
+    p->devs = xcalloc(inv->count + 1, sizeof *p->devs);
     for (unsigned i = 0; i < inv->count; i++) {
         p->devs[i].gpu = i;
         if (p->cfg->id_strategy == CONFIG_ID_INDEX)
@@ -198,36 +192,54 @@ int plugin_build_devices(struct plugin *p)
             snprintf(p->devs[i].id, sizeof p->devs[i].id, "%s", inv->gpus[i].uuid);
     }
     p->ndevs = inv->count;
-    return 0;
 }
 
-int plugin_start(struct plugin *p, uv_loop_t *loop, const struct config *cfg,
-                 const struct gpu_inventory *inv, const struct gpu_health *health,
-                 struct err *e)
+int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
+                 const struct gpu_inventory *inv, const struct gpu_device *devs,
+                 const struct plugin_hooks *hooks, struct err *e)
 {
-    memset(p, 0, sizeof *p);
+    struct plugin *p = xcalloc(1, sizeof *p);
     p->loop = loop;
     p->cfg = cfg;
     p->inv = inv;
-    p->health = health;
-    if (plugin_build_devices(p) < 0)
-        return err_set(e, "out of memory");
+    p->devs_of = devs;
+    if (hooks)
+        p->hooks = *hooks;
+    plugin_build_devices(p);
     snprintf(p->dir, sizeof p->dir, "%s/device-plugins", cfg->kubelet_root);
     snprintf(p->socket, sizeof p->socket, "%s/" PLUGIN_SOCKET, p->dir);
     snprintf(p->kubelet_socket, sizeof p->kubelet_socket, "%s/kubelet.sock", p->dir);
+    *out = NULL;
     if (plugin_lifecycle_start(p, e) < 0) {
         plugin_stop(p);
         return -1;
     }
+    *out = p;
     return 0;
+}
+
+void plugin_maybe_free(struct plugin *p)
+{
+    if (p->stopping && p->open_handles == 0) {
+        free(p->devs);
+        free(p);
+    }
 }
 
 void plugin_stop(struct plugin *p)
 {
+    if (!p)
+        return;
+    /* The streams' connections close later, after p is gone: they must not
+     * call back into it. */
+    while (p->watchers) {
+        struct plugin_watcher *w = p->watchers;
+        p->watchers = w->next;
+        grpc_call_on_cancel(w->call, NULL, NULL);
+        free(w);
+    }
     plugin_lifecycle_stop(p);
-    grpc_server_close(p->server); /* cancels the streams, which frees the watchers */
+    grpc_server_close(p->server);
     p->server = NULL;
-    free(p->devs);
-    p->devs = NULL;
-    p->ndevs = 0;
+    plugin_maybe_free(p);
 }

@@ -4,99 +4,37 @@
 #ifndef GPULET_PLUGIN_H
 #define GPULET_PLUGIN_H
 
-#include <stdbool.h>
-#include <sys/types.h>
 #include <uv.h>
 
 #include "config/config.h"
-#include "gpu/health.h"
+#include "gpu/device.h"
 #include "gpu/inventory.h"
-#include "grpc/server.h"
 
 #define PLUGIN_RESOURCE "nvidia.com/gpu"
 #define PLUGIN_SOCKET "gpulet-nvidia-gpu.sock"
 #define PLUGIN_API_VERSION "v1beta1"
 
-struct plugin_watcher;
-struct grpc_client_call;
+struct plugin;
 
-/* Which file a socket path holds: inode and change time, since a new file
- * may reuse the inode number of one just deleted. Zero: none. */
-struct plugin_file_id {
-    ino_t ino;
-    long long ctime_ns;
+/* What the plugin tells its owner. */
+struct plugin_hooks {
+    void (*on_allocate)(void *ctx);   /* after each Allocate: a pod is starting */
+    void *ctx;
 };
 
-/* One advertised device: its ID and which GPU of the inventory it is. */
-struct plugin_device {
-    char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    unsigned gpu;
-};
+/* Builds the device list, starts the gRPC server and registration. cfg,
+ * inv and devs are the caller's and must outlive the plugin; the plugin
+ * only reads them, on the loop. */
+int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
+                 const struct gpu_inventory *inv, const struct gpu_device *devs,
+                 const struct plugin_hooks *hooks, struct err *e);
 
-struct plugin {
-    uv_loop_t *loop;
-    const struct config *cfg;
-    const struct gpu_inventory *inv;
-    const struct gpu_health *health;     /* one per GPU, owned by the agent */
-    struct plugin_device *devs;
-    unsigned ndevs;
-    char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */
-    char socket[CONFIG_PATH_MAX + 64];
-    char kubelet_socket[CONFIG_PATH_MAX + 64];
-    struct grpc_server *server;
-    struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */
-    struct plugin_file_id socket_id;     /* our socket file, to notice it vanish */
-    struct plugin_file_id registered_id; /* kubelet.sock we registered with; 0: none */
-    struct plugin_file_id registering_id; /* the one a Register call in flight targets */
-    struct grpc_client_call *registering;
-    unsigned backoff_ms;
-    uv_fs_event_t dir_watch;
-    uv_timer_t reconcile_timer;
-    bool watching, stopping;
-    struct plugin_watcher *watchers;     /* open ListAndWatch streams */
-    unsigned long long registrations, allocations;
-    void (*on_allocate)(void *ctx);      /* told after each successful Allocate */
-    void *on_allocate_ctx;
-    double started_ms, registered_ms;    /* monotonic, for the start-up log */
-};
+/* A GPU changed (enum gpu_change bits): health changes go to every
+ * ListAndWatch stream at once. */
+void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what);
 
-/* Builds the device list, starts the gRPC server and registration. */
-int plugin_start(struct plugin *p, uv_loop_t *loop, const struct config *cfg,
-                 const struct gpu_inventory *inv, const struct gpu_health *health,
-                 struct err *e);
-
-/* Sends the current device list to every ListAndWatch stream. */
-void plugin_health_changed(struct plugin *p);
-
-/* Closes the server (removing the socket) and stops watching. */
+/* Closes the server (removing the socket), stops watching, and frees the
+ * plugin once libuv is done with its handles. */
 void plugin_stop(struct plugin *p);
-
-/* --- internal to src/plugin, shared between its files --------------------- */
-
-/* Fills devs from the inventory with IDs per the configured ID strategy. */
-int plugin_build_devices(struct plugin *p);
-
-/* The device with this ID, or NULL. */
-const struct plugin_device *plugin_find(const struct plugin *p, const char *id);
-
-/* Serialized AllocateResponse for a request, or a gRPC status and message. */
-int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
-                    size_t *out_len, char *why, size_t why_len);
-
-/* Chooses size GPUs (inventory positions) from avail, keeping every one of
- * must, with the best interconnect; out gets them in ascending order. */
-int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t navail,
-                  const unsigned *must, size_t nmust, size_t size, unsigned *out);
-
-/* Serialized PreferredAllocationResponse, or a gRPC status and message. */
-int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
-                     size_t *out_len, char *why, size_t why_len);
-
-/* Registration and the device-plugins directory watch. */
-int plugin_lifecycle_start(struct plugin *p, struct err *e);
-void plugin_lifecycle_stop(struct plugin *p);
-
-/* (Re)starts the gRPC server on the plugin's socket. */
-int plugin_serve(struct plugin *p, struct err *e);
 
 #endif

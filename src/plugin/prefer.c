@@ -10,7 +10,8 @@
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/grpc.h"
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
+#include "util/xmalloc.h"
 #include "util/arena.h"
 
 #define PREFER_EXHAUSTIVE_LIMIT 200000.0 /* sets to try before going greedy */
@@ -79,9 +80,7 @@ static double prefer_choose(size_t n, size_t k)
 
 static void prefer_greedy(struct prefer_search *s, size_t n)
 {
-    bool *used = calloc(s->ncand, sizeof *used);
-    if (!used)
-        abort();
+    bool *used = xcalloc(s->ncand, sizeof *used);
     while (n < s->size) {
         long best = -1;
         size_t pick = 0;
@@ -112,10 +111,8 @@ int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t
 {
     if (size < nmust || size > navail)
         return -1;
-    unsigned *cand = malloc((navail + 1) * sizeof *cand);
-    unsigned *cur = malloc((size + 1) * sizeof *cur);
-    if (!cand || !cur)
-        abort();
+    unsigned *cand = xmalloc((navail + 1) * sizeof *cand);
+    unsigned *cur = xmalloc((size + 1) * sizeof *cur);
     size_t ncand = 0;
     for (size_t i = 0; i < navail; i++) {
         bool required = false;
@@ -143,35 +140,34 @@ int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t
 
 /* Maps a request's device IDs to GPUs; fails naming the first bad ID. */
 static int prefer_ids(const struct plugin *p, char **ids, size_t n, unsigned *gpus,
-                      const char *what, char *why, size_t why_len)
+                      const char *what, struct err *e)
 {
     for (size_t i = 0; i < n; i++) {
         const struct plugin_device *d = plugin_find(p, ids[i]);
         if (!d)
-            return snprintf(why, why_len, "unknown device ID '%s' in %s", ids[i], what), -1;
+            return err_set(e, "unknown device ID '%s' in %s", ids[i], what);
         for (size_t j = 0; j < i; j++)
             if (gpus[j] == d->gpu)
-                return snprintf(why, why_len, "device ID '%s' appears twice in %s", ids[i], what), -1;
+                return err_set(e, "device ID '%s' appears twice in %s", ids[i], what);
         gpus[i] = d->gpu;
     }
     return 0;
 }
 
 /* The reason given when the requested size cannot be met. */
-static void prefer_cannot(const V1beta1__ContainerPreferredAllocationRequest *cr, char *why,
-                          size_t why_len)
+static void prefer_cannot(const V1beta1__ContainerPreferredAllocationRequest *cr, struct err *e)
 {
-    snprintf(why, why_len, "cannot choose %d devices from %zu available with %zu required",
+    err_set(e, "cannot choose %d devices from %zu available with %zu required",
              cr->allocation_size, cr->n_available_deviceids, cr->n_must_include_deviceids);
 }
 
 int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
-                     size_t *out_len, char *why, size_t why_len)
+                     size_t *out_len, struct err *e)
 {
     V1beta1__PreferredAllocationRequest *r =
         v1beta1__preferred_allocation_request__unpack(NULL, len, req);
     if (!r)
-        return snprintf(why, why_len, "malformed PreferredAllocationRequest"), GRPC_INVALID_ARGUMENT;
+        return err_set(e, "malformed PreferredAllocationRequest"), GRPC_INVALID_ARGUMENT;
     struct arena a = {0};
     V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
     resp.n_container_responses = r->n_container_requests;
@@ -184,16 +180,16 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
         /* The size comes off the wire: check it before sizing anything by it. */
         if (cr->allocation_size <= 0 || (size_t)cr->allocation_size > cr->n_available_deviceids ||
             (size_t)cr->allocation_size < cr->n_must_include_deviceids) {
-            prefer_cannot(cr, why, why_len);
+            prefer_cannot(cr, e);
             status = GRPC_INVALID_ARGUMENT;
             break;
         }
         size_t size = (size_t)cr->allocation_size;
         unsigned *chosen = arena_alloc(&a, (size + 1) * sizeof *chosen);
         if (prefer_ids(p, cr->available_deviceids, cr->n_available_deviceids, avail,
-                       "available_deviceIDs", why, why_len) < 0 ||
+                       "available_deviceIDs", e) < 0 ||
             prefer_ids(p, cr->must_include_deviceids, cr->n_must_include_deviceids, must,
-                       "must_include_deviceIDs", why, why_len) < 0) {
+                       "must_include_deviceIDs", e) < 0) {
             status = GRPC_INVALID_ARGUMENT;
             break;
         }
@@ -202,14 +198,14 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
             for (size_t j = 0; j < cr->n_available_deviceids; j++)
                 found |= must[i] == avail[j];
             if (!found) {
-                snprintf(why, why_len, "must-include device '%s' is not among the available ones",
+                err_set(e, "must-include device '%s' is not among the available ones",
                          cr->must_include_deviceids[i]);
                 status = GRPC_INVALID_ARGUMENT;
             }
         }
         if (status == GRPC_OK && plugin_prefer(p->inv, avail, cr->n_available_deviceids, must,
                                                cr->n_must_include_deviceids, size, chosen) < 0) {
-            prefer_cannot(cr, why, why_len);
+            prefer_cannot(cr, e);
             status = GRPC_INVALID_ARGUMENT;
         }
         if (status != GRPC_OK)
@@ -226,7 +222,7 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
     }
     if (status == GRPC_OK) {
         *out_len = v1beta1__preferred_allocation_response__get_packed_size(&resp);
-        *out = malloc(*out_len + 1);
+        *out = xmalloc(*out_len + 1);
         v1beta1__preferred_allocation_response__pack(&resp, *out);
     }
     arena_free(&a);

@@ -67,20 +67,20 @@ static void test_render_labels(void **state)
                       "DCGM_FI_DRIVER_VERSION, label, d\nDCGM_FI_DEV_SERIAL, label, s\n";
     assert_int_equal(collectors_parse(&c, "c", csv, strlen(csv), &e), 0);
     struct metrics_state st;
-    assert_int_equal(metrics_state_alloc(&st, 1), 0);
+    metrics_state_alloc(&st, 1);
     st.owned[0] = true;
     strcpy(st.owner[0].pod, "train-0");
     strcpy(st.owner[0].ns, "ml");
     strcpy(st.owner[0].container, "main");
-    st.last_xid[0] = 79;
+    st.dev[0].last_xid = 79;
     struct metrics_gpu gpus[1] = {{.up = true}};
     gpus[0].value[0] = 123.4567;
     gpus[0].have[0] = gpus[0].have[1] = true;
     gpus[0].value[1] = 79;
     const char *labels[4] = {NULL, NULL, "580.159.04", "1653"};
-    unsigned long long errors[1] = {0};
-    const char *names[1] = {"x"};
-    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors, names, 1};
+    unsigned long long errors[FN_COUNT] = {0};
+    errors[FN_TEMP] = 3;
+    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors};
     struct strbuf out = {0};
     metrics_render(&out, &f);
     /* dcgm-exporter's order: identity, Hostname, label fields by name, then the
@@ -94,7 +94,9 @@ static void test_render_labels(void **state)
                               "err_code=\"79\",err_msg=\"GPU has fallen off the bus\","
                               "namespace=\"ml\",pod=\"train-0\"} 79\n");
     assert_contains(out.data, "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n");
+    assert_contains(out.data, "gpulet_nvml_errors_total{function=\"nvmlDeviceGetTemperature\"} 3\n");
     gpus[0].up = false; /* a GPU that stopped answering has no value series */
+    st.dev[0].health = HEALTH_LOST; /* and the agent's record says why: up follows it */
     strbuf_free(&out);
     metrics_render(&out, &f);
     assert_null(strstr(out.data, "DCGM_FI_DEV_POWER_USAGE{"));
@@ -147,7 +149,7 @@ static void test_pods_decode(void **state)
     uint8_t buf[1024];
     size_t len = v1__list_pod_resources_response__pack(&resp, buf);
     struct metrics_state s;
-    assert_int_equal(metrics_state_alloc(&s, 3), 0);
+    metrics_state_alloc(&s, 3);
     assert_int_equal(metrics_pods_decode(&s, &inv, buf, len), 0);
     assert_true(s.owned[0]);
     assert_string_equal(s.owner[0].pod, "a");

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "scenario.h"
+#include "sim/scenario.h"
 #include "testutil.h"
 
 static struct scenario sc;

@@ -1,0 +1,71 @@
+/* Shared between the files of src/agent; not a public interface. One
+ * struct holds all of the agent's state; every field is the agent's own
+ * and is touched on its loop only, except where a comment says otherwise. */
+#ifndef GPULET_AGENT_INTERNAL_H
+#define GPULET_AGENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "agent/agent.h"
+#include "gpu/device.h"
+#include "gpu/health.h"
+#include "gpu/inventory.h"
+#include "gpu/watch.h"
+#include "metrics/metrics.h"
+#include "nvml/nvml.h"
+#include "plugin/plugin.h"
+
+struct agent_status;
+
+struct agent {
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm, sighup;
+    struct config_args args;
+    struct config cfg;
+    struct nvml nvml;
+    struct gpu_inventory inv;            /* read-only once built */
+    struct gpu_device *devs;             /* the one model of each GPU: written only here */
+    struct health_policy policy;
+    struct gpu_watch watch;
+    struct plugin *plugin;               /* NULL while not serving */
+    uv_timer_t restart_timer;            /* restarts the plugin after a reload */
+    bool restart_pending;
+    /* recovery probes, run on libuv's threadpool */
+    uv_timer_t probe_timer;
+    bool probe_timer_on;
+    uv_work_t probe_work;
+    bool probing, probe_again;
+    struct health_probe *probe;          /* one per GPU, written by the worker while probing */
+    nvmlDevice_t *probe_handle;          /* likewise */
+    struct agent_status *status;
+    struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
+};
+
+/* Tells every reader that GPU gpu changed (enum gpu_change bits): the
+ * watcher, metrics, the plugin. The one way news of a device travels. */
+void agent_device_changed(struct agent *a, unsigned gpu, unsigned what);
+
+/* Starts event handling and the probe timer. */
+int agent_health_start(struct agent *a, struct err *e);
+
+/* Stops the probe timer (a probe in flight finishes on its own). */
+void agent_health_stop(struct agent *a);
+
+/* Probes every GPU now, off the loop (a failed event wait, a GPU the
+ * sampler found lost). */
+void agent_probe_start(struct agent *a);
+
+/* Operator command: marks a GPU (index or UUID) healthy now. */
+int agent_health_clear(struct agent *a, const char *gpu, struct err *e);
+
+/* Starts the status socket (best effort: a warning when it cannot). */
+void agent_status_start(struct agent *a);
+
+/* Closes the status socket. */
+void agent_status_stop(struct agent *a);
+
+/* Frees the status socket's memory once the loop has closed it. */
+void agent_status_free(struct agent *a);
+
+#endif

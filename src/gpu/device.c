@@ -1,0 +1,35 @@
+#include "gpu/device.h"
+
+#include "util/xmalloc.h"
+
+struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms)
+{
+    struct gpu_device *d = xcalloc(inv->count, sizeof *d);
+    for (unsigned i = 0; i < inv->count; i++) {
+        d[i].info = &inv->gpus[i];
+        d[i].handle = inv->gpus[i].lost ? NULL : inv->gpus[i].handle;
+        if (inv->gpus[i].lost)
+            health_on_lost(&d[i].health, now_ms);
+    }
+    return d;
+}
+
+void gpu_device_count_xid(struct gpu_device *d, unsigned xid)
+{
+    unsigned k = 0;
+    while (k < GPU_DEVICE_MAX_XIDS - 1 && d->xids[k].count && d->xids[k].xid != xid)
+        k++;
+    if (d->xids[k].xid != xid)
+        d->xids[k] = (struct gpu_xid_count){xid, 0};
+    d->xids[k].count++;
+    d->last_xid = xid;
+}
+
+bool gpu_device_set_handle(struct gpu_device *d, nvmlDevice_t handle)
+{
+    if (d->handle == handle)
+        return false;
+    d->handle = handle;
+    d->generation++;
+    return true;
+}

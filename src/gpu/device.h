@@ -1,0 +1,47 @@
+/* The one model of each GPU while the agent runs: its identity (from the
+ * inventory), the device handle in use, health with its reason, and the
+ * XIDs seen. The agent owns the array and is its only writer, on its loop.
+ * The plugin and the status socket read it on the loop; metrics, whose
+ * sampler runs on a thread of its own, is handed a copy with each change.
+ * Every change reaches all of them through one notification that says
+ * what changed (enum gpu_change). */
+#ifndef GPULET_DEVICE_H
+#define GPULET_DEVICE_H
+
+#include "gpu/health.h"
+#include "gpu/inventory.h"
+
+#define GPU_DEVICE_MAX_XIDS 16   /* distinct XIDs counted per GPU; the last slot is reused */
+
+struct gpu_xid_count {
+    unsigned xid;
+    unsigned long long count;
+};
+
+struct gpu_device {
+    const struct gpu_info *info;   /* identity: never changes while running */
+    nvmlDevice_t handle;           /* the handle in use; a reset may bring a new one */
+    unsigned generation;           /* +1 whenever handle changes */
+    struct gpu_health health;
+    unsigned last_xid;             /* 0: none seen */
+    struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
+};
+
+/* What a notification says changed (bits). */
+enum gpu_change {
+    GPU_CHANGED_HEALTH = 1,
+    GPU_CHANGED_HANDLE = 2,
+    GPU_CHANGED_XID = 4,
+};
+
+/* One record per GPU of the inventory, healthy unless the inventory found
+ * it lost; the caller frees the array. inv must outlive it. */
+struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms);
+
+/* Counts an XID. */
+void gpu_device_count_xid(struct gpu_device *d, unsigned xid);
+
+/* Takes a new handle; returns true if it differs from the one in use. */
+bool gpu_device_set_handle(struct gpu_device *d, nvmlDevice_t handle);
+
+#endif

@@ -1,0 +1,86 @@
+/* Shared between the files of src/plugin; not a public interface. Every
+ * field is the plugin's own, touched only on the loop. */
+#ifndef GPULET_PLUGIN_INTERNAL_H
+#define GPULET_PLUGIN_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "grpc/server.h"
+#include "plugin/plugin.h"
+
+struct plugin_watcher;
+struct grpc_client_call;
+
+/* Which file a socket path holds: inode and change time, since a new file
+ * may reuse the inode number of one just deleted. Zero: none. */
+struct plugin_file_id {
+    ino_t ino;
+    long long ctime_ns;
+};
+
+/* One advertised device: its ID and which GPU of the inventory it is. */
+struct plugin_device {
+    char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    unsigned gpu;
+};
+
+struct plugin {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    const struct gpu_inventory *inv;
+    const struct gpu_device *devs_of;    /* one per GPU, the agent's: health is read there */
+    struct plugin_device *devs;
+    unsigned ndevs;
+    char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */
+    char socket[CONFIG_PATH_MAX + 64];
+    char kubelet_socket[CONFIG_PATH_MAX + 64];
+    struct grpc_server *server;
+    struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */
+    struct plugin_file_id socket_id;     /* our socket file, to notice it vanish */
+    struct plugin_file_id registered_id; /* kubelet.sock we registered with; 0: none */
+    struct plugin_file_id registering_id; /* the one a Register call in flight targets */
+    struct grpc_client_call *registering;
+    unsigned backoff_ms;
+    uv_fs_event_t dir_watch;
+    uv_timer_t reconcile_timer;
+    bool watching, stopping;
+    struct plugin_watcher *watchers;     /* open ListAndWatch streams */
+    unsigned long long registrations, allocations;
+    struct plugin_hooks hooks;
+    unsigned open_handles;               /* libuv handles not yet closed; freed at 0 once stopping */
+    double started_ms, registered_ms;    /* monotonic, for the start-up log */
+};
+
+/* Fills devs from the inventory with IDs per the configured ID strategy. */
+void plugin_build_devices(struct plugin *p);
+
+/* The device with this ID, or NULL. */
+const struct plugin_device *plugin_find(const struct plugin *p, const char *id);
+
+/* Serialized AllocateResponse for a request: GRPC_OK, or a gRPC status with
+ * the reason in e. */
+int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
+                    size_t *out_len, struct err *e);
+
+/* Chooses size GPUs (inventory positions) from avail, keeping every one of
+ * must, with the best interconnect; out gets them in ascending order. */
+int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t navail,
+                  const unsigned *must, size_t nmust, size_t size, unsigned *out);
+
+/* Serialized PreferredAllocationResponse: GRPC_OK, or a gRPC status with
+ * the reason in e. */
+int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
+                     size_t *out_len, struct err *e);
+
+/* Registration and the device-plugins directory watch. */
+int plugin_lifecycle_start(struct plugin *p, struct err *e);
+void plugin_lifecycle_stop(struct plugin *p);
+
+/* Frees a stopping plugin once its last handle has closed. */
+void plugin_maybe_free(struct plugin *p);
+
+/* (Re)starts the gRPC server on the plugin's socket. */
+int plugin_serve(struct plugin *p, struct err *e);
+
+#endif

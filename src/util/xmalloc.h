@@ -1,0 +1,15 @@
+/* One out-of-memory rule, as redis's zmalloc: an allocation that fails
+ * ends the process with a message. gpulet's allocations are small and
+ * bounded; a node that cannot give a few KiB is better restarted by its
+ * DaemonSet than served by a daemon that half-handles the failure. */
+#ifndef GPULET_XMALLOC_H
+#define GPULET_XMALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t size);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t size);
+char *xstrdup(const char *s);
+
+#endif
