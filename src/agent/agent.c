@@ -121,11 +121,57 @@ static void agent_restart(uv_timer_t *t)
         log_error("SIGHUP: device plugin did not restart: %s", e.msg);
 }
 
-/* NVML, inventory, devices, health, plugin, status; 0, or 1 to exit. */
+/* Off the loop: the inventory's slow half, into a copy (the loop reads the
+ * inventory meanwhile). */
+static void agent_facts_work(uv_work_t *w)
+{
+    struct agent *a = w->data;
+    gpu_inventory_read_facts(&a->nvml, a->facts);
+}
+
+/* Back on the loop: the facts join the inventory, and what needs them
+ * starts (metrics; the plugin re-sends its list with NUMA nodes). */
+static void agent_facts_done(uv_work_t *w, int status)
+{
+    struct agent *a = w->data;
+    if (status == UV_ECANCELED || a->stopping) {
+        gpu_inventory_free(a->facts);
+        free(a->facts);
+        a->facts = NULL;
+        return;
+    }
+    gpu_inventory_take(&a->inv, a->facts);
+    free(a->facts);
+    a->facts = NULL;
+    double t_facts = nvml_clock_ms();
+    agent_log_inventory(a);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        if (a->inv.gpus[i].lost && health_on_lost(&a->devs[i].health, (double)uv_now(&a->loop)))
+            agent_device_changed(a, i, GPU_CHANGED_HEALTH);
+    agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
+    /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
+    struct err e;
+    const struct metrics_hooks mh = {agent_on_lost, a};
+    if (!a->cfg.no_metrics &&
+        metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
+        log_error("metrics are off: %s", e.msg);
+    const double *t = a->start_ms;
+    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, device IDs %.1f ms, events %.1f ms, "
+             "plugin %.1f ms, then the rest of the inventory %.1f ms and metrics %.1f ms; "
+             "total %.1f ms", a->nvml.load_ms, a->nvml.init_ms, t[2] - t[1], t[3] - t[2],
+             t[4] - t[3], t_facts - t[4], nvml_clock_ms() - t_facts, nvml_clock_ms() - t[0]);
+    log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+}
+
+/* Everything the kubelet needs first, so that the agent registers as soon
+ * as it knows the device IDs: NVML, the IDs, the device model, event
+ * watching, the status socket and the plugin. The rest of the inventory
+ * follows off the loop (agent_facts_done). 0, or 1 to exit. */
 static int agent_start(struct agent *a)
 {
     struct err e;
-    double t0 = nvml_clock_ms();
+    double *t = a->start_ms;
+    t[0] = nvml_clock_ms();
     if (nvml_start(&a->nvml, a->cfg.simulate[0] ? a->cfg.simulate : NULL,
                    a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL, &e) < 0) {
         if (a->cfg.fail_on_init_error) {
@@ -134,32 +180,35 @@ static int agent_start(struct agent *a)
         }
         /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
         log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
+        log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
         return 0;
     }
-    double t_nvml = nvml_clock_ms();
-    if (gpu_inventory_build(&a->nvml, &a->inv, &e) < 0) {
+    t[1] = nvml_clock_ms();
+    if (gpu_inventory_build_ids(&a->nvml, &a->inv, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
-    double t_inv = nvml_clock_ms();
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
-    agent_log_inventory(a);
-    if (agent_check_mig(a, &e) < 0 || agent_health_start(a, &e) < 0) {
+    if (agent_check_mig(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
+    t[2] = nvml_clock_ms();
+    if (agent_health_start(a, &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    t[3] = nvml_clock_ms();
     agent_status_start(a);
     if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
-    /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
-    const struct metrics_hooks mh = {agent_on_lost, a};
-    if (!a->cfg.no_metrics &&
-        metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
-        log_error("metrics are off: %s", e.msg);
-    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, inventory %.1f ms, total %.1f ms",
-             a->nvml.load_ms, a->nvml.init_ms, t_inv - t_nvml, nvml_clock_ms() - t0);
+    t[4] = nvml_clock_ms();
+    a->facts = xmalloc(sizeof *a->facts);
+    gpu_inventory_copy(a->facts, &a->inv);
+    a->facts_work.data = a;
+    uv_queue_work(&a->loop, &a->facts_work, agent_facts_work, agent_facts_done);
     return 0;
 }
 
@@ -172,6 +221,7 @@ static void agent_close_walk(uv_handle_t *h, void *arg)
 
 static void agent_shutdown(struct agent *a)
 {
+    a->stopping = true; /* the facts, if still being read, start nothing now */
     metrics_stop(a->metrics); /* first: its sampler thread calls NVML */
     a->metrics = NULL;
     plugin_stop(a->plugin);
@@ -231,10 +281,8 @@ int agent_run(const struct config_args *args)
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
     rc = agent_start(a);
-    if (rc == 0) {
-        log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+    if (rc == 0)
         uv_run(&a->loop, UV_RUN_DEFAULT);
-    }
     agent_shutdown(a);
     log_info("agent stopped");
 out:

@@ -13,6 +13,11 @@
  * from here, with what changed. */
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
 {
+    if (gpu == GPU_DEVICE_ALL) {
+        if (a->plugin)
+            plugin_on_device(a->plugin, gpu, what);
+        return;
+    }
     const struct gpu_device *d = &a->devs[gpu];
     if (what & GPU_CHANGED_HANDLE)
         gpu_watch_set_handle(&a->watch, gpu, d->handle);

@@ -24,7 +24,11 @@ struct agent {
     struct config_args args;
     struct config cfg;
     struct nvml nvml;
-    struct gpu_inventory inv;            /* read-only once built */
+    struct gpu_inventory inv;            /* IDs at start; the other facts once read (facts) */
+    struct gpu_inventory *facts;         /* the copy the slow half is read into off the loop */
+    uv_work_t facts_work;
+    double start_ms[5];                  /* start-up phases, for the log */
+    bool stopping;
     struct gpu_device *devs;             /* the one model of each GPU: written only here */
     struct health_policy policy;
     struct gpu_watch watch;

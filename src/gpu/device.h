@@ -32,7 +32,11 @@ enum gpu_change {
     GPU_CHANGED_HEALTH = 1,
     GPU_CHANGED_HANDLE = 2,
     GPU_CHANGED_XID = 4,
+    GPU_CHANGED_FACTS = 8,       /* the inventory's slow half (NUMA, links...) is known */
 };
+
+/* A notification about every GPU at once. */
+#define GPU_DEVICE_ALL 0xFFFFFFFFu
 
 /* One record per GPU of the inventory, healthy unless the inventory found
  * it lost; the caller frees the array. inv must outlive it. */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/xmalloc.h"
+
 static const char *inventory_arch_name(nvmlDeviceArchitecture_t arch)
 {
     switch (arch) {
@@ -76,17 +78,27 @@ static void inventory_memory(struct nvml *n, struct gpu_info *g)
     }
 }
 
-static void inventory_read_gpu(struct nvml *n, struct gpu_info *g)
+/* What the device plugin needs to advertise and allocate a GPU. */
+static void inventory_read_ids(struct nvml *n, struct gpu_info *g)
 {
-    unsigned minor;
-    nvmlPciInfo_t pci;
+    unsigned minor, cur, pending;
     if (inventory_check(n, g, "uuid", n->DeviceGetUUID(g->handle, g->uuid, sizeof g->uuid)) &&
-        inventory_check(n, g, "name", n->DeviceGetName(g->handle, g->name, sizeof g->name)) &&
-        inventory_check(n, g, "minor number", n->DeviceGetMinorNumber(g->handle, &minor)) &&
-        inventory_check(n, g, "pci info", n->DeviceGetPciInfo(g->handle, &pci))) {
+        inventory_check(n, g, "minor number", n->DeviceGetMinorNumber(g->handle, &minor)))
         g->minor = minor;
+    if (!g->lost && n->DeviceGetMigMode &&
+        inventory_check(n, g, "MIG mode", n->DeviceGetMigMode(g->handle, &cur, &pending)))
+        g->mig_mode = (int)cur;
+}
+
+/* The rest, which may cost milliseconds on a real GPU. */
+static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
+{
+    nvmlPciInfo_t pci;
+    if (g->lost || !g->handle)
+        return;
+    if (inventory_check(n, g, "name", n->DeviceGetName(g->handle, g->name, sizeof g->name)) &&
+        inventory_check(n, g, "pci info", n->DeviceGetPciInfo(g->handle, &pci)))
         snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", pci.busId);
-    }
     if (g->lost)
         return;
     inventory_memory(n, g);
@@ -102,10 +114,6 @@ static void inventory_read_gpu(struct nvml *n, struct gpu_info *g)
     if (n->DeviceGetArchitecture &&
         inventory_check(n, g, "architecture", n->DeviceGetArchitecture(g->handle, &arch)))
         g->architecture = inventory_arch_name(arch);
-    unsigned cur, pending;
-    if (n->DeviceGetMigMode &&
-        inventory_check(n, g, "MIG mode", n->DeviceGetMigMode(g->handle, &cur, &pending)))
-        g->mig_mode = (int)cur;
 }
 
 static void inventory_system(struct nvml *n, struct gpu_inventory *inv)
@@ -122,7 +130,7 @@ static void inventory_system(struct nvml *n, struct gpu_inventory *inv)
     snprintf(inv->library, sizeof inv->library, "%s", n->path);
 }
 
-int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e)
+int gpu_inventory_build_ids(struct nvml *n, struct gpu_inventory *inv, struct err *e)
 {
     memset(inv, 0, sizeof *inv);
     inventory_system(n, inv);
@@ -131,22 +139,49 @@ int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e
     if (rc != NVML_SUCCESS)
         return err_set(e, "cannot count GPUs: %s", nvml_strerror(n, rc));
     inv->count = count;
-    inv->gpus = calloc(count ? count : 1, sizeof *inv->gpus);
-    inv->links = calloc(count ? (size_t)count * count : 1, sizeof *inv->links);
-    if (!inv->gpus || !inv->links) {
-        gpu_inventory_free(inv);
-        return err_set(e, "out of memory for %u GPUs", count);
-    }
+    inv->gpus = xcalloc(count, sizeof *inv->gpus);
+    inv->links = xcalloc((size_t)count * count, sizeof *inv->links);
     for (unsigned i = 0; i < count; i++) {
         struct gpu_info *g = &inv->gpus[i];
         g->index = g->minor = i;
         g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = -1;
         g->architecture = "unknown";
         if (inventory_check(n, g, "handle", n->DeviceGetHandleByIndex(i, &g->handle)))
-            inventory_read_gpu(n, g);
+            inventory_read_ids(n, g);
     }
-    gpu_topology_read(n, inv);
     return 0;
+}
+
+void gpu_inventory_read_facts(struct nvml *n, struct gpu_inventory *inv)
+{
+    for (unsigned i = 0; i < inv->count; i++)
+        inventory_read_facts(n, &inv->gpus[i]);
+    gpu_topology_read(n, inv);
+}
+
+int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e)
+{
+    if (gpu_inventory_build_ids(n, inv, e) < 0)
+        return -1;
+    gpu_inventory_read_facts(n, inv);
+    return 0;
+}
+
+void gpu_inventory_copy(struct gpu_inventory *dst, const struct gpu_inventory *src)
+{
+    *dst = *src;
+    dst->gpus = xcalloc(src->count, sizeof *dst->gpus);
+    dst->links = xcalloc((size_t)src->count * src->count, sizeof *dst->links);
+    memcpy(dst->gpus, src->gpus, src->count * sizeof *src->gpus);
+    memcpy(dst->links, src->links, (size_t)src->count * src->count * sizeof *src->links);
+}
+
+void gpu_inventory_take(struct gpu_inventory *inv, struct gpu_inventory *from)
+{
+    /* Element by element: others hold pointers into inv->gpus. */
+    memcpy(inv->gpus, from->gpus, inv->count * sizeof *inv->gpus);
+    memcpy(inv->links, from->links, (size_t)inv->count * inv->count * sizeof *inv->links);
+    gpu_inventory_free(from);
 }
 
 void gpu_inventory_free(struct gpu_inventory *inv)

@@ -79,7 +79,7 @@ static void plugin_watcher_gone(struct grpc_call *call, void *ctx)
 void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what)
 {
     (void)gpu; /* the kubelet takes the whole list */
-    if (!(what & GPU_CHANGED_HEALTH) || !p->watchers)
+    if (!(what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS)) || !p->watchers)
         return;
     size_t len;
     uint8_t *msg = plugin_list(p, &len);

@@ -29,8 +29,8 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_device *devs,
                  const struct plugin_hooks *hooks, struct err *e);
 
-/* A GPU changed (enum gpu_change bits): health changes go to every
- * ListAndWatch stream at once. */
+/* A GPU changed (enum gpu_change bits; gpu may be GPU_DEVICE_ALL): health
+ * and facts (NUMA nodes) go to every ListAndWatch stream at once. */
 void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what);
 
 /* Closes the server (removing the socket), stops watching, and frees the
