@@ -129,8 +129,8 @@ static void agent_facts_work(uv_work_t *w)
     gpu_inventory_read_facts(&a->nvml, a->facts);
 }
 
-/* Back on the loop: the facts join the inventory, and what needs them
- * starts (metrics; the plugin re-sends its list with NUMA nodes). */
+/* Back on the loop: the facts join the inventory, and the rest starts:
+ * NVML events, metrics; the plugin re-sends its list with NUMA nodes. */
 static void agent_facts_done(uv_work_t *w, int status)
 {
     struct agent *a = w->data;
@@ -143,6 +143,9 @@ static void agent_facts_done(uv_work_t *w, int status)
     gpu_inventory_take(&a->inv, a->facts);
     free(a->facts);
     a->facts = NULL;
+    struct err e;
+    if (agent_health_watch(a, &e) < 0)
+        log_error("%s; GPU faults are noticed by probes only", e.msg);
     double t_facts = nvml_clock_ms();
     agent_log_inventory(a);
     for (unsigned i = 0; i < a->inv.count; i++)
@@ -150,23 +153,24 @@ static void agent_facts_done(uv_work_t *w, int status)
             agent_device_changed(a, i, GPU_CHANGED_HEALTH);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
-    struct err e;
     const struct metrics_hooks mh = {agent_on_lost, a};
     if (!a->cfg.no_metrics &&
         metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
         log_error("metrics are off: %s", e.msg);
     const double *t = a->start_ms;
-    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, device IDs %.1f ms, events %.1f ms, "
-             "plugin %.1f ms, then the rest of the inventory %.1f ms and metrics %.1f ms; "
-             "total %.1f ms", a->nvml.load_ms, a->nvml.init_ms, t[2] - t[1], t[3] - t[2],
-             t[4] - t[3], t_facts - t[4], nvml_clock_ms() - t_facts, nvml_clock_ms() - t[0]);
+    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, device IDs %.1f ms, plugin %.1f ms; "
+             "then the rest of the inventory and events %.1f ms, metrics %.1f ms; total %.1f ms",
+             a->nvml.load_ms, a->nvml.init_ms, t[2] - t[1], t[3] - t[2], t_facts - t[3],
+             nvml_clock_ms() - t_facts, nvml_clock_ms() - t[0]);
     log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
 }
 
 /* Everything the kubelet needs first, so that the agent registers as soon
- * as it knows the device IDs: NVML, the IDs, the device model, event
- * watching, the status socket and the plugin. The rest of the inventory
- * follows off the loop (agent_facts_done). 0, or 1 to exit. */
+ * as it knows the device IDs: NVML, the IDs, the device model, the status
+ * socket and the plugin. The rest of the inventory follows off the loop,
+ * then event watching and metrics (agent_facts_done): an XID in the first
+ * milliseconds after registering is not seen, as with NVIDIA's plugin,
+ * whose health checks also start after it registers. 0, or 1 to exit. */
 static int agent_start(struct agent *a)
 {
     struct err e;
@@ -194,17 +198,13 @@ static int agent_start(struct agent *a)
         return 1;
     }
     t[2] = nvml_clock_ms();
-    if (agent_health_start(a, &e) < 0) {
-        log_error("%s", e.msg);
-        return 1;
-    }
-    t[3] = nvml_clock_ms();
+    agent_health_start(a, &e);
     agent_status_start(a);
     if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
-    t[4] = nvml_clock_ms();
+    t[3] = nvml_clock_ms();
     a->facts = xmalloc(sizeof *a->facts);
     gpu_inventory_copy(a->facts, &a->inv);
     a->facts_work.data = a;

@@ -116,5 +116,6 @@ def plugin_agent(agent, kubelet, tmp_path):
                   str(tmp_path / "status.sock"), *metrics, *args, prefix=prefix)
         if wait:
             kubelet.wait_registrations(len(kubelet.registrations) + 1, timeout=30)
+            a.wait_log("agent running")  # NVML events are watched from here on
         return a
     return start

@@ -21,6 +21,9 @@ def check(what, cond, detail=""):
     print(f"{'PASS' if cond else 'FAIL'}  {what}  {detail}", flush=True)
 
 
+text = ""
+
+
 def scrape(url):
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     out = {}
