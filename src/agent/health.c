@@ -161,7 +161,8 @@ int agent_health_watch(struct agent *a, struct err *e)
 {
     if (!health_policy_active(&a->policy))
         return 0;
-    return gpu_watch_start(&a->watch, &a->loop, &a->nvml, &a->inv, agent_on_event, a, e);
+    return gpu_watch_start(&a->watch, &a->loop, &a->nvml, a->devs, a->inv.count, agent_on_event,
+                           a, e);
 }
 
 void agent_health_stop(struct agent *a)

@@ -9,6 +9,7 @@
 #include "gpu/inventory.h"
 #include "gpu/render.h"
 #include "util/opts.h"
+#include "util/xmalloc.h"
 
 static const char list_usage[] =
     "usage: gpulet list [-o table|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
@@ -84,8 +85,8 @@ int cmd_list(int argc, char **argv)
         nvml_close(&n);
         return CLI_FAIL;
     }
-    struct gpu_health *health = calloc(inv.count + 1, sizeof *health);
-    if (health && !list_agent_health(cli_status_socket(status), &inv, health)) {
+    struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
+    if (!list_agent_health(cli_status_socket(status), &inv, health)) {
         free(health);
         health = NULL;
     }

@@ -8,6 +8,7 @@
 #include "sim/control.h"
 #include "sim/scenario.h"
 #include "util/strbuf.h"
+#include "util/xmalloc.h"
 
 static const char sim_usage[] =
     "usage: gpulet sim COMMAND [ARGS]\n"
@@ -69,11 +70,11 @@ int cmd_sim(int argc, char **argv)
             fputs(text, stdout);
             return CLI_OK;
         }
-        struct scenario *sc = malloc(sizeof *sc);
+        struct scenario *sc = xmalloc(sizeof *sc);
         struct err e;
         int rc = CLI_OK;
-        if (!sc || scenario_load(argv[2], sc, &e) < 0) {
-            fprintf(stderr, "gpulet sim: %s\n", sc ? e.msg : "out of memory");
+        if (scenario_load(argv[2], sc, &e) < 0) {
+            fprintf(stderr, "gpulet sim: %s\n", e.msg);
             rc = CLI_FAIL;
         } else {
             printf("%s: %u GPUs, driver %s\n", sc->name, sc->count, sc->driver_version);

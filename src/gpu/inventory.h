@@ -8,7 +8,7 @@
 #include "nvml/nvml.h"
 
 struct gpu_info {
-    nvmlDevice_t handle;
+    nvmlDevice_t handle;            /* as found when built; a running agent uses its device model's */
     unsigned index;
     unsigned minor;                 /* /dev/nvidiaN */
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];

@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "gpu/inventory.h"
+#include "util/xmalloc.h"
 
 /* Per GPU: active links to each peer (by bus id) and to NVSwitches. */
 struct topo_links {
@@ -64,9 +65,7 @@ static unsigned topo_direct(const struct topo_links *t, const char *bus)
 void gpu_topology_read(struct nvml *n, struct gpu_inventory *inv)
 {
     unsigned count = inv->count;
-    struct topo_links *t = calloc(count ? count : 1, sizeof *t);
-    if (!t)
-        return; /* links stay unknown: pcie -1, no NVLink */
+    struct topo_links *t = xcalloc(count, sizeof *t);
     for (unsigned i = 0; i < count; i++)
         topo_read_links(n, &inv->gpus[i], &t[i]);
     for (unsigned a = 0; a < count; a++) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 #define WATCH_WAIT_MS 200   /* bounds how long stopping takes */
 #define WATCH_EVENTS (nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError)
@@ -97,7 +98,8 @@ static void watch_register_gpu(struct gpu_watch *w, unsigned gpu, nvmlDevice_t h
         log_warn("GPU %u: cannot watch XID/ECC events: %s", gpu, nvml_strerror(n, rc));
 }
 
-static int watch_register(struct gpu_watch *w, const struct gpu_inventory *inv, struct err *e)
+static int watch_register(struct gpu_watch *w, const struct gpu_device *devs, unsigned count,
+                          struct err *e)
 {
     struct nvml *n = w->nvml;
     if (!n->EventSetCreate || !n->DeviceRegisterEvents || !n->EventSetWait || !n->EventSetFree)
@@ -105,14 +107,12 @@ static int watch_register(struct gpu_watch *w, const struct gpu_inventory *inv, 
     nvmlReturn_t rc = n->EventSetCreate(&w->set);
     if (rc != NVML_SUCCESS)
         return err_set(e, "nvmlEventSetCreate: %s", nvml_strerror(n, rc));
-    w->count = inv->count;
-    w->handles = calloc(inv->count + 1, sizeof *w->handles);
-    if (!w->handles)
-        return err_set(e, "out of memory");
-    for (unsigned i = 0; i < inv->count; i++) {
-        w->handles[i] = inv->gpus[i].handle;
-        if (!inv->gpus[i].lost && inv->gpus[i].handle)
-            watch_register_gpu(w, i, inv->gpus[i].handle);
+    w->count = count;
+    w->handles = xcalloc(count, sizeof *w->handles);
+    for (unsigned i = 0; i < count; i++) {
+        w->handles[i] = devs[i].handle;
+        if (devs[i].handle && devs[i].health.reason != HEALTH_LOST)
+            watch_register_gpu(w, i, devs[i].handle);
     }
     return 0;
 }
@@ -128,13 +128,14 @@ void gpu_watch_set_handle(struct gpu_watch *w, unsigned gpu, nvmlDevice_t handle
 }
 
 int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
-                    const struct gpu_inventory *inv, gpu_watch_cb cb, void *ctx, struct err *e)
+                    const struct gpu_device *devs, unsigned count, gpu_watch_cb cb, void *ctx,
+                    struct err *e)
 {
     memset(w, 0, sizeof *w);
     w->nvml = n;
     w->cb = cb;
     w->ctx = ctx;
-    if (watch_register(w, inv, e) < 0) {
+    if (watch_register(w, devs, count, e) < 0) {
         if (w->set)
             n->EventSetFree(w->set);
         w->set = NULL;

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "gpu/inventory.h"
+#include "gpu/device.h"
 
 #define GPU_WATCH_QUEUE 256
 #define GPU_WATCH_ANY_GPU 0xFFFFFFFFU
@@ -36,10 +36,12 @@ struct gpu_watch {
     void *ctx;
 };
 
-/* Registers every present GPU for XID and double-bit ECC events and starts
- * the thread; cb runs on the loop for each event. */
+/* Registers every GPU that is not lost for XID and double-bit ECC events,
+ * with the handles of the device model, and starts the thread; cb runs on
+ * the loop for each event. */
 int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
-                    const struct gpu_inventory *inv, gpu_watch_cb cb, void *ctx, struct err *e);
+                    const struct gpu_device *devs, unsigned count, gpu_watch_cb cb, void *ctx,
+                    struct err *e);
 
 /* Stops the thread (within one wait timeout), frees the event set, closes the async. */
 void gpu_watch_stop(struct gpu_watch *w);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "grpc/h2io.h"
+#include "util/xmalloc.h"
 
 struct grpc_client_call {
     struct h2io io;              /* first: h2io callbacks cast back to us */
@@ -211,9 +212,7 @@ struct grpc_client_call *grpc_client_unary(uv_loop_t *loop, const char *socket_p
                                            size_t len, unsigned timeout_ms,
                                            grpc_client_done_fn done, void *ctx)
 {
-    struct grpc_client_call *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    struct grpc_client_call *c = xcalloc(1, sizeof *c);
     snprintf(c->socket, sizeof c->socket, "%s", socket_path);
     snprintf(c->path, sizeof c->path, "%s", method_path);
     c->timeout_ms = timeout_ms;

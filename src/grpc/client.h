@@ -14,7 +14,7 @@ typedef void (*grpc_client_done_fn)(void *ctx, enum grpc_status status, const ch
                                     const uint8_t *resp, size_t len);
 
 /* Starts a call; done runs exactly once, from the loop, unless the call is
- * cancelled first. Returns NULL only when out of memory. */
+ * cancelled first. */
 struct grpc_client_call *grpc_client_unary(uv_loop_t *loop, const char *socket_path,
                                            const char *method_path, const uint8_t *req,
                                            size_t len, unsigned timeout_ms,

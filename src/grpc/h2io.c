@@ -1,4 +1,5 @@
 #include "grpc/h2io.h"
+#include "util/xmalloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,10 +67,7 @@ void h2io_flush(struct h2io *io)
             break;
         if (total + (size_t)n > cap) {
             cap = (total + (size_t)n) * 2;
-            struct h2io_write *bigger = realloc(w, sizeof *w + cap);
-            if (!bigger)
-                abort();
-            w = bigger;
+            w = xrealloc(w, sizeof *w + cap);
         }
         memcpy(w->data + total, data, (size_t)n);
         total += (size_t)n;

@@ -9,6 +9,7 @@
 
 #include "grpc/h2io.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 /* The largest header block a request may carry (advertised in SETTINGS and
  * enforced here, since nghttp2's own HTTP checks are off: see
@@ -204,9 +205,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     struct grpc_conn *conn = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    struct grpc_call *c = calloc(1, sizeof *c);
-    if (!c)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    struct grpc_call *c = xcalloc(1, sizeof *c);
     c->conn = conn;
     c->stream_id = f->hd.stream_id;
     c->next = conn->calls;
@@ -379,9 +378,7 @@ static void server_on_connection(uv_stream_t *listener, int status)
     struct grpc_server *s = listener->data;
     if (status < 0 || s->closing)
         return;
-    struct grpc_conn *conn = calloc(1, sizeof *conn);
-    if (!conn)
-        return;
+    struct grpc_conn *conn = xcalloc(1, sizeof *conn);
     conn->srv = s;
     conn->io.on_closed = conn_closed;
     uv_pipe_init(s->loop, &conn->io.pipe, 0);
@@ -411,9 +408,7 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
                       const struct grpc_method *methods, size_t nmethods, struct err *e)
 {
     *out = NULL;
-    struct grpc_server *s = calloc(1, sizeof *s);
-    if (!s)
-        return err_set(e, "out of memory");
+    struct grpc_server *s = xcalloc(1, sizeof *s);
     if (strlen(path) >= sizeof s->path) {
         free(s);
         return err_set(e, "socket path too long: %s", path);

@@ -1,4 +1,5 @@
 #include "http/http.h"
+#include "util/xmalloc.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -179,9 +180,7 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, cons
     struct sockaddr_storage ss;
     if (http_parse_addr(addr, &ss, e) < 0)
         return -1;
-    struct http_server *s = calloc(1, sizeof *s);
-    if (!s)
-        return err_set(e, "out of memory");
+    struct http_server *s = xcalloc(1, sizeof *s);
     if (http_load(&s->mhd, lib, e) < 0) {
         free(s);
         return -1;

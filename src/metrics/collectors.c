@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 /* dcgm-exporter's default counters, in its order. */
 static const char default_csv[] =
@@ -136,11 +137,7 @@ int collectors_load(struct collectors *c, const char *path, struct err *e)
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, "%s: %s", path, strerror(errno));
-    char *buf = malloc(1 << 20);
-    if (!buf) {
-        fclose(f);
-        return err_set(e, "out of memory");
-    }
+    char *buf = xmalloc(1 << 20);
     size_t n = fread(buf, 1, 1 << 20, f);
     int big = !feof(f);
     fclose(f);

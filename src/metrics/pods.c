@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "metrics/internal.h"
+#include "util/xmalloc.h"
 #include "podresources.pb-c.h"
 
 #define PODS_MAX_SHARES 1024
@@ -45,15 +46,10 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
     V1__ListPodResourcesResponse *r = v1__list_pod_resources_response__unpack(NULL, len, msg);
     if (!r)
         return -1;
-    unsigned *holders = calloc(inv->count + 1, sizeof *holders);
+    unsigned *holders = xcalloc(inv->count + 1, sizeof *holders);
     free(s->shares);
-    s->shares = calloc(PODS_MAX_SHARES, sizeof *s->shares);
+    s->shares = xcalloc(PODS_MAX_SHARES, sizeof *s->shares);
     s->nshares = 0;
-    if (!holders || !s->shares) {
-        free(holders);
-        v1__list_pod_resources_response__free_unpacked(r, NULL);
-        return -1;
-    }
     memset(s->owned, 0, inv->count * sizeof *s->owned);
     for (size_t p = 0; p < r->n_pod_resources; p++) {
         const V1__PodResources *pod = r->pod_resources[p];

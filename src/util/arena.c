@@ -5,19 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/xmalloc.h"
+
 void *arena_alloc(struct arena *a, size_t size)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 32;
-        void **b = realloc(a->blocks, cap * sizeof *b);
-        if (!b)
-            abort();
-        a->blocks = b;
+        a->blocks = xrealloc(a->blocks, cap * sizeof *a->blocks);
         a->cap = cap;
     }
-    void *p = calloc(1, size ? size : 1);
-    if (!p)
-        abort();
+    void *p = xcalloc(1, size);
     a->blocks[a->n++] = p;
     return p;
 }

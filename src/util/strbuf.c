@@ -1,4 +1,5 @@
 #include "util/strbuf.h"
+#include "util/xmalloc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,10 +13,7 @@ static void strbuf_reserve(struct strbuf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p)
-        abort(); /* a daemon of a few MiB that cannot get 256 bytes has nothing better to do */
-    b->data = p;
+    b->data = xrealloc(b->data, cap);
     b->cap = cap;
 }
 

@@ -1,4 +1,5 @@
 #include "util/ydoc.h"
+#include "util/xmalloc.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -36,11 +37,7 @@ int ydoc_load_file(struct ydoc *d, const char *path, struct err *e)
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, "%s: %s", path, strerror(errno));
-    char *buf = malloc(YDOC_MAX_FILE + 1);
-    if (!buf) {
-        fclose(f);
-        return err_set(e, "%s: out of memory", path);
-    }
+    char *buf = xmalloc(YDOC_MAX_FILE + 1);
     size_t n = fread(buf, 1, YDOC_MAX_FILE + 1, f);
     int rerr = ferror(f);
     fclose(f);
