@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/procfs.h"
 #include "gpu/render.h"
 #include "metrics/collectors.h"
 #include "util/log.h"
@@ -121,36 +122,115 @@ static void agent_restart(uv_timer_t *t)
         log_error("SIGHUP: device plugin did not restart: %s", e.msg);
 }
 
-/* Off the loop: the inventory's slow half, into a copy (the loop reads the
- * inventory meanwhile). */
-static void agent_facts_work(uv_work_t *w)
+/* Which procfs lists the node's GPUs for registering before NVML is up, or
+ * NULL where the fast start does not apply: simulated or given NVML (the
+ * node's procfs is not theirs), IDs that only NVML can give (indexes) or
+ * MIG strategies that need NVML's word first. GPULET_PROC_ROOT points the
+ * tests at a procfs of their own, simulator included. */
+static const char *agent_proc_root(const struct agent *a)
 {
-    struct agent *a = w->data;
-    gpu_inventory_read_facts(&a->nvml, a->facts);
+    if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE)
+        return NULL;
+    const char *env = getenv("GPULET_PROC_ROOT");
+    if (env && *env)
+        return env;
+    return a->cfg.simulate[0] || a->cfg.nvml_path[0] ? NULL : "/proc";
 }
 
-/* Back on the loop: the facts join the inventory, and the rest starts:
- * NVML events, metrics; the plugin re-sends its list with NUMA nodes. */
-static void agent_facts_done(uv_work_t *w, int status)
+/* Off the loop: NVML itself where the IDs came from procfs, then the
+ * inventory's slow half, into an inventory of its own (the loop reads its
+ * own meanwhile). */
+static void agent_nvml_work(uv_work_t *w)
+{
+    struct agent *a = w->data;
+    struct gpu_inventory *found = &a->found;
+    if (!a->nvml_up) {
+        a->nvml_rc = nvml_init(&a->nvml, &a->nvml_err);
+        if (a->nvml_rc == 0)
+            a->nvml_rc = gpu_inventory_build_ids(&a->nvml, found, &a->nvml_err);
+    } else {
+        gpu_inventory_copy(found, &a->inv);
+    }
+    if (a->nvml_rc == 0)
+        gpu_inventory_read_facts(&a->nvml, found);
+}
+
+/* NVML never came up behind a procfs start: the GPUs are advertised, so
+ * they turn unhealthy, and the agent stops where it must fail. */
+static void agent_nvml_failed(struct agent *a)
+{
+    double now = (double)uv_now(&a->loop);
+    char why[128];
+    snprintf(why, sizeof why, "%.127s", a->nvml_err.msg);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        if (health_on_missing(&a->devs[i].health, why, now))
+            agent_device_changed(a, i, GPU_CHANGED_HEALTH);
+    if (a->cfg.fail_on_init_error) {
+        log_error("%s", a->nvml_err.msg);
+        a->exit_code = 1;
+        uv_stop(&a->loop);
+        return;
+    }
+    log_error("%s; its GPUs are advertised unhealthy (fail-on-init-error is false)",
+              a->nvml_err.msg);
+    log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+}
+
+/* NVML's inventory joins the one the agent started with, matched by UUID. */
+static void agent_take_inventory(struct agent *a)
+{
+    int *map = xcalloc(a->inv.count, sizeof *map);
+    gpu_inventory_merge(&a->inv, &a->found, map);
+    double now = (double)uv_now(&a->loop);
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        struct gpu_device *d = &a->devs[i];
+        unsigned what = 0;
+        if (map[i] < 0) {
+            if (health_on_missing(&d->health, "the driver lists it, NVML does not", now))
+                what |= GPU_CHANGED_HEALTH;
+        } else {
+            if (gpu_device_set_handle(d, a->inv.gpus[i].handle))
+                what |= GPU_CHANGED_HANDLE;
+            if (a->inv.gpus[i].lost && health_on_lost(&d->health, now))
+                what |= GPU_CHANGED_HEALTH;
+        }
+        if (what)
+            agent_device_changed(a, i, what);
+    }
+    for (unsigned j = 0; j < a->found.count; j++) {
+        bool known = false;
+        for (unsigned i = 0; i < a->inv.count; i++)
+            known |= map[i] == (int)j;
+        if (!known)
+            log_warn("NVML lists GPU %s, which the driver's procfs did not: it is not advertised "
+                     "until the agent restarts", a->found.gpus[j].uuid);
+    }
+    free(map);
+    gpu_inventory_free(&a->found);
+}
+
+/* Back on the loop: NVML's inventory joins the agent's, and the rest
+ * starts: NVML events, metrics; the plugin re-sends its list with NUMA
+ * nodes. */
+static void agent_nvml_done(uv_work_t *w, int status)
 {
     struct agent *a = w->data;
     if (status == UV_ECANCELED || a->stopping) {
-        gpu_inventory_free(a->facts);
-        free(a->facts);
-        a->facts = NULL;
+        gpu_inventory_free(&a->found);
         return;
     }
-    gpu_inventory_take(&a->inv, a->facts);
-    free(a->facts);
-    a->facts = NULL;
+    if (a->nvml_rc < 0) {
+        gpu_inventory_free(&a->found);
+        agent_nvml_failed(a);
+        return;
+    }
+    a->nvml_up = true;
+    agent_take_inventory(a);
     struct err e;
     if (agent_health_watch(a, &e) < 0)
         log_error("%s; GPU faults are noticed by probes only", e.msg);
     double t_facts = nvml_clock_ms();
     agent_log_inventory(a);
-    for (unsigned i = 0; i < a->inv.count; i++)
-        if (a->inv.gpus[i].lost && health_on_lost(&a->devs[i].health, (double)uv_now(&a->loop)))
-            agent_device_changed(a, i, GPU_CHANGED_HEALTH);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
@@ -158,26 +238,38 @@ static void agent_facts_done(uv_work_t *w, int status)
         metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
         log_error("metrics are off: %s", e.msg);
     const double *t = a->start_ms;
-    log_info("start-up: NVML load %.1f ms, nvmlInit %.1f ms, device IDs %.1f ms, plugin %.1f ms; "
-             "then the rest of the inventory and events %.1f ms, metrics %.1f ms; total %.1f ms",
-             a->nvml.load_ms, a->nvml.init_ms, t[2] - t[1], t[3] - t[2], t_facts - t[3],
-             nvml_clock_ms() - t_facts, nvml_clock_ms() - t[0]);
+    log_info("start-up: %s %.1f ms, plugin %.1f ms; then %sthe rest of the inventory and events "
+             "%.1f ms, metrics %.1f ms; total %.1f ms",
+             a->early ? "device IDs from procfs" : "NVML and device IDs", t[1] - t[0],
+             t[2] - t[1], a->early ? "NVML, " : "", t_facts - t[2], nvml_clock_ms() - t_facts,
+             nvml_clock_ms() - t[0]);
+    log_info("NVML load %.1f ms, nvmlInit %.1f ms", a->nvml.load_ms, a->nvml.init_ms);
     log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
 }
 
-/* Everything the kubelet needs first, so that the agent registers as soon
- * as it knows the device IDs: NVML, the IDs, the device model, the status
- * socket and the plugin. The rest of the inventory follows off the loop,
- * then event watching and metrics (agent_facts_done): an XID in the first
- * milliseconds after registering is not seen, as with NVIDIA's plugin,
- * whose health checks also start after it registers. 0, or 1 to exit. */
-static int agent_start(struct agent *a)
+/* The device IDs: from the driver's procfs where it has them (microseconds:
+ * NVML is then loaded here and initialized off the loop), else from NVML,
+ * started here. 0, 1 to exit, or -1 for a node without NVML where that is
+ * allowed. */
+static int agent_find_ids(struct agent *a)
 {
     struct err e;
-    double *t = a->start_ms;
-    t[0] = nvml_clock_ms();
-    if (nvml_start(&a->nvml, a->cfg.simulate[0] ? a->cfg.simulate : NULL,
-                   a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL, &e) < 0) {
+    const char *simulate = a->cfg.simulate[0] ? a->cfg.simulate : NULL;
+    const char *path = a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL;
+    const char *proc = agent_proc_root(a);
+    if (proc && gpu_procfs_read(proc, &a->inv, &e) == 0) {
+        if (nvml_select(&a->nvml, simulate, path, &e) == 0) {
+            a->early = true;
+            log_info("%u GPU(s) in %s/driver/nvidia/gpus: registering them while NVML starts",
+                     a->inv.count, proc);
+            return 0;
+        }
+        gpu_inventory_free(&a->inv);
+        nvml_close(&a->nvml);
+    } else if (proc) {
+        log_debug("%s; registering once NVML is up", e.msg);
+    }
+    if (nvml_start(&a->nvml, simulate, path, &e) < 0) {
         if (a->cfg.fail_on_init_error) {
             log_error("%s", e.msg);
             return 1;
@@ -185,30 +277,46 @@ static int agent_start(struct agent *a)
         /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
         log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
         log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
-        return 0;
+        return -1;
     }
-    t[1] = nvml_clock_ms();
+    a->nvml_up = true;
     if (gpu_inventory_build_ids(&a->nvml, &a->inv, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
+    return 0;
+}
+
+/* Everything the kubelet needs first, so that the agent registers as soon
+ * as it knows the device IDs: the IDs, the device model, the status socket
+ * and the plugin. NVML (where the IDs came from procfs) and the rest of the
+ * inventory follow off the loop, then event watching and metrics
+ * (agent_nvml_done): an XID in the first milliseconds after registering is
+ * not seen, as with NVIDIA's plugin, whose health checks also start after
+ * it registers. 0, or 1 to exit. */
+static int agent_start(struct agent *a)
+{
+    struct err e;
+    double *t = a->start_ms;
+    t[0] = nvml_clock_ms();
+    int rc = agent_find_ids(a);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
     if (agent_check_mig(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
-    t[2] = nvml_clock_ms();
+    t[1] = nvml_clock_ms();
     agent_health_start(a, &e);
     agent_status_start(a);
     if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }
-    t[3] = nvml_clock_ms();
-    a->facts = xmalloc(sizeof *a->facts);
-    gpu_inventory_copy(a->facts, &a->inv);
-    a->facts_work.data = a;
-    uv_queue_work(&a->loop, &a->facts_work, agent_facts_work, agent_facts_done);
+    t[2] = nvml_clock_ms();
+    a->nvml_work.data = a;
+    uv_queue_work(&a->loop, &a->nvml_work, agent_nvml_work, agent_nvml_done);
     return 0;
 }
 
@@ -283,6 +391,8 @@ int agent_run(const struct config_args *args)
     rc = agent_start(a);
     if (rc == 0)
         uv_run(&a->loop, UV_RUN_DEFAULT);
+    if (rc == 0)
+        rc = a->exit_code;
     agent_shutdown(a);
     log_info("agent stopped");
 out:

@@ -121,6 +121,8 @@ static void agent_probe_done(uv_work_t *w, int status)
 
 void agent_probe_start(struct agent *a)
 {
+    if (!a->nvml_up)
+        return; /* NVML is still starting: it will tell us */
     if (a->probing) {
         a->probe_again = true; /* one more pass once this one is back */
         return;

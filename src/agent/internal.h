@@ -23,12 +23,17 @@ struct agent {
     uv_signal_t sigint, sigterm, sighup;
     struct config_args args;
     struct config cfg;
-    struct nvml nvml;
-    struct gpu_inventory inv;            /* IDs at start; the other facts once read (facts) */
-    struct gpu_inventory *facts;         /* the copy the slow half is read into off the loop */
-    uv_work_t facts_work;
-    double start_ms[4];                  /* start-up phases, for the log */
+    struct nvml nvml;                    /* nvml_work's while !nvml_up */
+    struct gpu_inventory inv;            /* IDs at start (procfs or NVML); the rest once read */
+    bool early;                          /* the IDs came from procfs, before NVML */
+    bool nvml_up;                        /* nvml may be used on the loop */
+    uv_work_t nvml_work;                 /* NVML (early) and the inventory's slow half */
+    struct gpu_inventory found;          /* what nvml_work read: written by it, then merged */
+    int nvml_rc;                         /* nvml_work's outcome, and why it failed */
+    struct err nvml_err;
+    double start_ms[3];                  /* start-up phases, for the log */
     bool stopping;
+    int exit_code;                       /* for a failure after start-up */
     struct gpu_device *devs;             /* the one model of each GPU: written only here */
     struct health_policy policy;
     struct gpu_watch watch;

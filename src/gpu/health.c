@@ -134,6 +134,11 @@ bool health_on_lost(struct gpu_health *h, double now_ms)
     return changed;
 }
 
+bool health_on_missing(struct gpu_health *h, const char *why, double now_ms)
+{
+    return health_set(h, HEALTH_LOST, 0, now_ms, why);
+}
+
 bool health_clear(struct gpu_health *h)
 {
     bool changed = h->reason != HEALTH_OK;

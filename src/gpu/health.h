@@ -69,6 +69,11 @@ bool health_on_ecc(struct gpu_health *h, double now_ms);
 /* Records that NVML cannot reach the GPU; returns true if the state changed. */
 bool health_on_lost(struct gpu_health *h, double now_ms);
 
+/* Records that NVML does not give us the GPU at all (it failed to start, or
+ * does not list a GPU the driver does), with why; a lost GPU. Returns true
+ * if the state changed. */
+bool health_on_missing(struct gpu_health *h, const char *why, double now_ms);
+
 /* Applies a probe: marks a lost GPU, or recovers one whose rule is met.
  * quiet_ms is the XID quiet period (0: XIDs never clear by themselves).
  * Returns true if the state changed. */

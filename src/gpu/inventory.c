@@ -176,12 +176,26 @@ void gpu_inventory_copy(struct gpu_inventory *dst, const struct gpu_inventory *s
     memcpy(dst->links, src->links, (size_t)src->count * src->count * sizeof *src->links);
 }
 
-void gpu_inventory_take(struct gpu_inventory *inv, struct gpu_inventory *from)
+void gpu_inventory_merge(struct gpu_inventory *inv, const struct gpu_inventory *from, int *map)
 {
-    /* Element by element: others hold pointers into inv->gpus. */
-    memcpy(inv->gpus, from->gpus, inv->count * sizeof *inv->gpus);
-    memcpy(inv->links, from->links, (size_t)inv->count * inv->count * sizeof *inv->links);
-    gpu_inventory_free(from);
+    memcpy(inv->driver_version, from->driver_version, sizeof inv->driver_version);
+    memcpy(inv->nvml_version, from->nvml_version, sizeof inv->nvml_version);
+    memcpy(inv->library, from->library, sizeof inv->library);
+    inv->cuda_version = from->cuda_version;
+    for (unsigned i = 0; i < inv->count; i++) {
+        map[i] = -1;
+        for (unsigned j = 0; j < from->count && map[i] < 0; j++)
+            if (!strcmp(inv->gpus[i].uuid, from->gpus[j].uuid))
+                map[i] = (int)j;
+        /* In place, GPU by GPU: others hold pointers into inv->gpus. */
+        if (map[i] >= 0)
+            inv->gpus[i] = from->gpus[map[i]];
+    }
+    for (unsigned a = 0; a < inv->count; a++)
+        for (unsigned b = 0; b < inv->count; b++)
+            if (map[a] >= 0 && map[b] >= 0)
+                inv->links[(size_t)a * inv->count + b] =
+                    from->links[(size_t)map[a] * from->count + (size_t)map[b]];
 }
 
 void gpu_inventory_free(struct gpu_inventory *inv)

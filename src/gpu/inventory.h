@@ -49,13 +49,15 @@ int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e
  * cost of NVML's first handle). The second reads the rest (name, PCI,
  * memory, NUMA, compute capability, architecture, links: memory affinity
  * alone took 8.8 ms on an H200) into the inventory it is given, which may
- * be a copy (gpu_inventory_copy) read off the loop and taken back on it
- * (gpu_inventory_take). */
+ * be a copy (gpu_inventory_copy) read off the loop. */
 int gpu_inventory_build_ids(struct nvml *n, struct gpu_inventory *inv, struct err *e);
 void gpu_inventory_read_facts(struct nvml *n, struct gpu_inventory *inv);
 void gpu_inventory_copy(struct gpu_inventory *dst, const struct gpu_inventory *src);
-/* Copies from's GPUs and links into inv (same GPUs) in place, then frees from. */
-void gpu_inventory_take(struct gpu_inventory *inv, struct gpu_inventory *from);
+
+/* Takes what NVML found (from) into inv, GPU by GPU matched by UUID, in
+ * place: others hold pointers into inv->gpus. map[i] gets from's position
+ * of inv's GPU i, or -1 where NVML did not list it (inv's entry is kept). */
+void gpu_inventory_merge(struct gpu_inventory *inv, const struct gpu_inventory *from, int *map);
 
 /* Frees what the inventory owns. */
 void gpu_inventory_free(struct gpu_inventory *inv);

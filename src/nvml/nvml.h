@@ -104,9 +104,10 @@ int nvml_init(struct nvml *n, struct err *e);
 /* Shuts NVML down if it was initialized and closes the library. */
 void nvml_close(struct nvml *n);
 
-/* Opens and initializes NVML: the simulator on simulate (a preset name or
- * scenario file) when it is not NULL, else the library at path, else the
- * driver's (src/nvml/select.c). */
+/* Opens NVML: the simulator on simulate (a preset name or scenario file)
+ * when it is not NULL, else the library at path, else the driver's
+ * (src/nvml/select.c). nvml_start also initializes it. */
+int nvml_select(struct nvml *n, const char *simulate, const char *path, struct err *e);
 int nvml_start(struct nvml *n, const char *simulate, const char *path, struct err *e);
 
 /* NVML's message for rc: the library's own when loaded, else gpulet's copy. */

@@ -39,7 +39,7 @@ static int nvml_find_sim(char *out, size_t len, struct err *e)
                       "(set GPULET_SIM_LIB)", SIM_LIB_NAME, exe, exe);
 }
 
-int nvml_start(struct nvml *n, const char *simulate, const char *path, struct err *e)
+int nvml_select(struct nvml *n, const char *simulate, const char *path, struct err *e)
 {
     char lib[PATH_MAX];
     memset(n, 0, sizeof *n); /* so nvml_close is safe whatever fails below */
@@ -52,7 +52,12 @@ int nvml_start(struct nvml *n, const char *simulate, const char *path, struct er
         setenv("GPULET_SIM_SCENARIO", simulate, 1);
         path = lib;
     }
-    if (nvml_open(n, path, e) < 0)
+    return nvml_open(n, path, e);
+}
+
+int nvml_start(struct nvml *n, const char *simulate, const char *path, struct err *e)
+{
+    if (nvml_select(n, simulate, path, e) < 0)
         return -1;
     if (nvml_init(n, e) < 0) {
         nvml_close(n);

@@ -1,9 +1,13 @@
 /* The device inventory built from the simulator's presets: identity,
  * NUMA, and the pairwise interconnect each topology should produce. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpu/inventory.h"
+#include "gpu/procfs.h"
 #include "gpu/render.h"
 #include "testutil.h"
 
@@ -127,12 +131,112 @@ static void test_h200x4_vm_matches_the_real_machine(void **state)
     done(&n, &inv);
 }
 
+/* --- the driver's procfs ---------------------------------------------------- */
+
+static const char h200_info[] = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\n"
+                                "GPU UUID: \t GPU-6dd9515a-9560-6f0c-5991-755d71b463ce\n"
+                                "Video BIOS: \t 96.00.a5.00.1a\nBus Type: \t PCIe\n"
+                                "Bus Location: \t 0000:00:06.0\nDevice Minor: \t 0\n"
+                                "GPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n";
+
+static void test_procfs_parse(void **state)
+{
+    (void)state;
+    struct gpu_info g;
+    struct err e;
+    bool excluded;
+    /* As the H200's driver wrote it (docs/real-gpu.md). */
+    assert_int_equal(gpu_procfs_parse("info", h200_info, strlen(h200_info), &g, &excluded, &e), 0);
+    assert_string_equal(g.uuid, "GPU-6dd9515a-9560-6f0c-5991-755d71b463ce");
+    assert_string_equal(g.pci_bus_id, "00000000:00:06.0");
+    assert_string_equal(g.name, "NVIDIA H200");
+    assert_int_equal(g.minor, 0);
+    assert_false(excluded);
+    const char ex[] = "GPU UUID: GPU-1\nBus Location: 0000:1b:00.0\nDevice Minor: 7\nGPU Excluded: Yes\n";
+    assert_int_equal(gpu_procfs_parse("x", ex, strlen(ex), &g, &excluded, &e), 0);
+    assert_true(excluded);
+    assert_string_equal(g.pci_bus_id, "00000000:1B:00.0");
+    const char *bad[][2] = {
+        {"GPU UUID: nope\nBus Location: 0000:1b:00.0\nDevice Minor: 1\n", "info: GPU UUID 'nope'"},
+        {"GPU UUID: GPU-1\nBus Location: 0000:1b:00.0\nDevice Minor: 300\n", "Device Minor '300'"},
+        {"GPU UUID: GPU-1\nBus Location: somewhere\nDevice Minor: 1\n", "Bus Location 'somewhere'"},
+        {"GPU UUID: GPU-1\nDevice Minor: 1\n", "info: no Bus Location"},
+        {"", "info: no GPU UUID"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(gpu_procfs_parse("info", bad[i][0], strlen(bad[i][0]), &g, &excluded, &e), -1);
+        assert_contains(e.msg, bad[i][1]);
+    }
+}
+
+static void procfs_write(const char *root, const char *bus, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/driver/nvidia/gpus/%s", root, bus);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", path);
+    assert_int_equal(system(cmd), 0);
+    strcat(path, "/information");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_procfs_read(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/gpulet-procfs-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct gpu_inventory inv;
+    struct err e;
+    assert_int_equal(gpu_procfs_read(root, &inv, &e), -1); /* no driver directory */
+    assert_contains(e.msg, "driver/nvidia/gpus");
+    /* Written out of bus order: read in NVML's (bus) order; excluded left out. */
+    procfs_write(root, "0000:b0:00.0", "GPU UUID: GPU-b\nBus Location: 0000:b0:00.0\nDevice Minor: 1\n");
+    procfs_write(root, "0000:1b:00.0", "GPU UUID: GPU-a\nBus Location: 0000:1b:00.0\nDevice Minor: 0\n");
+    procfs_write(root, "0000:c0:00.0", "GPU UUID: GPU-c\nBus Location: 0000:c0:00.0\n"
+                                       "Device Minor: 2\nGPU Excluded: Yes\n");
+    assert_int_equal(gpu_procfs_read(root, &inv, &e), 0);
+    assert_int_equal(inv.count, 2);
+    assert_string_equal(inv.gpus[0].uuid, "GPU-a");
+    assert_string_equal(inv.gpus[1].uuid, "GPU-b");
+    assert_int_equal(inv.gpus[1].index, 1);
+    assert_null(inv.gpus[0].handle);
+    /* Merging NVML's view: matched by UUID, links remapped. */
+    struct gpu_inventory nv = {.count = 2};
+    nv.gpus = calloc(2, sizeof *nv.gpus);
+    nv.links = calloc(4, sizeof *nv.links);
+    strcpy(nv.gpus[0].uuid, "GPU-b");
+    strcpy(nv.gpus[1].uuid, "GPU-z");
+    nv.gpus[0].numa_node = 1;
+    nv.links[0].nvlinks = 18;
+    strcpy(nv.driver_version, "580.159.04");
+    int map[2];
+    gpu_inventory_merge(&inv, &nv, map);
+    assert_int_equal(map[0], -1);
+    assert_int_equal(map[1], 0);
+    assert_int_equal(inv.gpus[1].numa_node, 1);
+    assert_int_equal(inv.links[3].nvlinks, 18);
+    assert_string_equal(inv.driver_version, "580.159.04");
+    gpu_inventory_free(&nv);
+    gpu_inventory_free(&inv);
+    /* A broken entry fails the whole read, naming the file. */
+    procfs_write(root, "0000:d0:00.0", "GPU UUID: GPU-d\n");
+    assert_int_equal(gpu_procfs_read(root, &inv, &e), -1);
+    assert_contains(e.msg, "0000:d0:00.0/information: no Device Minor");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dgx_h100), cmocka_unit_test(test_a100_islands),
         cmocka_unit_test(test_l4_pcie),  cmocka_unit_test(test_lost_gpu),
         cmocka_unit_test(test_h200x4_vm_matches_the_real_machine),
+        cmocka_unit_test(test_procfs_parse), cmocka_unit_test(test_procfs_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
