@@ -61,7 +61,11 @@ def agent_rss(gpulet, args):
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, GPULET_SIM_CONTROL=os.path.join(tmp, "sim.sock"))
         log = open(os.path.join(tmp, "agent.log"), "w+")
-        p = subprocess.Popen([gpulet, "agent", *args], stdout=log, stderr=subprocess.STDOUT, env=env)
+        # The node's paths stay untouched: kubelet root and status socket are ours.
+        p = subprocess.Popen([gpulet, "agent", *args, "--kubelet-root", os.path.join(tmp, "kubelet"),
+                              "--status-socket", os.path.join(tmp, "status.sock"),
+                              "--metrics-listen", "127.0.0.1:0"],
+                             stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:

@@ -31,7 +31,7 @@ GPULET_SIM_CONTROL=off GPULET_SIM_SCENARIO=dgx-h100 LD_LIBRARY_PATH=$PWD/build/s
 log "NVML call timing (inventory sequence)"
 python3 tests/realgpu/nvml_timing.py
 log "agent on the real GPU for 2 s"
-timeout -s INT 2 build/gpulet agent; echo "agent exit $?"
+timeout -s INT 2 build/gpulet agent --kubelet-root "$OUT/kubelet" --status-socket "$OUT/status.sock"; echo "agent exit $?"
 log "device plugin on the real GPU (grpcio kubelet)"
 GPULET_STUBS=$PWD/build/stubs python3 tests/realgpu/plugin_check.py build/gpulet
 log "benchmark: bench/startup.py --real"
