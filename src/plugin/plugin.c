@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/server.h"
@@ -210,6 +211,16 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
     snprintf(p->socket, sizeof p->socket, "%s/" PLUGIN_SOCKET, p->dir);
     snprintf(p->kubelet_socket, sizeof p->kubelet_socket, "%s/kubelet.sock", p->dir);
     *out = NULL;
+    /* A unix socket path has 107 bytes at most: a kubelet root too long for
+     * it can never work, so it fails now rather than retrying forever. */
+    if (strlen(p->socket) >= sizeof ((struct sockaddr_un *)0)->sun_path) {
+        err_set(e, "--kubelet-root %s is too long: the plugin's socket %s would be %zu bytes, "
+                   "and unix sockets take at most %zu", cfg->kubelet_root, p->socket,
+                strlen(p->socket), sizeof ((struct sockaddr_un *)0)->sun_path - 1);
+        free(p->devs);
+        free(p);
+        return -1;
+    }
     if (plugin_lifecycle_start(p, e) < 0) {
         plugin_stop(p);
         return -1;

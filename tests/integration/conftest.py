@@ -1,7 +1,9 @@
 """Shared fixtures: the gpulet binary, its simulator, and a running agent."""
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,16 @@ def check_clean(stderr):
     """Fails the test if a sanitizer reported anything."""
     for mark in SANITIZER_MARKS:
         assert mark not in stderr, stderr
+
+
+@pytest.fixture
+def tmp_path():
+    """A short temporary directory instead of pytest's own: unix socket paths
+    are limited to 107 bytes, and pytest's grow with the user name and the
+    test's name (/tmp/pytest-of-<user>/pytest-N/<test>/kubelet/...)."""
+    d = Path(tempfile.mkdtemp(prefix="gpulet-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

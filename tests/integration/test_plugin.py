@@ -308,6 +308,15 @@ def test_bad_health_variable(agent, kubelet, sim_env):
     assert "DP_ENABLE_HEALTHCHECKS=48,seventy-nine: 'seventy-nine' is not an XID number" in a.log()
 
 
+def test_kubelet_root_too_long(agent, tmp_path):
+    """A socket path longer than a unix socket takes fails at start, saying so."""
+    root = tmp_path / ("k" * 90)
+    a = agent("--simulate", "t4", "--kubelet-root", str(root), "--no-metrics")
+    assert a.proc.wait(timeout=10) == 1
+    assert f"--kubelet-root {root} is too long" in a.log()
+    assert "unix sockets take at most 107" in a.log()
+
+
 def test_agent_restart(plugin_agent, kubelet):
     a = plugin_agent("--simulate", "t4")
     a.proc.kill()
