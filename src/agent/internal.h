@@ -51,6 +51,16 @@ struct agent {
     struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
 };
 
+/* Start-up (start.c): 0, or 1 to exit. */
+int agent_start(struct agent *a);
+
+/* Starts the device plugin on the agent's model (at start and after a reload). */
+int agent_plugin_start(struct agent *a, struct err *e);
+
+/* Refuses MIG strategies other than none on a node with MIG enabled: they
+ * arrive with the MIG issue. */
+int agent_check_mig(const struct agent *a, struct err *e);
+
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
  * watcher, metrics, the plugin. The one way news of a device travels. */
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what);

@@ -1,0 +1,259 @@
+/* Start-up: find the device IDs (the driver's procfs, else NVML), register
+ * with the kubelet, then bring up the rest off the loop (docs/architecture.md). */
+#include "agent/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/procfs.h"
+#include "gpu/render.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+static void agent_log_inventory(const struct agent *a)
+{
+    const struct gpu_inventory *inv = &a->inv;
+    log_info("NVML %s (driver %s, CUDA %d.%d) from %s: %u GPU(s)", inv->nvml_version,
+             inv->driver_version, inv->cuda_version / 1000, inv->cuda_version % 1000 / 10,
+             inv->library, inv->count);
+    for (unsigned i = 0; i < inv->count; i++) {
+        const struct gpu_info *g = &inv->gpus[i];
+        log_info("GPU %u: %s %s bus %s NUMA %d %s%s%s", g->index, g->uuid, g->name, g->pci_bus_id,
+                 g->numa_node, gpu_render_health(g, NULL), g->problem[0] ? ": " : "", g->problem);
+    }
+    if (inv->count == 0)
+        log_warn("no GPUs found: advertising an empty %s list", PLUGIN_RESOURCE);
+}
+
+/* MIG devices as resources arrive with the MIG strategies; until then a
+ * strategy other than none must not pretend to work. */
+int agent_check_mig(const struct agent *a, struct err *e)
+{
+    if (a->cfg.mig_strategy == CONFIG_MIG_NONE)
+        return 0;
+    for (unsigned i = 0; i < a->inv.count; i++)
+        if (a->inv.gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE)
+            return err_set(e, "GPU %u has MIG enabled, and MIG strategy single/mixed is not "
+                              "supported yet: use --mig-strategy none (MIG GPUs are then "
+                              "advertised whole)", i);
+    return 0;
+}
+
+static void agent_on_allocate(void *ctx)
+{
+    struct agent *a = ctx;
+    metrics_on_allocate(a->metrics);
+}
+
+int agent_plugin_start(struct agent *a, struct err *e)
+{
+    const struct plugin_hooks hooks = {agent_on_allocate, a};
+    return plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, e);
+}
+
+/* The sampler found a GPU lost: the probe decides, for everyone. */
+static void agent_on_lost(void *ctx, unsigned gpu)
+{
+    (void)gpu;
+    agent_probe_start(ctx);
+}
+
+/* Which procfs lists the node's GPUs for registering before NVML is up, or
+ * NULL where the fast start does not apply: simulated or given NVML (the
+ * node's procfs is not theirs), IDs that only NVML can give (indexes) or
+ * MIG strategies that need NVML's word first. GPULET_PROC_ROOT points the
+ * tests at a procfs of their own, simulator included. */
+static const char *agent_proc_root(const struct agent *a)
+{
+    if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE)
+        return NULL;
+    const char *env = getenv("GPULET_PROC_ROOT");
+    if (env && *env)
+        return env;
+    return a->cfg.simulate[0] || a->cfg.nvml_path[0] ? NULL : "/proc";
+}
+
+/* Off the loop: NVML itself where the IDs came from procfs, then the
+ * inventory's slow half, into an inventory of its own (the loop reads its
+ * own meanwhile). */
+static void agent_nvml_work(uv_work_t *w)
+{
+    struct agent *a = w->data;
+    struct gpu_inventory *found = &a->found;
+    if (!a->nvml_up) {
+        a->nvml_rc = nvml_init(&a->nvml, &a->nvml_err);
+        if (a->nvml_rc == 0)
+            a->nvml_rc = gpu_inventory_build_ids(&a->nvml, found, &a->nvml_err);
+    } else {
+        gpu_inventory_copy(found, &a->inv);
+    }
+    if (a->nvml_rc == 0)
+        gpu_inventory_read_facts(&a->nvml, found);
+}
+
+/* NVML never came up behind a procfs start: the GPUs are advertised, so
+ * they turn unhealthy, and the agent stops where it must fail. */
+static void agent_nvml_failed(struct agent *a)
+{
+    double now = (double)uv_now(&a->loop);
+    char why[128];
+    snprintf(why, sizeof why, "%.127s", a->nvml_err.msg);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        if (health_on_missing(&a->devs[i].health, why, now))
+            agent_device_changed(a, i, GPU_CHANGED_HEALTH);
+    if (a->cfg.fail_on_init_error) {
+        log_error("%s", a->nvml_err.msg);
+        a->exit_code = 1;
+        uv_stop(&a->loop);
+        return;
+    }
+    log_error("%s; its GPUs are advertised unhealthy (fail-on-init-error is false)",
+              a->nvml_err.msg);
+    log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+}
+
+/* NVML's inventory joins the one the agent started with, matched by UUID. */
+static void agent_take_inventory(struct agent *a)
+{
+    int *map = xcalloc(a->inv.count, sizeof *map);
+    gpu_inventory_merge(&a->inv, &a->found, map);
+    double now = (double)uv_now(&a->loop);
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        struct gpu_device *d = &a->devs[i];
+        unsigned what = 0;
+        if (map[i] < 0) {
+            if (health_on_missing(&d->health, "the driver lists it, NVML does not", now))
+                what |= GPU_CHANGED_HEALTH;
+        } else {
+            if (gpu_device_set_handle(d, a->inv.gpus[i].handle))
+                what |= GPU_CHANGED_HANDLE;
+            if (a->inv.gpus[i].lost && health_on_lost(&d->health, now))
+                what |= GPU_CHANGED_HEALTH;
+        }
+        if (what)
+            agent_device_changed(a, i, what);
+    }
+    for (unsigned j = 0; j < a->found.count; j++) {
+        bool known = false;
+        for (unsigned i = 0; i < a->inv.count; i++)
+            known |= map[i] == (int)j;
+        if (!known)
+            log_warn("NVML lists GPU %s, which the driver's procfs did not: it is not advertised "
+                     "until the agent restarts", a->found.gpus[j].uuid);
+    }
+    free(map);
+    gpu_inventory_free(&a->found);
+}
+
+/* Back on the loop: NVML's inventory joins the agent's, and the rest
+ * starts: NVML events, metrics; the plugin re-sends its list with NUMA
+ * nodes. */
+static void agent_nvml_done(uv_work_t *w, int status)
+{
+    struct agent *a = w->data;
+    if (status == UV_ECANCELED || a->stopping) {
+        gpu_inventory_free(&a->found);
+        return;
+    }
+    if (a->nvml_rc < 0) {
+        gpu_inventory_free(&a->found);
+        agent_nvml_failed(a);
+        return;
+    }
+    a->nvml_up = true;
+    agent_take_inventory(a);
+    struct err e;
+    if (agent_health_watch(a, &e) < 0)
+        log_error("%s; GPU faults are noticed by probes only", e.msg);
+    double t_facts = nvml_clock_ms();
+    agent_log_inventory(a);
+    agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
+    /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
+    const struct metrics_hooks mh = {agent_on_lost, a};
+    if (!a->cfg.no_metrics &&
+        metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
+        log_error("metrics are off: %s", e.msg);
+    const double *t = a->start_ms;
+    log_info("start-up: %s %.1f ms, plugin %.1f ms; then %sthe rest of the inventory and events "
+             "%.1f ms, metrics %.1f ms; total %.1f ms",
+             a->early ? "device IDs from procfs" : "NVML and device IDs", t[1] - t[0],
+             t[2] - t[1], a->early ? "NVML, " : "", t_facts - t[2], nvml_clock_ms() - t_facts,
+             nvml_clock_ms() - t[0]);
+    log_info("NVML load %.1f ms, nvmlInit %.1f ms", a->nvml.load_ms, a->nvml.init_ms);
+    log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+}
+
+/* The device IDs: from the driver's procfs where it has them (microseconds:
+ * NVML is then loaded here and initialized off the loop), else from NVML,
+ * started here. 0, 1 to exit, or -1 for a node without NVML where that is
+ * allowed. */
+static int agent_find_ids(struct agent *a)
+{
+    struct err e;
+    const char *simulate = a->cfg.simulate[0] ? a->cfg.simulate : NULL;
+    const char *path = a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL;
+    const char *proc = agent_proc_root(a);
+    if (proc && gpu_procfs_read(proc, &a->inv, &e) == 0) {
+        if (nvml_select(&a->nvml, simulate, path, &e) == 0) {
+            a->early = true;
+            log_info("%u GPU(s) in %s/driver/nvidia/gpus: registering them while NVML starts",
+                     a->inv.count, proc);
+            return 0;
+        }
+        gpu_inventory_free(&a->inv);
+        nvml_close(&a->nvml);
+    } else if (proc) {
+        log_debug("%s; registering once NVML is up", e.msg);
+    }
+    if (nvml_start(&a->nvml, simulate, path, &e) < 0) {
+        if (a->cfg.fail_on_init_error) {
+            log_error("%s", e.msg);
+            return 1;
+        }
+        /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
+        log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
+        log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+        return -1;
+    }
+    a->nvml_up = true;
+    if (gpu_inventory_build_ids(&a->nvml, &a->inv, &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Everything the kubelet needs first, so that the agent registers as soon
+ * as it knows the device IDs: the IDs, the device model, the status socket
+ * and the plugin. NVML (where the IDs came from procfs) and the rest of the
+ * inventory follow off the loop, then event watching and metrics
+ * (agent_nvml_done): an XID in the first milliseconds after registering is
+ * not seen, as with NVIDIA's plugin, whose health checks also start after
+ * it registers. 0, or 1 to exit. */
+int agent_start(struct agent *a)
+{
+    struct err e;
+    double *t = a->start_ms;
+    t[0] = nvml_clock_ms();
+    int rc = agent_find_ids(a);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
+    if (agent_check_mig(a, &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    t[1] = nvml_clock_ms();
+    agent_health_start(a, &e);
+    agent_status_start(a);
+    if (agent_plugin_start(a, &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    t[2] = nvml_clock_ms();
+    a->nvml_work.data = a;
+    uv_queue_work(&a->loop, &a->nvml_work, agent_nvml_work, agent_nvml_done);
+    return 0;
+}
+
