@@ -1,5 +1,9 @@
-/* The device inventory: one in-memory model of the node's GPUs, built once
- * from NVML and read by every part of gpulet (list, plugin, metrics, labels). */
+/* The device inventory: what NVML (or, for the IDs, the driver's procfs)
+ * says of the node's GPUs: identity, memory, NUMA, links. Whoever builds
+ * it owns it. In the agent, only start-up writes it (the IDs, then NVML's
+ * facts merged in on the loop); everyone else reads it, on the loop, as
+ * const. What changes while running (handle, health, XIDs) is not here
+ * but in the agent's device records (gpu/device.h). */
 #ifndef GPULET_INVENTORY_H
 #define GPULET_INVENTORY_H
 
