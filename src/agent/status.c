@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "agent/internal.h"
@@ -147,6 +148,12 @@ void agent_status_start(struct agent *a)
     const char *path = a->cfg.status_socket;
     if (!*path)
         return;
+    /* libuv would cut a longer path short and bind somewhere else. */
+    if (strlen(path) >= sizeof ((struct sockaddr_un *)0)->sun_path) {
+        log_warn("status socket %s: longer than the %zu bytes a unix socket takes; `gpulet list` "
+                 "will not show agent health", path, sizeof ((struct sockaddr_un *)0)->sun_path - 1);
+        return;
+    }
     struct agent_status *s = xcalloc(1, sizeof *s);
     s->a = a;
     snprintf(s->path, sizeof s->path, "%s", path);

@@ -29,7 +29,7 @@ struct plugin {
     uv_loop_t *loop;
     const struct config *cfg;
     const struct gpu_inventory *inv;
-    const struct gpu_device *devs_of;    /* one per GPU, the agent's: health is read there */
+    const struct gpu_device *records;    /* the agent's record of each GPU: health is read there */
     struct plugin_device *devs;
     unsigned ndevs;
     char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */

@@ -40,7 +40,7 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         V1beta1__Device *d = arena_alloc(&a, sizeof *d);
         v1beta1__device__init(d);
         d->id = (char *)p->devs[i].id;
-        d->health = (char *)health_name(&p->devs_of[p->devs[i].gpu].health);
+        d->health = (char *)health_name(&p->records[p->devs[i].gpu].health);
         if (g->numa_node >= 0) {
             /* Lets the kubelet's topology manager align GPUs with CPUs. */
             V1beta1__TopologyInfo *t = arena_alloc(&a, sizeof *t);
@@ -203,7 +203,7 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
     p->loop = loop;
     p->cfg = cfg;
     p->inv = inv;
-    p->devs_of = devs;
+    p->records = devs;
     if (hooks)
         p->hooks = *hooks;
     plugin_build_devices(p);

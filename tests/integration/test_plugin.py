@@ -308,13 +308,17 @@ def test_bad_health_variable(agent, kubelet, sim_env):
     assert "DP_ENABLE_HEALTHCHECKS=48,seventy-nine: 'seventy-nine' is not an XID number" in a.log()
 
 
-def test_kubelet_root_too_long(agent, tmp_path):
-    """A socket path longer than a unix socket takes fails at start, saying so."""
+def test_socket_paths_too_long(agent, tmp_path):
+    """Socket paths longer than a unix socket takes are refused, saying so:
+    the plugin's stops the agent, the status socket's only warns."""
     root = tmp_path / ("k" * 90)
-    a = agent("--simulate", "t4", "--kubelet-root", str(root), "--no-metrics")
+    status = tmp_path / ("s" * 110)
+    a = agent("--simulate", "t4", "--kubelet-root", str(root), "--no-metrics",
+              "--status-socket", str(status))
     assert a.proc.wait(timeout=10) == 1
     assert f"--kubelet-root {root} is too long" in a.log()
     assert "unix sockets take at most 107" in a.log()
+    assert f"status socket {status}: longer than the 107 bytes" in a.log()
 
 
 def test_agent_restart(plugin_agent, kubelet):
