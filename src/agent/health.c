@@ -143,20 +143,18 @@ static void agent_probe_tick(uv_timer_t *t)
     }
 }
 
-int agent_health_start(struct agent *a, struct err *e)
+void agent_health_start(struct agent *a)
 {
     a->probe = xcalloc(a->inv.count, sizeof *a->probe);
     a->probe_handle = xcalloc(a->inv.count, sizeof *a->probe_handle);
-    (void)e;
     if (!health_policy_active(&a->policy)) {
         log_warn("health checking is off (DP_DISABLE_HEALTHCHECKS)");
-        return 0;
+        return;
     }
     uv_timer_init(&a->loop, &a->probe_timer);
     a->probe_timer.data = a;
     a->probe_timer_on = true;
     uv_timer_start(&a->probe_timer, agent_probe_tick, a->cfg.probe_ms, a->cfg.probe_ms);
-    return 0;
 }
 
 int agent_health_watch(struct agent *a, struct err *e)

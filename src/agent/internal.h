@@ -66,7 +66,7 @@ int agent_check_mig(const struct agent *a, struct err *e);
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what);
 
 /* Starts the probe timer. */
-int agent_health_start(struct agent *a, struct err *e);
+void agent_health_start(struct agent *a);
 
 /* Starts watching NVML events (1.6 ms on an H200: after registering). */
 int agent_health_watch(struct agent *a, struct err *e);

@@ -245,7 +245,7 @@ int agent_start(struct agent *a)
         return 1;
     }
     t[1] = nvml_clock_ms();
-    agent_health_start(a, &e);
+    agent_health_start(a);
     agent_status_start(a);
     if (agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);

@@ -1,8 +1,10 @@
-/* Shared pieces of the subcommands: exit codes, NVML selection, usage. */
+/* Shared pieces of the subcommands: exit codes, the status socket, usage. */
 #ifndef GPULET_CLI_H
 #define GPULET_CLI_H
 
-#include "nvml/nvml.h"
+#include <stddef.h>
+
+#include "util/err.h"
 
 #define CLI_OK 0
 #define CLI_FAIL 1   /* the command ran and failed */

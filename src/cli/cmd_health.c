@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "gpu/health.h"
+#include "nvml/nvml_abi.h"
 #include "util/opts.h"
 
 static const char health_usage[] =
