@@ -61,6 +61,46 @@ SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t 
     return nvmlDeviceGetPciInfo_v3(device, pci);
 }
 
+/* Every simulated product is a 3D controller (class 0x0302), as data-centre GPUs are. */
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!pci)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (pci->version != nvmlPciInfoExt_v1)
+        return sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    nvmlPciInfo_t p;
+    const struct sim_gpu *g = &device->desc;
+    sim_fill_pci(&p, g->domain, g->bus, g->device, g->product->pci_device_id,
+                 g->product->pci_subsystem_id);
+    *pci = (nvmlPciInfoExt_t){.version = pci->version, .domain = p.domain, .bus = p.bus,
+                              .device = p.device, .pciDeviceId = p.pciDeviceId,
+                              .pciSubSystemId = p.pciSubSystemId, .baseClass = 0x03,
+                              .subClass = 0x02};
+    memcpy(pci->busId, p.busId, sizeof pci->busId);
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!info)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    memset(info, 0, sizeof *info);
+    const struct scenario *sc = &sim_state.sc;
+    if (!sc->fabric)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    memcpy(info->clusterUuid, sc->cluster_uuid, sizeof info->clusterUuid);
+    info->status = NVML_SUCCESS;
+    info->cliqueId = sc->clique_id;
+    info->state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    return sim_leave(NVML_SUCCESS);
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
                                                  unsigned long *nodeSet, nvmlAffinityScope_t scope)
 {

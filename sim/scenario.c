@@ -313,11 +313,44 @@ static int scenario_versions(struct ydoc *d, yaml_node_t *root, struct scenario 
     return 0;
 }
 
+/* fabric: {cluster_uuid: UUID, clique_id: N}: the node's GPUs are in one
+ * NVLink clique of a multi-node fabric (GB200 NVL72 and the like). */
+static int scenario_fabric(struct ydoc *d, yaml_node_t *n, struct scenario *sc, struct err *e)
+{
+    static const char *const keys[] = {"cluster_uuid", "clique_id", NULL};
+    if (ydoc_check_keys(d, n, "fabric", keys, e) < 0)
+        return -1;
+    yaml_node_t *u = ydoc_get(d, n, "cluster_uuid"), *c = ydoc_get(d, n, "clique_id");
+    if (!u || !c)
+        return ydoc_error(d, n, e, "fabric needs cluster_uuid and clique_id");
+    const char *s;
+    long clique;
+    if (ydoc_scalar(d, u, "cluster_uuid", &s, e) < 0 ||
+        ydoc_int(d, c, "clique_id", 0, 0x7fffffff, &clique, e) < 0)
+        return -1;
+    unsigned nbytes = 0;
+    for (const char *p = s; *p && nbytes <= NVML_GPU_FABRIC_UUID_LEN; p++) {
+        if (*p == '-')
+            continue;
+        unsigned v;
+        if (nbytes == NVML_GPU_FABRIC_UUID_LEN || sscanf(p, "%2x", &v) != 1 ||
+            !isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]))
+            return ydoc_error(d, u, e, "cluster_uuid '%s' is not a UUID", s);
+        sc->cluster_uuid[nbytes++] = (unsigned char)v;
+        p++;
+    }
+    if (nbytes != NVML_GPU_FABRIC_UUID_LEN)
+        return ydoc_error(d, u, e, "cluster_uuid '%s' is not a UUID", s);
+    sc->fabric = true;
+    sc->clique_id = (unsigned)clique;
+    return 0;
+}
+
 static int scenario_build(struct ydoc *d, struct scenario *sc, struct err *e)
 {
     static const char *const keys[] = {"name", "driver_version", "cuda_version", "numa_nodes",
                                        "gpus_per_pcie_switch", "nvlink", "nvlink_islands",
-                                       "gpus", "seed", NULL};
+                                       "gpus", "seed", "fabric", NULL};
     yaml_node_t *root = ydoc_root(d);
     if (!root)
         return ydoc_error(d, NULL, e, "empty scenario");
@@ -331,6 +364,8 @@ static int scenario_build(struct ydoc *d, struct scenario *sc, struct err *e)
         snprintf(sc->name, sizeof sc->name, "%s", s);
     }
     if (scenario_versions(d, root, sc, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "fabric")) && scenario_fabric(d, n, sc, e) < 0)
         return -1;
     long numa_nodes = 1, per_switch = 1, seed = 0;
     if ((n = ydoc_get(d, root, "numa_nodes")) && ydoc_int(d, n, "numa_nodes", 1, 64, &numa_nodes, e) < 0)

@@ -52,6 +52,9 @@ struct scenario {
     char name[64];
     char driver_version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
     int cuda_version;        /* 1000 * major + 10 * minor, as NVML reports it */
+    bool fabric;             /* on a multi-node NVLink fabric: every GPU registered in it */
+    unsigned char cluster_uuid[NVML_GPU_FABRIC_UUID_LEN];
+    unsigned clique_id;
     unsigned count;
     struct sim_gpu gpus[SIM_MAX_GPUS];
 };

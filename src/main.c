@@ -10,6 +10,7 @@ static const char main_usage[] =
     "  agent     run the node agent\n"
     "  list      show the node's GPUs\n"
     "  health    the running agent's GPU health; clear a GPU\n"
+    "  labels    print the node labels the agent publishes\n"
     "  sim       inject faults into simulated GPUs; list simulator presets\n"
     "  version   print the version\n"
     "Run gpulet COMMAND --help for a command's options.\n";
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
         return cmd_agent(argc - 1, argv + 1);
     if (!strcmp(cmd, "health"))
         return cmd_health(argc - 1, argv + 1);
+    if (!strcmp(cmd, "labels"))
+        return cmd_labels(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))
         return cmd_sim(argc - 1, argv + 1);
     fprintf(stderr, "gpulet: unknown command '%s'\n%s", cmd, main_usage);

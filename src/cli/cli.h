@@ -2,6 +2,7 @@
 #ifndef GPULET_CLI_H
 #define GPULET_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/err.h"
@@ -18,6 +19,14 @@ int cli_unix_request(const char *path, const char *line, char *reply, size_t len
 /* The agent's status socket: --status-socket, $GPULET_STATUS_SOCKET or the default. */
 const char *cli_status_socket(const char *flag);
 
+struct gpu_inventory;
+struct gpu_health;
+
+/* Fills health[] (one per GPU of inv) from the running agent's answer on
+ * the status socket; false when no agent answers. */
+bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
+                      struct gpu_health *health);
+
 /* Prints "gpulet: <msg>" to stderr and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -25,5 +34,6 @@ int cmd_list(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_health(int argc, char **argv);
+int cmd_labels(int argc, char **argv);
 
 #endif

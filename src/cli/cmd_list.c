@@ -19,28 +19,6 @@ static const char list_usage[] =
     "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n"
     "  --status-socket PATH  the agent to ask for GPU health [/run/gpulet/status.sock]\n";
 
-/* Fills health[] from the agent's "health" answer; false when no agent answers. */
-static bool list_agent_health(const char *socket, const struct gpu_inventory *inv,
-                              struct gpu_health *health)
-{
-    char reply[16384];
-    struct err e;
-    if (cli_unix_request(socket, "health\n", reply, sizeof reply, &e) < 0)
-        return false;
-    char *save = NULL;
-    for (char *line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        struct gpu_health h;
-        unsigned index;
-        if (health_line_read(line, &index, uuid, sizeof uuid, &h) < 0)
-            continue;
-        for (unsigned i = 0; i < inv->count; i++)
-            if (!strcmp(inv->gpus[i].uuid, uuid))
-                health[i] = h;
-    }
-    return true;
-}
-
 int cmd_list(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -86,7 +64,7 @@ int cmd_list(int argc, char **argv)
         return CLI_FAIL;
     }
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    if (!list_agent_health(cli_status_socket(status), &inv, health)) {
+    if (!cli_agent_health(cli_status_socket(status), &inv, health)) {
         free(health);
         health = NULL;
     }

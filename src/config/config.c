@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
@@ -30,6 +31,7 @@ static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
 static const char *const id_choices[] = {"uuid", "index", NULL};
 static const char *const list_choices[] = {"envvar", "volume-mounts", "cdi-annotations",
                                            "cdi-cri", NULL};
+static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
@@ -89,6 +91,23 @@ static const struct config_opt options[] = {
      F(pod_resources_interval_ms), NULL, "5000", "how often pod labels are refreshed"},
     {"hostname", "GPULET_HOSTNAME", NULL, T_STRING, S(hostname), NULL, "",
      "the Hostname label (default: $NODE_NAME, else the host name)"},
+    {"labels", "GPULET_LABELS", NULL, T_ENUM, F(labels_output), labels_choices, "auto",
+     "node labels to: api (the Node object), file (NFD), none; auto: api in a cluster"},
+    {"output-file", "GFD_OUTPUT_FILE", "flags.gfd.outputFile", T_STRING, S(output_file), NULL,
+     "/etc/kubernetes/node-feature-discovery/features.d/gfd", "the NFD feature file (--labels file)"},
+    {"keep-labels-file", "GPULET_KEEP_LABELS_FILE", NULL, T_BOOL, F(keep_labels_file), NULL,
+     "false", "leave the feature file in place on exit"},
+    {"machine-type-file", "GFD_MACHINE_TYPE_FILE", "flags.gfd.machineTypeFile", T_STRING,
+     S(machine_type_file), NULL, "/sys/class/dmi/id/product_name",
+     "file with the machine's product name (nvidia.com/gpu.machine)"},
+    {"no-timestamp", "GFD_NO_TIMESTAMP", "flags.gfd.noTimestamp", T_BOOL, F(no_timestamp), NULL,
+     "true", "leave out nvidia.com/gfd.timestamp (false: add it, a write per change)"},
+    {"accelerator-label", "GPULET_ACCELERATOR_LABEL", NULL, T_STRING, S(accelerator_label), NULL,
+     "accelerator", "key of the GKE-style accelerator label; none: leave it out"},
+    {"kubeconfig", "KUBECONFIG", NULL, T_STRING, S(kubeconfig), NULL, "",
+     "kubeconfig for the API server (default: the pod's service account)"},
+    {"node-name", "NODE_NAME", NULL, T_STRING, S(node_name), NULL, "",
+     "the Node whose labels gpulet keeps (--labels api)"},
 };
 #define NOPTS (sizeof options / sizeof *options)
 _Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char *),
@@ -98,8 +117,7 @@ _Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char 
  * discovery) or need nothing from gpulet: accepted and not acted on. */
 static const char *const ignored_keys[] = {
     "flags.useNodeFeatureAPI", "flags.deviceDiscoveryStrategy", "flags.plugin.nvidiaCTKPath",
-    "flags.plugin.containerDriverRoot", "flags.gfd.oneshot", "flags.gfd.noTimestamp",
-    "flags.gfd.sleepInterval", "flags.gfd.outputFile", "flags.gfd.machineTypeFile", NULL,
+    "flags.plugin.containerDriverRoot", "flags.gfd.oneshot", "flags.gfd.sleepInterval", NULL,
 };
 
 static int config_set(struct config *c, const struct config_opt *o, const char *value,
@@ -369,6 +387,35 @@ static int config_file(struct config *c, const char *path, struct err *e)
 
 /* --- putting it together ------------------------------------------------------ */
 
+/* A label key as Kubernetes takes it: [prefix/]name, the name at most 63
+ * characters of [A-Za-z0-9-_.] with alphanumeric ends. */
+static bool config_label_key_ok(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    const char *name = slash ? slash + 1 : key;
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || (slash && (slash == key || slash - key > 253)))
+        return false;
+    if (!isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[n - 1]))
+        return false;
+    for (const char *p = key; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(p < name ? "-./" : "-_.", *p))
+            return false;
+    return true;
+}
+
+static int config_check_labels(const struct config *c, struct err *e)
+{
+    if (c->accelerator_label[0] && !config_label_key_ok(c->accelerator_label))
+        return err_set(e, "--accelerator-label '%s' is not a valid label key", c->accelerator_label);
+    if (c->labels_output == CONFIG_LABELS_FILE && !c->output_file[0])
+        return err_set(e, "--labels file needs --output-file");
+    if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
+        return err_set(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
+                          "API, spec.nodeName) or --node-name");
+    return 0;
+}
+
 static size_t config_index(const char *flag)
 {
     size_t i = 0;
@@ -405,6 +452,10 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
     }
     if (!c->dev_root[0])
         strcpy(c->dev_root, c->driver_root);
+    if (!strcmp(c->accelerator_label, "none"))
+        c->accelerator_label[0] = '\0';
+    if (config_check_labels(c, e) < 0)
+        return -1;
     if (c->probe_ms == 0)
         return err_set(e, "--health-probe-ms must be at least 1");
     if (c->metrics_interval_ms < 100 || c->metrics_interval_ms > 3600000)

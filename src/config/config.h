@@ -13,6 +13,9 @@
 
 enum config_mig { CONFIG_MIG_NONE, CONFIG_MIG_SINGLE, CONFIG_MIG_MIXED };
 enum config_id { CONFIG_ID_UUID, CONFIG_ID_INDEX };
+/* Where node labels go: auto is api inside a cluster (or with a
+ * kubeconfig), else none. */
+enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
 
 /* deviceListStrategy bits */
 #define CONFIG_LIST_ENVVAR 1u
@@ -48,6 +51,15 @@ struct config {
     char pod_resources_socket[CONFIG_PATH_MAX];
     unsigned pod_resources_interval_ms;
     char hostname[128];
+    /* node labels (GPU feature discovery's flags where it has one) */
+    int labels_output;                  /* enum config_labels */
+    char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
+    bool keep_labels_file;              /* leave the file behind on exit */
+    char machine_type_file[CONFIG_PATH_MAX];
+    bool no_timestamp;                  /* no nvidia.com/gfd.timestamp (the default) */
+    char accelerator_label[64];         /* the key; empty: no accelerator label */
+    char kubeconfig[CONFIG_PATH_MAX];   /* empty: in-cluster credentials */
+    char node_name[128];                /* the Node to label */
 };
 
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */

@@ -90,6 +90,29 @@ static void inventory_read_ids(struct nvml *n, struct gpu_info *g)
         g->mig_mode = (int)cur;
 }
 
+/* The PCI class code (compute or graphics mode), where NVML can say. */
+static void inventory_pci_class(struct nvml *n, struct gpu_info *g)
+{
+    nvmlPciInfoExt_t pci = {.version = nvmlPciInfoExt_v1};
+    if (n->DeviceGetPciInfoExt && n->DeviceGetPciInfoExt(g->handle, &pci) == NVML_SUCCESS)
+        g->pci_class = (int)((pci.baseClass & 0xff) << 8 | (pci.subClass & 0xff));
+}
+
+/* The GPU's NVLink clique on a multi-node fabric, once its registration is
+ * complete; not supported on most systems. */
+static void inventory_clique(struct nvml *n, struct gpu_info *g)
+{
+    nvmlGpuFabricInfo_t f;
+    if (!n->DeviceGetGpuFabricInfo || n->DeviceGetGpuFabricInfo(g->handle, &f) != NVML_SUCCESS ||
+        f.state != NVML_GPU_FABRIC_STATE_COMPLETED || f.status != NVML_SUCCESS)
+        return;
+    const unsigned char *u = f.clusterUuid;
+    snprintf(g->clique, sizeof g->clique,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x.%u", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15], f.cliqueId);
+}
+
 /* The rest, which may cost milliseconds on a real GPU. */
 static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
 {
@@ -114,6 +137,8 @@ static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
     if (n->DeviceGetArchitecture &&
         inventory_check(n, g, "architecture", n->DeviceGetArchitecture(g->handle, &arch)))
         g->architecture = inventory_arch_name(arch);
+    inventory_pci_class(n, g);
+    inventory_clique(n, g);
 }
 
 static void inventory_system(struct nvml *n, struct gpu_inventory *inv)
@@ -144,7 +169,7 @@ int gpu_inventory_build_ids(struct nvml *n, struct gpu_inventory *inv, struct er
     for (unsigned i = 0; i < count; i++) {
         struct gpu_info *g = &inv->gpus[i];
         g->index = g->minor = i;
-        g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = -1;
+        g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = g->pci_class = -1;
         g->architecture = "unknown";
         if (inventory_check(n, g, "handle", n->DeviceGetHandleByIndex(i, &g->handle)))
             inventory_read_ids(n, g);

@@ -23,6 +23,8 @@ struct gpu_info {
     int cc_major, cc_minor;         /* -1: unknown */
     const char *architecture;       /* "hopper"; "unknown" when NVML cannot say */
     int mig_mode;                   /* -1: not supported, else NVML_DEVICE_MIG_* */
+    int pci_class;                  /* base << 8 | sub: 0x0302 compute, 0x0300 graphics; -1 unknown */
+    char clique[64];                /* "<fabric cluster UUID>.<clique ID>"; empty: no fabric */
     bool lost;                      /* NVML answered GPU_IS_LOST */
     char problem[160];              /* the first NVML error met while reading it, if any */
 };

@@ -1,8 +1,10 @@
 #include "gpu/render.h"
 
+#include <jansson.h>
+#include <stdlib.h>
 #include <stdio.h>
 
-#include "util/json.h"
+#include "util/xmalloc.h"
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -40,75 +42,88 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
                   inv->cuda_version / 1000, inv->cuda_version % 1000 / 10);
 }
 
-static void render_int_or_null(struct strbuf *out, const char *key, int v)
+/* jansson reports failed allocations as NULL: gpulet's one rule applies. */
+static json_t *render_ok(json_t *v)
 {
-    if (v < 0)
-        strbuf_printf(out, ",\"%s\":null", key);
-    else
-        strbuf_printf(out, ",\"%s\":%d", key, v);
+    if (!v)
+        xmalloc_fail(0);
+    return v;
 }
 
-static void render_gpu_json(const struct gpu_inventory *inv, const struct gpu_health *health,
-                            unsigned i, struct strbuf *out)
+static void render_set(json_t *obj, const char *key, json_t *v)
+{
+    if (json_object_set_new(obj, key, render_ok(v)) < 0)
+        xmalloc_fail(0);
+}
+
+static json_t *render_int_or_null(int v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+                               unsigned i)
 {
     const struct gpu_info *g = &inv->gpus[i];
     const struct gpu_health *h = health ? &health[i] : NULL;
-    strbuf_printf(out, "{\"index\":%u,\"minor\":%u,\"uuid\":", g->index, g->minor);
-    json_string(out, g->uuid);
-    strbuf_puts(out, ",\"name\":");
-    json_string(out, g->name);
-    strbuf_printf(out, ",\"memory_total_mib\":%llu,\"pci_bus_id\":", g->memory_total / MIB);
-    json_string(out, g->pci_bus_id);
-    render_int_or_null(out, "numa_node", g->numa_node);
-    if (g->cc_major >= 0)
-        strbuf_printf(out, ",\"compute_capability\":\"%d.%d\"", g->cc_major, g->cc_minor);
-    else
-        strbuf_puts(out, ",\"compute_capability\":null");
-    strbuf_printf(out, ",\"architecture\":\"%s\",\"mig_mode\":%s,\"health\":\"%s\"",
-                  g->architecture,
-                  g->mig_mode < 0 ? "null" : g->mig_mode ? "\"enabled\"" : "\"disabled\"",
-                  gpu_render_health(g, h));
-    if (h && h->reason != HEALTH_OK) {
-        strbuf_puts(out, ",\"health_reason\":");
-        json_string(out, h->detail);
-    }
-    if (g->problem[0]) {
-        strbuf_puts(out, ",\"problem\":");
-        json_string(out, g->problem);
-    }
-    strbuf_puts(out, ",\"links\":[");
-    for (unsigned j = 0, first = 1; j < inv->count; j++) {
+    json_t *o = render_ok(json_object());
+    render_set(o, "index", json_integer(g->index));
+    render_set(o, "minor", json_integer(g->minor));
+    render_set(o, "uuid", json_string(g->uuid));
+    render_set(o, "name", json_string(g->name));
+    render_set(o, "memory_total_mib", json_integer((json_int_t)(g->memory_total / MIB)));
+    render_set(o, "pci_bus_id", json_string(g->pci_bus_id));
+    render_set(o, "numa_node", render_int_or_null(g->numa_node));
+    render_set(o, "compute_capability",
+               g->cc_major >= 0 ? json_sprintf("%d.%d", g->cc_major, g->cc_minor) : json_null());
+    render_set(o, "architecture", json_string(g->architecture));
+    render_set(o, "mig_mode", g->mig_mode < 0 ? json_null()
+                              : json_string(g->mig_mode ? "enabled" : "disabled"));
+    render_set(o, "health", json_string(gpu_render_health(g, h)));
+    if (h && h->reason != HEALTH_OK)
+        render_set(o, "health_reason", json_string(h->detail));
+    if (g->problem[0])
+        render_set(o, "problem", json_string(g->problem));
+    json_t *links = render_ok(json_array());
+    for (unsigned j = 0; j < inv->count; j++) {
         if (j == i)
             continue;
         const struct gpu_link *l = gpu_inventory_link(inv, i, j);
-        strbuf_printf(out, "%s{\"peer\":%u,\"nvlinks\":%u,\"pcie\":\"%s\"}", first ? "" : ",", j,
-                      l->nvlinks, gpu_topology_level_name(l->pcie));
-        first = 0;
+        json_t *link = render_ok(json_object());
+        render_set(link, "peer", json_integer(j));
+        render_set(link, "nvlinks", json_integer(l->nvlinks));
+        render_set(link, "pcie", json_string(gpu_topology_level_name(l->pcie)));
+        if (json_array_append_new(links, link) < 0)
+            xmalloc_fail(0);
     }
-    strbuf_puts(out, "]}");
+    render_set(o, "links", links);
+    return o;
 }
 
 void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *health,
                      struct strbuf *out)
 {
-    strbuf_puts(out, "{\"driver_version\":");
-    json_string(out, inv->driver_version);
-    strbuf_puts(out, ",\"nvml_version\":");
-    json_string(out, inv->nvml_version);
-    if (inv->cuda_version >= 0)
-        strbuf_printf(out, ",\"cuda_driver_version\":\"%d.%d\"", inv->cuda_version / 1000,
-                      inv->cuda_version % 1000 / 10);
-    else
-        strbuf_puts(out, ",\"cuda_driver_version\":null");
-    strbuf_puts(out, ",\"nvml_library\":");
-    json_string(out, inv->library);
-    strbuf_printf(out, ",\"count\":%u,\"gpus\":[", inv->count);
-    for (unsigned i = 0; i < inv->count; i++) {
-        if (i)
-            strbuf_puts(out, ",");
-        render_gpu_json(inv, health, i, out);
-    }
-    strbuf_puts(out, "]}\n");
+    json_t *o = render_ok(json_object());
+    render_set(o, "driver_version", json_string(inv->driver_version));
+    render_set(o, "nvml_version", json_string(inv->nvml_version));
+    render_set(o, "cuda_driver_version",
+               inv->cuda_version >= 0 ? json_sprintf("%d.%d", inv->cuda_version / 1000,
+                                                     inv->cuda_version % 1000 / 10)
+                                      : json_null());
+    render_set(o, "nvml_library", json_string(inv->library));
+    render_set(o, "count", json_integer(inv->count));
+    json_t *gpus = render_ok(json_array());
+    for (unsigned i = 0; i < inv->count; i++)
+        if (json_array_append_new(gpus, render_gpu_json(inv, health, i)) < 0)
+            xmalloc_fail(0);
+    render_set(o, "gpus", gpus);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!text)
+        xmalloc_fail(0);
+    strbuf_puts(out, text);
+    strbuf_puts(out, "\n");
+    free(text);
 }
 
 void gpu_render_topology(const struct gpu_inventory *inv, struct strbuf *out)

@@ -33,6 +33,8 @@
     X(DeviceGetHandleByUUID, nvmlDeviceGetHandleByUUID, "nvmlDeviceGetHandleByUUID")  \
     X(DeviceGetMemoryInfoV2, nvmlDeviceGetMemoryInfo_v2, "nvmlDeviceGetMemoryInfo_v2") \
     X(DeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo")        \
+    X(DeviceGetPciInfoExt, nvmlDeviceGetPciInfoExt, "nvmlDeviceGetPciInfoExt")        \
+    X(DeviceGetGpuFabricInfo, nvmlDeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo") \
     X(DeviceGetMemoryAffinity, nvmlDeviceGetMemoryAffinity, "nvmlDeviceGetMemoryAffinity") \
     X(DeviceGetCudaComputeCapability, nvmlDeviceGetCudaComputeCapability,             \
       "nvmlDeviceGetCudaComputeCapability")                                           \

@@ -103,6 +103,34 @@ typedef struct nvmlEventData_st {
 #define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
 #define nvmlEventTypeClock 0x0000000000000010ULL
 
+/* PCI identity with the class code (NVML 12.4+). */
+typedef struct nvmlPciInfoExt_v1_st {
+    unsigned int version;        /* must be nvmlPciInfoExt_v1 */
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int baseClass;      /* 0x03: display controller */
+    unsigned int subClass;       /* 0x00 VGA (graphics), 0x02 3D (compute) */
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfoExt_t;
+#define nvmlPciInfoExt_v1 NVML_STRUCT_VERSION(nvmlPciInfoExt_t, 1)
+
+/* A GPU's place in a multi-node NVLink fabric (nvmlDeviceGetGpuFabricInfo). */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+typedef unsigned char nvmlGpuFabricState_t;
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef struct nvmlGpuFabricInfo_st {
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    int status;                  /* nvmlReturn_t of the registration */
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
 typedef enum nvmlEnableState_enum {
     NVML_FEATURE_DISABLED = 0,
     NVML_FEATURE_ENABLED = 1
@@ -256,6 +284,8 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci);
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info);
 nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
                                          unsigned long *nodeSet, nvmlAffinityScope_t scope);
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void xmalloc_oom(size_t size)
+void xmalloc_fail(size_t size)
 {
     fprintf(stderr, "gpulet: out of memory allocating %zu bytes\n", size);
     abort();
@@ -14,7 +14,7 @@ void *xmalloc(size_t size)
 {
     void *p = malloc(size ? size : 1);
     if (!p)
-        xmalloc_oom(size);
+        xmalloc_fail(size);
     return p;
 }
 
@@ -22,7 +22,7 @@ void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
-        xmalloc_oom(n * size);
+        xmalloc_fail(n * size);
     return p;
 }
 
@@ -30,7 +30,7 @@ void *xrealloc(void *p, size_t size)
 {
     void *q = realloc(p, size ? size : 1);
     if (!q)
-        xmalloc_oom(size);
+        xmalloc_fail(size);
     return q;
 }
 

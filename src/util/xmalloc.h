@@ -12,4 +12,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
 
+/* The rule itself, for allocations made inside libraries (jansson) that
+ * report failure by returning NULL. */
+void xmalloc_fail(size_t size) __attribute__((noreturn));
+
 #endif

@@ -1,0 +1,97 @@
+/* gpulet labels: the node labels the agent publishes, computed the same
+ * way from the same configuration (the agent's flags, file and
+ * environment), with the running agent's health when one answers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "config/config.h"
+#include "labels/labels.h"
+#include "util/xmalloc.h"
+
+static const char labels_usage[] =
+    "usage: gpulet labels [-o text|json] [AGENT OPTIONS]\n"
+    "  -o, --output FORMAT   text (key=value lines, as NFD's feature file; default) or json\n"
+    "  Every `gpulet agent` option applies (--simulate, --config-file, --mig-strategy,\n"
+    "  --machine-type-file, --accelerator-label, ...): see gpulet agent --help.\n";
+
+/* Takes -o/--output out of argv (the rest are the agent's options). */
+static int labels_take_format(int *argc, char **argv, const char **format)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= *argc)
+                return cli_usage_error("labels", "%s needs a format", a);
+            *format = argv[++i];
+        } else if (!strncmp(a, "--output=", 9)) {
+            *format = a + 9;
+        } else if (!strncmp(a, "-o", 2)) {
+            *format = a + 2;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    *argc = out;
+    return 0;
+}
+
+int cmd_labels(int argc, char **argv)
+{
+    const char *format = "text";
+    if (labels_take_format(&argc, argv, &format) != 0)
+        return CLI_USAGE;
+    if (strcmp(format, "text") && strcmp(format, "json"))
+        return cli_usage_error("labels", "output format must be text or json, not '%s'", format);
+    struct config_args args;
+    struct config cfg;
+    struct err e;
+    if (config_parse_args(&args, argc, argv, &e) < 0)
+        return cli_usage_error("labels", "%s", e.msg);
+    if (args.help) {
+        fputs(labels_usage, stdout);
+        return CLI_OK;
+    }
+    if (config_load(&cfg, &args, &e) < 0) {
+        fprintf(stderr, "gpulet labels: %s\n", e.msg);
+        return CLI_USAGE;
+    }
+    struct nvml n;
+    struct gpu_inventory inv;
+    const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
+    const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
+    if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
+        fprintf(stderr, "gpulet labels: %s%s\n", e.msg,
+                sim || lib ? "" : "; without a GPU, try `gpulet labels --simulate dgx-h100`");
+        nvml_close(&n);
+        return CLI_FAIL;
+    }
+    char *machine = labels_read_machine(cfg.machine_type_file, &e);
+    if (!machine)
+        fprintf(stderr, "gpulet labels: %s; nvidia.com/gpu.machine is 'unknown'\n", e.msg);
+    struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
+    if (cli_agent_health(cli_status_socket(cfg.status_socket), &inv, health))
+        for (unsigned i = 0; i < inv.count; i++)
+            devs[i].health = health[i];
+    struct label_set set = {0};
+    const struct labels_input in = {&inv, devs, &cfg, machine, (long long)time(NULL)};
+    labels_build(&in, &set);
+    struct strbuf out = {0};
+    if (!strcmp(format, "json"))
+        label_set_json(&set, &out);
+    else
+        label_set_text(&set, &out);
+    fputs(out.data ? out.data : "", stdout);
+    strbuf_free(&out);
+    label_set_free(&set);
+    free(health);
+    free(devs);
+    free(machine);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+    return CLI_OK;
+}

@@ -1,0 +1,262 @@
+/* The label catalogue: GPU Feature Discovery's keys and values for the same
+ * node, then what gpulet adds (docs/labels.md). Every per-GPU label is
+ * published node-wide only when all GPUs agree on it; each model also gets
+ * labels of its own under gpulet.io/. */
+#include "labels/labels.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/xmalloc.h"
+
+#define MIB (1024ULL * 1024)
+
+void labels_sanitise(const char *in, char *out, size_t len)
+{
+    size_t n = 0;
+    bool space = false;
+    for (const char *p = in; *p && n + 1 < len; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ' || c == '\t' || c == '\n') {
+            space = n > 0;
+            continue;
+        }
+        if (!isalnum(c) && c != '-' && c != '_' && c != '.')
+            continue;
+        if (space && n + 2 < len)
+            out[n++] = '-';
+        space = false;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    /* Kubernetes: at most 63 characters, alphanumeric at both ends. */
+    if (n > LABEL_VALUE_MAX - 1)
+        n = LABEL_VALUE_MAX - 1;
+    while (n > 0 && !isalnum((unsigned char)out[n - 1]))
+        n--;
+    out[n] = '\0';
+    size_t skip = strspn(out, "-_.");
+    memmove(out, out + skip, n - skip + 1);
+}
+
+char *labels_read_machine(const char *path, struct err *e)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        err_set(e, "machine type file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char buf[256];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        err_set(e, "machine type file %s: read error", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return xstrdup(buf);
+}
+
+/* GFD's family names by compute capability. */
+static const char *labels_family(int major, int minor)
+{
+    switch (major) {
+    case 1: return "tesla";
+    case 2: return "fermi";
+    case 3: return "kepler";
+    case 5: return "maxwell";
+    case 6: return "pascal";
+    case 7: return minor < 5 ? "volta" : "turing";
+    case 8: return minor < 9 ? "ampere" : "ada-lovelace";
+    case 9: return "hopper";
+    case 10: case 12: return "blackwell";
+    case 13: return "rubin";
+    default: return "undefined";
+    }
+}
+
+/* The driver and CUDA version labels, old keys and new. */
+static void labels_versions(const struct gpu_inventory *inv, struct label_set *out)
+{
+    char parts[3][32] = {{0}};
+    int n = 0;
+    const char *v = inv->driver_version;
+    if (*v) {
+        n = sscanf(v, "%31[0-9].%31[0-9].%31[0-9]", parts[0], parts[1], parts[2]);
+        if (n >= 2) {
+            label_set_put(out, "nvidia.com/cuda.driver.major", "%s", parts[0]);
+            label_set_put(out, "nvidia.com/cuda.driver.minor", "%s", parts[1]);
+            label_set_put(out, "nvidia.com/cuda.driver.rev", "%s", parts[2]);
+            label_set_put(out, "nvidia.com/cuda.driver-version.major", "%s", parts[0]);
+            label_set_put(out, "nvidia.com/cuda.driver-version.minor", "%s", parts[1]);
+            label_set_put(out, "nvidia.com/cuda.driver-version.revision", "%s", parts[2]);
+            label_set_put(out, "nvidia.com/cuda.driver-version.full", "%s", v);
+        }
+    }
+    if (inv->cuda_version > 0) {
+        int major = inv->cuda_version / 1000, minor = inv->cuda_version % 1000 / 10;
+        label_set_put(out, "nvidia.com/cuda.runtime.major", "%d", major);
+        label_set_put(out, "nvidia.com/cuda.runtime.minor", "%d", minor);
+        label_set_put(out, "nvidia.com/cuda.runtime-version.major", "%d", major);
+        label_set_put(out, "nvidia.com/cuda.runtime-version.minor", "%d", minor);
+        label_set_put(out, "nvidia.com/cuda.runtime-version.full", "%d.%d", major, minor);
+    }
+}
+
+/* A GPU whose identity NVML could not read (lost at start) says nothing
+ * about the model labels. */
+static bool labels_known(const struct gpu_info *g)
+{
+    return g->name[0] != '\0';
+}
+
+/* One per-GPU fact as a string, for the all-agree rule. */
+typedef void (*labels_fact_fn)(const struct gpu_info *g, char *out, size_t len);
+
+static void fact_product(const struct gpu_info *g, char *out, size_t len)
+{
+    labels_sanitise(g->name, out, len);
+}
+
+static void fact_memory(const struct gpu_info *g, char *out, size_t len)
+{
+    if (g->memory_total)
+        snprintf(out, len, "%llu", g->memory_total / MIB);
+}
+
+static void fact_family(const struct gpu_info *g, char *out, size_t len)
+{
+    if (g->cc_major > 0)
+        snprintf(out, len, "%s", labels_family(g->cc_major, g->cc_minor));
+}
+
+static void fact_cc_major(const struct gpu_info *g, char *out, size_t len)
+{
+    if (g->cc_major > 0)
+        snprintf(out, len, "%d", g->cc_major);
+}
+
+static void fact_cc_minor(const struct gpu_info *g, char *out, size_t len)
+{
+    if (g->cc_major > 0)
+        snprintf(out, len, "%d", g->cc_minor);
+}
+
+static void fact_accelerator(const struct gpu_info *g, char *out, size_t len)
+{
+    labels_accelerator(g->name, g->memory_total, out, len);
+}
+
+/* Sets key when every GPU whose identity is known gives the same non-empty value. */
+static void labels_agreed(const struct gpu_inventory *inv, const char *key, labels_fact_fn fn,
+                          struct label_set *out)
+{
+    char first[LABEL_VALUE_MAX] = "", v[LABEL_VALUE_MAX];
+    for (unsigned i = 0; i < inv->count; i++) {
+        if (!labels_known(&inv->gpus[i]))
+            continue;
+        v[0] = '\0';
+        fn(&inv->gpus[i], v, sizeof v);
+        if (!v[0] || (first[0] && strcmp(first, v)))
+            return;
+        snprintf(first, sizeof first, "%s", v);
+    }
+    if (first[0])
+        label_set_put(out, key, "%s", first);
+}
+
+/* GFD: compute or graphics when every GPU has that PCI class. */
+static const char *labels_mode(const struct gpu_inventory *inv)
+{
+    int cls = -2;
+    for (unsigned i = 0; i < inv->count; i++) {
+        int c = inv->gpus[i].pci_class;
+        if (cls != -2 && c != cls)
+            return "unknown";
+        cls = c;
+    }
+    return cls == 0x0302 ? "compute" : cls == 0x0300 ? "graphics" : "unknown";
+}
+
+/* GFD: the fabric clique, only when all fabric-attached GPUs share one. */
+static void labels_clique(const struct gpu_inventory *inv, struct label_set *out)
+{
+    const char *clique = NULL;
+    for (unsigned i = 0; i < inv->count; i++) {
+        const char *c = inv->gpus[i].clique;
+        if (!c[0])
+            continue;
+        if (clique && strcmp(clique, c))
+            return;
+        clique = c;
+    }
+    if (clique)
+        label_set_put(out, "nvidia.com/gpu.clique", "%s", clique);
+}
+
+/* gpulet.io/gpu.<model>.count and .memory for each model on the node. */
+static void labels_models(const struct gpu_inventory *inv, struct label_set *out)
+{
+    for (unsigned i = 0; i < inv->count; i++) {
+        const struct gpu_info *g = &inv->gpus[i];
+        if (!labels_known(g))
+            continue;
+        char model[64], key[LABEL_KEY_MAX];
+        labels_accelerator(g->name, g->memory_total, model, 52);
+        snprintf(key, sizeof key, LABELS_OWN_PREFIX "gpu.%s.count", model);
+        const char *had = label_set_get(out, key);
+        label_set_put(out, key, "%ld", had ? strtol(had, NULL, 10) + 1 : 1);
+        snprintf(key, sizeof key, LABELS_OWN_PREFIX "gpu.%s.memory", model);
+        if (g->memory_total)
+            label_set_put(out, key, "%llu", g->memory_total / MIB);
+    }
+}
+
+void labels_build(const struct labels_input *in, struct label_set *out)
+{
+    const struct gpu_inventory *inv = in->inv;
+    const struct config *cfg = in->cfg;
+    label_set_clear(out);
+    /* GFD labels nothing on a node without GPUs. */
+    if (inv->count == 0)
+        return;
+    char v[LABEL_VALUE_MAX];
+    labels_sanitise(in->machine ? in->machine : "unknown", v, sizeof v);
+    label_set_put(out, "nvidia.com/gpu.machine", "%s", v[0] ? v : "unknown");
+    labels_versions(inv, out);
+    bool mig_capable = false;
+    for (unsigned i = 0; i < inv->count; i++)
+        mig_capable |= inv->gpus[i].mig_mode >= 0;
+    label_set_put(out, "nvidia.com/mig.capable", "%s", mig_capable ? "true" : "false");
+    if (cfg->mig_strategy == CONFIG_MIG_SINGLE)
+        label_set_put(out, "nvidia.com/mig.strategy", "single");
+    else if (cfg->mig_strategy == CONFIG_MIG_MIXED)
+        label_set_put(out, "nvidia.com/mig.strategy", "mixed");
+    label_set_put(out, "nvidia.com/mps.capable", "false");
+    labels_agreed(inv, "nvidia.com/gpu.product", fact_product, out);
+    label_set_put(out, "nvidia.com/gpu.count", "%u", inv->count);
+    label_set_put(out, "nvidia.com/gpu.replicas", "1");
+    label_set_put(out, "nvidia.com/gpu.sharing-strategy", "none");
+    labels_agreed(inv, "nvidia.com/gpu.memory", fact_memory, out);
+    labels_agreed(inv, "nvidia.com/gpu.family", fact_family, out);
+    labels_agreed(inv, "nvidia.com/gpu.compute.major", fact_cc_major, out);
+    labels_agreed(inv, "nvidia.com/gpu.compute.minor", fact_cc_minor, out);
+    label_set_put(out, "nvidia.com/gpu.mode", "%s", labels_mode(inv));
+    labels_clique(inv, out);
+    if (!cfg->no_timestamp)
+        label_set_put(out, "nvidia.com/gfd.timestamp", "%lld", in->now_s);
+    /* Beyond GFD. */
+    label_set_put(out, "nvidia.com/gpu.present", "true");
+    if (cfg->accelerator_label[0])
+        labels_agreed(inv, cfg->accelerator_label, fact_accelerator, out);
+    unsigned healthy = 0;
+    for (unsigned i = 0; i < inv->count; i++)
+        healthy += !in->devs || in->devs[i].health.reason == HEALTH_OK;
+    label_set_put(out, LABELS_OWN_PREFIX "gpu.healthy", "%u", healthy);
+    labels_models(inv, out);
+    label_set_sort(out);
+}
