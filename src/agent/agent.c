@@ -52,6 +52,8 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     }
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
+    if (a->facts_known)
+        agent_labels_start(a);
     if (!a->plugin && !a->restart_pending)
         return; /* NVML never started (fail-on-init-error false): nothing to serve */
     plugin_stop(a->plugin);
@@ -86,6 +88,7 @@ static void agent_shutdown(struct agent *a)
     a->metrics = NULL;
     plugin_stop(a->plugin);
     a->plugin = NULL;
+    agent_labels_stop(a);
     agent_health_stop(a);
     agent_status_stop(a);
     uv_close((uv_handle_t *)&a->sigint, NULL);

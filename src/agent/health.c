@@ -16,6 +16,7 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
     if (gpu == GPU_DEVICE_ALL) {
         if (a->plugin)
             plugin_on_device(a->plugin, gpu, what);
+        agent_labels_refresh(a);
         return;
     }
     const struct gpu_device *d = &a->devs[gpu];
@@ -30,6 +31,8 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
     metrics_on_device(a->metrics, gpu, what, d);
     if (a->plugin)
         plugin_on_device(a->plugin, gpu, what);
+    if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
+        agent_labels_refresh(a);
 }
 
 

@@ -12,6 +12,8 @@
 #include "gpu/health.h"
 #include "gpu/inventory.h"
 #include "gpu/watch.h"
+#include "labels/labels.h"
+#include "labels/publish.h"
 #include "metrics/metrics.h"
 #include "nvml/nvml.h"
 #include "plugin/plugin.h"
@@ -49,6 +51,10 @@ struct agent {
     nvmlDevice_t *probe_handle;          /* likewise */
     struct agent_status *status;
     struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
+    bool facts_known;                    /* the inventory's slow half is in (names, memory) */
+    struct labels_publisher *labels;     /* NULL when labels go nowhere */
+    char *machine;                       /* the DMI product name, NULL when unreadable */
+    struct label_set label_set;          /* the labels last computed */
 };
 
 /* Start-up (start.c): 0, or 1 to exit. */
@@ -80,6 +86,12 @@ void agent_probe_start(struct agent *a);
 
 /* Operator command: marks a GPU (index or UUID) healthy now. */
 int agent_health_clear(struct agent *a, const char *gpu, struct err *e);
+
+/* Node labels (labels.c): start or restart publishing, recompute after a
+ * change, stop. */
+void agent_labels_start(struct agent *a);
+void agent_labels_refresh(struct agent *a);
+void agent_labels_stop(struct agent *a);
 
 /* Starts the status socket (best effort: a warning when it cannot). */
 void agent_status_start(struct agent *a);

@@ -1,0 +1,46 @@
+/* The node's labels from the agent's device model: computed again on every
+ * change that can move them (health, facts, a reload) and handed to the
+ * publisher, which writes only what changed. */
+#include "agent/internal.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "util/log.h"
+
+/* Computes the labels now and hands them on. */
+void agent_labels_refresh(struct agent *a)
+{
+    if (!a->labels || !a->facts_known)
+        return;
+    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL)};
+    labels_build(&in, &a->label_set);
+    labels_publisher_update(a->labels, &a->label_set);
+}
+
+/* Starts (or, after a reload, restarts) publishing. Labels are not
+ * essential: without them the device plugin and metrics run on. */
+void agent_labels_start(struct agent *a)
+{
+    labels_publisher_stop(a->labels);
+    a->labels = NULL;
+    free(a->machine);
+    struct err e;
+    a->machine = labels_read_machine(a->cfg.machine_type_file, &e);
+    if (!a->machine)
+        log_warn("%s: nvidia.com/gpu.machine is 'unknown'", e.msg);
+    if (labels_publisher_start(&a->labels, &a->loop, &a->cfg, &e) < 0) {
+        log_error("%s; node labels are off", e.msg);
+        return;
+    }
+    agent_labels_refresh(a);
+}
+
+void agent_labels_stop(struct agent *a)
+{
+    labels_publisher_stop(a->labels);
+    a->labels = NULL;
+    free(a->machine);
+    a->machine = NULL;
+    label_set_free(&a->label_set);
+}

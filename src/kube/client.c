@@ -1,0 +1,194 @@
+/* Requests to the API server through libcurl, loaded with dlopen so that
+ * the binary needs only glibc, and nodes without the API mode need no curl. */
+#include "kube/kube.h"
+
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KUBE_CURL_LIB "libcurl.so.4"
+#define KUBE_CONNECT_TIMEOUT_S 5L
+#define KUBE_TIMEOUT_S 15L
+#define KUBE_MAX_BODY (8u << 20)   /* a Node object is a few KiB; this is a runaway answer */
+
+#define KUBE_CURL_FUNCS(X)                                                               \
+    X(global_init, curl_global_init) X(easy_init, curl_easy_init)                         \
+    X(setopt, curl_easy_setopt) X(perform, curl_easy_perform)                             \
+    X(getinfo, curl_easy_getinfo) X(cleanup, curl_easy_cleanup)                           \
+    X(strerror, curl_easy_strerror) X(slist_append, curl_slist_append)                    \
+    X(slist_free, curl_slist_free_all)
+
+static struct {
+    void *dl;
+#define KUBE_FIELD(field, sym) __typeof__(&sym) field;
+    KUBE_CURL_FUNCS(KUBE_FIELD)
+#undef KUBE_FIELD
+    char error[256];
+} curl;
+
+static pthread_once_t kube_once = PTHREAD_ONCE_INIT;
+
+static void kube_load(void)
+{
+    curl.dl = dlopen(KUBE_CURL_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!curl.dl) {
+        snprintf(curl.error, sizeof curl.error, "cannot load %s for the Kubernetes API (install "
+                 "libcurl4): %s", KUBE_CURL_LIB, dlerror());
+        return;
+    }
+#define KUBE_RESOLVE(field, sym)                                                        \
+    if (!(curl.field = (__typeof__(curl.field))dlsym(curl.dl, #sym))) {                 \
+        snprintf(curl.error, sizeof curl.error, "%s lacks %s", KUBE_CURL_LIB, #sym);     \
+        return;                                                                         \
+    }
+    KUBE_CURL_FUNCS(KUBE_RESOLVE)
+#undef KUBE_RESOLVE
+    if (curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        snprintf(curl.error, sizeof curl.error, "curl_global_init failed");
+}
+
+int kube_client_init(struct err *e)
+{
+    pthread_once(&kube_once, kube_load);
+    return curl.error[0] ? err_set(e, "%s", curl.error) : 0;
+}
+
+void kube_response_free(struct kube_response *r)
+{
+    strbuf_free(&r->body);
+}
+
+struct kube_transfer {
+    struct kube_response *r;
+    atomic_bool *stop;
+    bool too_big;
+};
+
+static size_t kube_write(char *data, size_t size, size_t n, void *ctx)
+{
+    struct kube_transfer *t = ctx;
+    if (t->r->body.len + size * n > KUBE_MAX_BODY) {
+        t->too_big = true;
+        return 0;
+    }
+    strbuf_append(&t->r->body, data, size * n);
+    return size * n;
+}
+
+static int kube_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    struct kube_transfer *t = ctx;
+    return t->stop && atomic_load(t->stop) ? 1 : 0;
+}
+
+/* The bearer token: the kubeconfig's, else the token file's current content. */
+static int kube_token(const struct kube_creds *c, char *out, size_t len, struct err *e)
+{
+    out[0] = '\0';
+    if (c->token.len) {
+        snprintf(out, len, "%s", c->token.data);
+        return 0;
+    }
+    if (!c->token_file[0])
+        return 0;
+    FILE *f = fopen(c->token_file, "r");
+    if (!f)
+        return err_set(e, "token file %s: %s", c->token_file, strerror(errno));
+    size_t n = fread(out, 1, len - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\r'))
+        out[--n] = '\0';
+    return 0;
+}
+
+static void kube_blob(CURL *h, CURLoption opt, const struct strbuf *pem)
+{
+    struct curl_blob blob = {pem->data, pem->len, CURL_BLOB_COPY};
+    curl.setopt(h, opt, &blob);
+}
+
+static void kube_tls(CURL *h, const struct kube_creds *c)
+{
+    if (c->ca_file[0])
+        curl.setopt(h, CURLOPT_CAINFO, c->ca_file);
+    else if (c->ca_pem.len)
+        kube_blob(h, CURLOPT_CAINFO_BLOB, &c->ca_pem);
+    if (c->cert_file[0])
+        curl.setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    else if (c->cert_pem.len)
+        kube_blob(h, CURLOPT_SSLCERT_BLOB, &c->cert_pem);
+    if (c->key_file[0])
+        curl.setopt(h, CURLOPT_SSLKEY, c->key_file);
+    else if (c->key_pem.len)
+        kube_blob(h, CURLOPT_SSLKEY_BLOB, &c->key_pem);
+    if (c->insecure) {
+        curl.setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl.setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+int kube_request(const struct kube_creds *c, const char *method, const char *path,
+                 const char *content_type, const char *body, struct kube_response *r,
+                 atomic_bool *stop, struct err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (kube_client_init(e) < 0)
+        return -1;
+    char token[8192], url[KUBE_PATH_MAX + 256], header[8300];
+    if (kube_token(c, token, sizeof token, e) < 0)
+        return -1;
+    snprintf(url, sizeof url, "%s%s", c->server, path);
+    CURL *h = curl.easy_init();
+    if (!h)
+        return err_set(e, "curl_easy_init failed");
+    struct curl_slist *headers = curl.slist_append(NULL, "Accept: application/json");
+    if (token[0]) {
+        snprintf(header, sizeof header, "Authorization: Bearer %s", token);
+        headers = curl.slist_append(headers, header);
+    }
+    if (content_type) {
+        snprintf(header, sizeof header, "Content-Type: %s", content_type);
+        headers = curl.slist_append(headers, header);
+    }
+    struct kube_transfer t = {r, stop, false};
+    char curl_err[CURL_ERROR_SIZE] = "";
+    curl.setopt(h, CURLOPT_URL, url);
+    curl.setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl.setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl.setopt(h, CURLOPT_USERAGENT, "gpulet");
+    curl.setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl.setopt(h, CURLOPT_CONNECTTIMEOUT, KUBE_CONNECT_TIMEOUT_S);
+    curl.setopt(h, CURLOPT_TIMEOUT, KUBE_TIMEOUT_S);
+    curl.setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
+    curl.setopt(h, CURLOPT_WRITEFUNCTION, kube_write);
+    curl.setopt(h, CURLOPT_WRITEDATA, &t);
+    curl.setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl.setopt(h, CURLOPT_XFERINFOFUNCTION, kube_progress);
+    curl.setopt(h, CURLOPT_XFERINFODATA, &t);
+    curl.setopt(h, CURLOPT_ERRORBUFFER, curl_err);
+    if (body)
+        curl.setopt(h, CURLOPT_POSTFIELDS, body);
+    kube_tls(h, c);
+    CURLcode rc = curl.perform(h);
+    if (rc == CURLE_OK)
+        curl.getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl.cleanup(h);
+    curl.slist_free(headers);
+    if (rc != CURLE_OK) {
+        kube_response_free(r);
+        r->status = 0;
+        if (t.too_big)
+            return err_set(e, "%s %s%s: the answer is over %u bytes", method, c->server, path,
+                           KUBE_MAX_BODY);
+        return err_set(e, "%s %s%s: %s", method, c->server, path,
+                       curl_err[0] ? curl_err : curl.strerror(rc));
+    }
+    if (!r->body.data)
+        strbuf_append(&r->body, "", 0);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* Publishing the node's labels where the configuration says: the Node
+ * object through the API server, or NFD's local feature file. The
+ * publisher runs on the agent's loop; API requests run off it, one at a
+ * time. It writes only when the labels changed, and retries with backoff
+ * until the API server takes them (docs/labels.md). */
+#ifndef GPULET_LABELS_PUBLISH_H
+#define GPULET_LABELS_PUBLISH_H
+
+#include <uv.h>
+
+#include "config/config.h"
+#include "labels/labels.h"
+#include "util/strbuf.h"
+
+/* Annotation on the Node listing the label keys gpulet set. */
+#define LABELS_OWNER_ANNOTATION "gpulet.io/labels"
+
+struct labels_publisher;
+
+/* Chooses the output (--labels; auto is api where credentials are there
+ * and NODE_NAME is set, else none) and loads what it needs. *out stays
+ * NULL for none. Fails on a bad kubeconfig or a missing NODE_NAME: the
+ * caller logs it and runs on without labels. */
+int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
+                           const struct config *cfg, struct err *e);
+
+/* The labels as they should be now: written (or sent) if they differ from
+ * what was last published. p may be NULL. */
+void labels_publisher_update(struct labels_publisher *p, const struct label_set *want);
+
+/* Removes the feature file (unless kept), ends a request in flight, and
+ * frees the publisher once libuv is done with it. p may be NULL. */
+void labels_publisher_stop(struct labels_publisher *p);
+
+/* The merge patch (application/merge-patch+json) that takes the Node in
+ * node_json to the wanted labels: sets what differs, removes (null) what
+ * the owner annotation lists and want lacks, updates the annotation.
+ * changes gets how many labels change; 0 with an empty patch when the
+ * Node is already right. */
+int labels_node_patch(const char *node_json, size_t len, const struct label_set *want,
+                      struct strbuf *patch, unsigned *changes, struct err *e);
+
+/* Writes the feature file atomically (a temporary file renamed over it). */
+int labels_write_file(const char *path, const struct label_set *set, struct err *e);
+
+#endif
