@@ -76,6 +76,19 @@ static const struct sim_preset presets[] = {
      "cuda_version: \"13.0\"\n"
      "gpus:\n"
      "  - product: t4\n"},
+    {"mixed-pcie",
+     "# Two GPU models in one PCIe server: 2 H100 PCIe for training and 4 L4\n"
+     "# for inference, two per NUMA node behind each PCIe switch.\n"
+     "name: mixed-pcie\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "numa_nodes: 2\n"
+     "gpus_per_pcie_switch: 2\n"
+     "gpus:\n"
+     "  - product: h100-pcie\n"
+     "    count: 2\n"
+     "  - product: l4\n"
+     "    count: 4\n"},
     {"scale-64",
      "# 64 H100 SXM on 8 NUMA nodes, for scale tests (no real node has this many).\n"
      "name: scale-64\n"
@@ -88,8 +101,8 @@ static const struct sim_preset presets[] = {
      "    count: 64\n"},
 };
 
-const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm", "a100-2x4",
-                                        "l4-pcie",  "t4",       "scale-64",  NULL};
+const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "a100-2x4", "l4-pcie",
+                                        "t4",       "mixed-pcie", "scale-64", NULL};
 
 const char *sim_preset_text(const char *name)
 {

@@ -12,6 +12,14 @@ static const struct sim_product h100_sxm = {
     .mig_capable = true,
 };
 
+static const struct sim_product h100_pcie = {
+    .key = "h100-pcie", .name = "NVIDIA H100 PCIe", .arch = NVML_DEVICE_ARCH_HOPPER,
+    .cc_major = 9, .cc_minor = 0, .pci_device_id = 0x233110DE, .pci_subsystem_id = 0x162610DE,
+    .memory_mib = 81559, .reserved_mib = 530, .nvlinks = 0, .power_idle_w = 50,
+    .power_max_w = 350, .sm_clock_idle = 345, .sm_clock_max = 1755, .mem_clock = 1593,
+    .mig_capable = true,
+};
+
 static const struct sim_product h200 = {
     .key = "h200", .name = "NVIDIA H200", .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9,
     .cc_minor = 0, .pci_device_id = 0x233510DE, .pci_subsystem_id = 0x18BF10DE,
@@ -44,7 +52,8 @@ static const struct sim_product t4 = {
     .mig_capable = false,
 };
 
-const struct sim_product *const sim_products[] = {&h100_sxm, &h200, &a100_80gb, &l4, &t4, NULL};
+const struct sim_product *const sim_products[] = {&h100_sxm, &h100_pcie, &h200, &a100_80gb, &l4,
+                                                    &t4,        NULL};
 
 const struct sim_product *sim_product_find(const char *key)
 {

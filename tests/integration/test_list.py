@@ -133,7 +133,8 @@ def test_options_after_the_command(gpulet, tmp_path):
 
 
 def test_help_and_version(gpulet):
-    for args in (["--help"], ["list", "--help"], ["agent", "--help"], ["sim", "--help"]):
+    for args in (["--help"], ["list", "--help"], ["agent", "--help"], ["sim", "--help"],
+                 ["labels", "--help"]):
         p = gpulet(*args)
         assert p.returncode == 0 and "usage:" in p.stdout
     assert gpulet("version").stdout.startswith("gpulet ")
@@ -142,7 +143,7 @@ def test_help_and_version(gpulet):
 def test_sim_presets_show_check(gpulet, tmp_path):
     p = gpulet("sim", "presets")
     assert p.stdout.split() == ["dgx-h100", "hgx-h200", "h200x4-vm", "a100-2x4", "l4-pcie", "t4",
-                                "scale-64"]
+                                "mixed-pcie", "scale-64"]
     shown = gpulet("sim", "show", "l4-pcie").stdout
     f = tmp_path / "copy.yaml"
     f.write_text(shown)

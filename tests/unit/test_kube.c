@@ -1,0 +1,156 @@
+/* Kubernetes credentials: kubeconfig contexts, files relative to the
+ * kubeconfig, *-data fields, the service account, and clear errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kube/kube.h"
+#include "testutil.h"
+
+static const char kubeconfig[] =
+    "apiVersion: v1\n"
+    "kind: Config\n"
+    "current-context: ctx\n"
+    "clusters:\n"
+    "- name: other\n"
+    "  cluster: {server: https://10.0.0.1:6443}\n"
+    "- name: c\n"
+    "  cluster:\n"
+    "    server: https://127.0.0.1:6443/\n"
+    "    certificate-authority: pki/ca.crt\n"
+    "contexts:\n"
+    "- name: ctx\n"
+    "  context: {cluster: c, user: u}\n"
+    "users:\n"
+    "- name: u\n"
+    "  user:\n"
+    "    client-certificate-data: aGVsbG8=\n"
+    "    client-key: /abs/key.pem\n"
+    "    token: abc\n";
+
+static int parse(const char *text, struct kube_creds *c, struct err *e)
+{
+    return kube_creds_parse(c, "kc.yaml", "/home/me/.kube", text, strlen(text), e);
+}
+
+static void test_kubeconfig(void **state)
+{
+    (void)state;
+    struct kube_creds c;
+    struct err e;
+    if (parse(kubeconfig, &c, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_string_equal(c.server, "https://127.0.0.1:6443");
+    assert_string_equal(c.ca_file, "/home/me/.kube/pki/ca.crt");
+    assert_string_equal(c.cert_pem.data, "hello");
+    assert_string_equal(c.key_file, "/abs/key.pem");
+    assert_string_equal(c.token.data, "abc");
+    assert_false(c.insecure);
+    kube_creds_free(&c);
+}
+
+static void expect_error(const char *text, const char *what)
+{
+    struct kube_creds c;
+    struct err e;
+    if (parse(text, &c, &e) == 0)
+        fail_msg("accepted:\n%s", text);
+    assert_contains(e.msg, "kc.yaml");
+    assert_contains(e.msg, what);
+}
+
+static void test_kubeconfig_errors(void **state)
+{
+    (void)state;
+    expect_error("", "a kubeconfig must be a mapping");
+    expect_error("[1, 2]", "a kubeconfig must be a mapping");
+    expect_error("clusters: []\n", "no current-context");
+    expect_error("current-context: x\n", "contexts must be a list");
+    expect_error("current-context: x\ncontexts: []\n", "no context named 'x'");
+    expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                 "clusters: [{name: c, cluster: {server: ftp://h}}]\n", "is not an http(s) URL");
+    expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                 "clusters: [{name: c, cluster: {server: https://h}}]\n"
+                 "users: [{name: u, user: {client-key-data: '%%%'}}]\n", "client-key-data is not base64");
+    expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                 "clusters: [{name: c, cluster: {server: https://h}}]\n"
+                 "users: [{name: u, user: {exec: {command: aws}}}]\n", "exec and auth-provider");
+    expect_error("current-context: x\ncontexts: [{name: x, context: 7}]\n", "has no context mapping");
+    expect_error("current-context: [x]\n", "current-context");
+}
+
+static void test_base64(void **state)
+{
+    (void)state;
+    struct strbuf b = {0};
+    assert_true(kube_base64_decode("LS0tLS1CRUdJTg==", 16, &b));
+    assert_string_equal(b.data, "-----BEGIN");
+    strbuf_free(&b);
+    assert_true(kube_base64_decode("", 0, &b));
+    assert_int_equal(b.len, 0);
+    strbuf_free(&b);
+    assert_false(kube_base64_decode("ab*c", 4, &b));
+    strbuf_free(&b);
+}
+
+static void test_service_account(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpulet-sa-XXXXXX", path[96];
+    assert_non_null(mkdtemp(dir));
+    struct kube_creds c;
+    struct err e;
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    assert_false(kube_in_cluster());
+    assert_int_equal(kube_creds_load(&c, NULL, &e), -1);
+    assert_contains(e.msg, "KUBERNETES_SERVICE_HOST is not set");
+    setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    setenv("GPULET_SERVICEACCOUNT_DIR", dir, 1);
+    assert_int_equal(kube_creds_load(&c, "", &e), -1);
+    assert_contains(e.msg, "token");
+    snprintf(path, sizeof path, "%s/token", dir);
+    FILE *f = fopen(path, "w");
+    fputs("tok\n", f);
+    fclose(f);
+    assert_int_equal(kube_creds_load(&c, "", &e), 0);
+    assert_string_equal(c.server, "https://[fd00::1]:443");
+    assert_string_equal(c.token_file, path);
+    kube_creds_free(&c);
+    unlink(path);
+    rmdir(dir);
+    assert_int_equal(kube_creds_load(&c, "/nonexistent/kubeconfig", &e), -1);
+    assert_contains(e.msg, "/nonexistent/kubeconfig");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+}
+
+/* No server listens: one error naming the server, no crash. */
+static void test_request_unreachable(void **state)
+{
+    (void)state;
+    struct kube_creds c;
+    struct err e;
+    const char *kc = "current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                     "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n";
+    assert_int_equal(parse(kc, &c, &e), 0);
+    if (kube_client_init(&e) < 0)
+        skip();
+    struct kube_response r;
+    assert_int_equal(kube_request(&c, "GET", "/api/v1/nodes/x", NULL, NULL, &r, NULL, &e), -1);
+    assert_contains(e.msg, "GET http://127.0.0.1:1/api/v1/nodes/x");
+    assert_int_equal(r.status, 0);
+    kube_creds_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kubeconfig),
+        cmocka_unit_test(test_kubeconfig_errors),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_service_account),
+        cmocka_unit_test(test_request_unreachable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
