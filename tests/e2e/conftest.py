@@ -108,10 +108,40 @@ def cluster():
         subprocess.run([str(K8S / "cluster.sh"), "down", c.base], capture_output=True, timeout=300)
 
 
+def service_account(cluster, name, rbac):
+    """A ServiceAccount's credentials laid out as a pod sees them (token and
+    CA in one directory) and the environment that points gpulet at them:
+    the in-cluster path of a DaemonSet pod. rbac: bind docs/labels.md's
+    ClusterRole (get and patch on nodes) or not."""
+    k = cluster.kubectl
+    k("create", "serviceaccount", name, "-n", "kube-system")
+    if rbac:
+        k("create", "clusterrole", "gpulet-node-labels", "--verb=get,patch", "--resource=nodes")
+        k("create", "clusterrolebinding", "gpulet-node-labels", "--clusterrole=gpulet-node-labels",
+          f"--serviceaccount=kube-system:{name}")
+    sa = Path(cluster.base) / f"sa-{name}"
+    sa.mkdir()
+    (sa / "token").write_text(k("create", "token", name, "-n", "kube-system", "--duration=2h"))
+    shutil.copy(Path(cluster.base) / "pki" / "ca.crt", sa / "ca.crt")
+    server = k("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    env = {k: v for k, v in cluster.env.items() if k != "KUBECONFIG"}
+    env.update(KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port,
+               GPULET_SERVICEACCOUNT_DIR=str(sa), NODE_NAME=cluster.node)
+    return env
+
+
 @pytest.fixture(scope="session")
 def gpulet(cluster):
-    """gpulet as the node's device plugin, flags as ../shared/k8s/README.md says."""
+    """gpulet as the node's device plugin, flags as ../shared/k8s/README.md says,
+    and labelling its Node with a service account's least rights. Before it
+    starts, the Node gets someone else's label and a stale one of gpulet's."""
     env = cluster.env
+    cluster.kubectl("label", "node", cluster.node, "example.com/keep=yes",
+                    "nvidia.com/gpu.stale-test=1")
+    cluster.kubectl("annotate", "node", cluster.node,
+                    "gpulet.io/labels=nvidia.com/gpu.stale-test,nvidia.com/gpu.count")
+    (Path(cluster.base) / "product_name").write_text("DGX H100\n")
     log = open(f"{cluster.base}/gpulet.log", "w")
     proc = subprocess.Popen(
         [GPULET, "agent", "--simulate", "dgx-h100", "--kubelet-root", "/var/lib/kubelet",
@@ -119,8 +149,10 @@ def gpulet(cluster):
          "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs",
          "--hostname", cluster.node, "--status-socket", f"{cluster.base}/gpulet.sock",
          "--metrics-listen", METRICS, "--pod-resources-interval-ms", "1000",
-         "--health-probe-ms", "500"],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(env, GPULET_SIM_LIB=SIM_LIB))
+         "--health-probe-ms", "500", "--labels", "api",
+         "--machine-type-file", f"{cluster.base}/product_name"],
+        stdout=log, stderr=subprocess.STDOUT,
+        env=dict(service_account(cluster, "gpulet", rbac=True), GPULET_SIM_LIB=SIM_LIB))
     cluster.gpulet_log = Path(f"{cluster.base}/gpulet.log")
     try:
         yield proc

@@ -43,6 +43,12 @@ def sim_env(tmp_path):
     env["GPULET_SIM_CONTROL"] = str(tmp_path / "sim.sock")
     env["GPULET_KUBELET_ROOT"] = str(tmp_path / "node-kubelet")
     env["GPULET_STATUS_SOCKET"] = str(tmp_path / "node-status.sock")
+    # Nor a real cluster: no API server credentials, no Node name, no /etc file.
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "NODE_NAME", "GPULET_LABELS",
+                "GFD_OUTPUT_FILE"):
+        env.pop(var, None)
+    env["GFD_MACHINE_TYPE_FILE"] = str(tmp_path / "product_name")
+    (tmp_path / "product_name").write_text("DGX H100\n")
     return env
 
 

@@ -1,0 +1,153 @@
+"""Node labels: `gpulet labels`, and the agent keeping NFD's feature file
+current, on change only, within a second of a fault (the Node through the
+real API server is tests/e2e's)."""
+import json
+import signal
+import time
+
+from conftest import check_clean
+
+
+def read_nfd(path):
+    """The feature file as NFD's local source reads it: key=value lines; a
+    key without a prefix gets NFD's feature.node.kubernetes.io/."""
+    labels = {}
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        if "/" not in key:
+            key = "feature.node.kubernetes.io/" + key
+        labels[key] = value
+    return labels
+
+
+def text_labels(out):
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def wait_file(path, pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if path.exists():
+            last = read_nfd(path)
+            if pred(last):
+                return last
+        time.sleep(0.01)
+    raise AssertionError(f"{path}: {last}")
+
+
+def test_labels_text_and_json(gpulet):
+    p = gpulet("labels", "--simulate", "dgx-h100")
+    assert p.returncode == 0, p.stderr
+    text = text_labels(p.stdout)
+    assert text["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert text["nvidia.com/gpu.machine"] == "DGX-H100"
+    assert text["accelerator"] == "nvidia-h100-80gb"
+    assert "nvidia.com/gfd.timestamp" not in text
+    p = gpulet("labels", "--simulate", "dgx-h100", "-o", "json")
+    assert json.loads(p.stdout) == text
+    p = gpulet("labels", "--simulate", "t4", "--no-timestamp", "false",
+               "--accelerator-label", "cloud.google.com/gke-accelerator")
+    text = text_labels(p.stdout)
+    assert abs(int(text["nvidia.com/gfd.timestamp"]) - time.time()) < 60
+    assert text["cloud.google.com/gke-accelerator"] == "nvidia-tesla-t4"
+
+
+def test_labels_bad_input(gpulet, tmp_path, sim_env):
+    for args, what in ((["-o", "yaml"], "output format must be text or json"),
+                       (["--accelerator-label", "bad key!"], "not a valid label key"),
+                       (["--labels", "bogus"], "--labels must be one of"),
+                       (["-o"], "-o needs a format")):
+        p = gpulet("labels", "--simulate", "t4", *args)
+        assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1
+    # An unreadable machine type file: one warning, the labels still come.
+    env = dict(sim_env, GFD_MACHINE_TYPE_FILE=str(tmp_path / "absent"))
+    p = gpulet("labels", "--simulate", "t4", env=env)
+    assert p.returncode == 0
+    assert "absent" in p.stderr and "nvidia.com/gpu.machine=unknown" in p.stdout
+
+
+def test_agent_feature_file(plugin_agent, gpulet, tmp_path, sim_env):
+    out = tmp_path / "features.d" / "gfd"
+    a = plugin_agent("--simulate", "l4-pcie", "--labels", "file", "--output-file", str(out))
+    labels = wait_file(out, lambda l: l)
+    # The agent publishes what `gpulet labels` prints (the same config).
+    printed = text_labels(gpulet("labels", "--simulate", "l4-pcie").stdout)
+    assert labels == read_nfd_like(printed)
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-L4"
+    assert labels["feature.node.kubernetes.io/accelerator"] == "nvidia-l4"
+    assert labels["gpulet.io/gpu.healthy"] == "4"
+    mtime = out.stat().st_mtime_ns
+    # A fault reaches the file within a second; recovery puts it back.
+    t0 = time.monotonic()
+    assert gpulet("sim", "xid", "2", "79").returncode == 0
+    wait_file(out, lambda l: l["gpulet.io/gpu.healthy"] == "3", timeout=1.0)
+    assert time.monotonic() - t0 < 1.0
+    assert gpulet("sim", "recover", "2").returncode == 0
+    assert gpulet("health", "clear", "2", "--status-socket", str(tmp_path / "status.sock")).returncode == 0
+    wait_file(out, lambda l: l["gpulet.io/gpu.healthy"] == "4")
+    # Nothing changes: nothing is written.
+    mtime = out.stat().st_mtime_ns
+    time.sleep(1.5)
+    assert out.stat().st_mtime_ns == mtime
+    assert not (out.parent / ".gpulet-tmp").exists()
+    assert a.stop() == 0
+    assert not out.exists()  # removed on exit
+
+
+def read_nfd_like(printed):
+    return {("feature.node.kubernetes.io/" + k if "/" not in k else k): v
+            for k, v in printed.items()}
+
+
+def test_agent_reload_and_keep(plugin_agent, tmp_path, sim_env):
+    out = tmp_path / "gfd"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("version: v1\n")
+    a = plugin_agent("--simulate", "t4", "--labels", "file", "--output-file", str(out),
+                     "--keep-labels-file", "--config-file", str(cfg))
+    wait_file(out, lambda l: "nvidia.com/mig.strategy" not in l)
+    cfg.write_text("version: v1\nflags:\n  migStrategy: mixed\n  gfd:\n    noTimestamp: false\n")
+    a.proc.send_signal(signal.SIGHUP)
+    labels = wait_file(out, lambda l: l.get("nvidia.com/mig.strategy") == "mixed")
+    assert "nvidia.com/gfd.timestamp" in labels
+    # A bad config on SIGHUP: the running labels stay.
+    cfg.write_text("version: v1\nflags: {gfd: {outputFile: [1]}}\n")
+    a.proc.send_signal(signal.SIGHUP)
+    a.wait_log("config not reloaded")
+    assert a.stop() == 0
+    assert read_nfd(out)["nvidia.com/mig.strategy"] == "mixed"  # --keep-labels-file
+
+
+def test_agent_api_trouble_keeps_serving(plugin_agent, tmp_path, kubelet):
+    """An API server that is not there, and a kubeconfig that is broken:
+    one clear error each, and the device plugin serves on."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+                  "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n")
+    a = plugin_agent("--simulate", "t4", "--labels", "api", "--kubeconfig", str(kc),
+                     "--node-name", "n1")
+    a.wait_log("labels not published: GET https://127.0.0.1:1/api/v1/nodes/n1")
+    time.sleep(2)  # several retries, one line
+    assert a.log().count("labels not published") == 1
+    channel, stub = kubelet.plugin()
+    first = next(stub.ListAndWatch(kubelet.pb.Empty()))
+    assert len(first.devices) == 1
+    channel.close()
+    assert a.stop() == 0
+    kc.write_text("current-context: x\n")
+    b = plugin_agent("--simulate", "t4", "--labels", "api", "--kubeconfig", str(kc),
+                     "--node-name", "n1")
+    b.wait_log("node labels are off")
+    assert "contexts must be a list" in b.log()
+    assert b.stop() == 0
+
+
+def test_agent_api_needs_node_name(agent, tmp_path):
+    a = agent("--simulate", "t4", "--labels", "api", "--no-metrics")
+    assert a.proc.wait(timeout=10) != 0
+    assert "NODE_NAME" in a.log()
+    check_clean(a.log())
