@@ -30,6 +30,11 @@ static void fuzz_setup(void)
     strcpy(cfg.cdi_prefix, "cdi.k8s.io/");
     p.cfg = &cfg;
     p.inv = &inv;
+    static struct plugin_resource *res;
+    unsigned nres;
+    if (plugin_resources(&cfg, &inv, &res, &nres, &e) < 0)
+        abort();
+    p.res = &res[0];
     plugin_build_devices(&p);
 }
 

@@ -45,19 +45,22 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     strcpy(next.nvml_path, a->cfg.nvml_path);
     struct config old = a->cfg;
     a->cfg = next;
-    if (agent_check_mig(a, &e) < 0) {
+    struct plugin_resource *check = NULL;
+    unsigned nchecked = 0;
+    if (agent_check_mig(a, &e) < 0 ||
+        (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, &e) < 0)) {
         log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
         a->cfg = old;
         return;
     }
+    plugin_resources_free(check, nchecked);
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
     if (a->facts_known)
         agent_labels_start(a);
-    if (!a->plugin && !a->restart_pending)
+    if (!a->nplugins && !a->restart_pending)
         return; /* NVML never started (fail-on-init-error false): nothing to serve */
-    plugin_stop(a->plugin);
-    a->plugin = NULL;
+    agent_plugin_stop(a);
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
      * in the next loop iteration, after those closes have let go of the
      * socket's directory watch. A second SIGHUP meanwhile only re-arms it. */
@@ -86,8 +89,7 @@ static void agent_shutdown(struct agent *a)
     a->stopping = true; /* the facts, if still being read, start nothing now */
     metrics_stop(a->metrics); /* first: its sampler thread calls NVML */
     a->metrics = NULL;
-    plugin_stop(a->plugin);
-    a->plugin = NULL;
+    agent_plugin_stop(a);
     agent_labels_stop(a);
     agent_health_stop(a);
     agent_status_stop(a);
@@ -101,6 +103,7 @@ static void agent_shutdown(struct agent *a)
     if (uv_loop_close(&a->loop) != 0)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
+    plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
     free(a->probe);
     free(a->probe_handle);

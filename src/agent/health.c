@@ -14,8 +14,8 @@
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
 {
     if (gpu == GPU_DEVICE_ALL) {
-        if (a->plugin)
-            plugin_on_device(a->plugin, gpu, what);
+        for (unsigned r = 0; r < a->nplugins; r++)
+            plugin_on_device(a->plugins[r], gpu, what);
         agent_labels_refresh(a);
         return;
     }
@@ -29,8 +29,8 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
             log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, d->health.detail);
     }
     metrics_on_device(a->metrics, gpu, what, d);
-    if (a->plugin)
-        plugin_on_device(a->plugin, gpu, what);
+    for (unsigned r = 0; r < a->nplugins; r++)
+        plugin_on_device(a->plugins[r], gpu, what);
     if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
         agent_labels_refresh(a);
 }

@@ -39,7 +39,10 @@ struct agent {
     struct gpu_device *devs;             /* the one model of each GPU: written only here */
     struct health_policy policy;
     struct gpu_watch watch;
-    struct plugin *plugin;               /* NULL while not serving */
+    struct plugin **plugins;             /* one per resource; nplugins 0 while not serving */
+    unsigned nplugins;
+    struct plugin_resource *resources;   /* what each plugin serves; kept until its plugin is freed */
+    unsigned nresources;
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
     /* recovery probes, run on libuv's threadpool */
@@ -60,8 +63,10 @@ struct agent {
 /* Start-up (start.c): 0, or 1 to exit. */
 int agent_start(struct agent *a);
 
-/* Starts the device plugin on the agent's model (at start and after a reload). */
+/* Starts a device plugin per resource on the agent's model (at start and
+ * after a reload); stops them all. */
 int agent_plugin_start(struct agent *a, struct err *e);
+void agent_plugin_stop(struct agent *a);
 
 /* Refuses MIG strategies other than none on a node with MIG enabled: they
  * arrive with the MIG issue. */

@@ -48,8 +48,37 @@ static void agent_on_allocate(void *ctx)
 
 int agent_plugin_start(struct agent *a, struct err *e)
 {
+    plugin_resources_free(a->resources, a->nresources); /* the last plugins' are freed by now */
+    a->resources = NULL;
+    if (plugin_resources(&a->cfg, &a->inv, &a->resources, &a->nresources, e) < 0)
+        return -1;
+    for (unsigned r = 0; r < a->nresources; r++) {
+        const struct plugin_resource *res = &a->resources[r];
+        for (unsigned k = 0; k < res->ngpus; k++) {
+            snprintf(a->devs[res->gpus[k]].resource, sizeof a->devs[0].resource, "%s", res->name);
+            metrics_on_device(a->metrics, res->gpus[k], 0, &a->devs[res->gpus[k]]);
+        }
+    }
     const struct plugin_hooks hooks = {agent_on_allocate, a};
-    return plugin_start(&a->plugin, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, e);
+    a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
+    for (unsigned r = 0; r < a->nresources; r++) {
+        if (plugin_start(&a->plugins[r], &a->loop, &a->cfg, &a->inv, a->devs, &a->resources[r],
+                         &hooks, e) < 0) {
+            agent_plugin_stop(a);
+            return -1;
+        }
+        a->nplugins = r + 1;
+    }
+    return 0;
+}
+
+void agent_plugin_stop(struct agent *a)
+{
+    for (unsigned r = 0; r < a->nplugins; r++)
+        plugin_stop(a->plugins[r]);
+    free(a->plugins);
+    a->plugins = NULL;
+    a->nplugins = 0;
 }
 
 /* The sampler found a GPU lost: the probe decides, for everyone. */
@@ -66,7 +95,8 @@ static void agent_on_lost(void *ctx, unsigned gpu)
  * tests at a procfs of their own, simulator included. */
 static const char *agent_proc_root(const struct agent *a)
 {
-    if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE)
+    if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE ||
+        a->cfg.nresources > 0) /* per-model resources need the product names */
         return NULL;
     const char *env = getenv("GPULET_PROC_ROOT");
     if (env && *env)

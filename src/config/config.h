@@ -17,6 +17,15 @@ enum config_id { CONFIG_ID_UUID, CONFIG_ID_INDEX };
  * kubeconfig), else none. */
 enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
 
+#define CONFIG_MAX_RESOURCES 16
+
+/* resources.gpus: GPUs whose product name matches pattern (a glob) are
+ * advertised as nvidia.com/<name>. */
+struct config_resource {
+    char pattern[128];
+    char name[64];                      /* without nvidia.com/ */
+};
+
 /* deviceListStrategy bits */
 #define CONFIG_LIST_ENVVAR 1u
 #define CONFIG_LIST_VOLUME_MOUNTS 2u
@@ -35,6 +44,8 @@ struct config {
     char cdi_prefix[128];
     bool gds, mofed, gdrcopy;
     char config_file[CONFIG_PATH_MAX];
+    struct config_resource resources[CONFIG_MAX_RESOURCES]; /* none: nvidia.com/gpu for all */
+    unsigned nresources;
     /* gpulet's own */
     char kubelet_root[CONFIG_PATH_MAX];
     char simulate[CONFIG_PATH_MAX];

@@ -25,6 +25,7 @@ struct gpu_device {
     struct gpu_health health;
     unsigned last_xid;             /* 0: none seen */
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
+    char resource[80];             /* the resource it is advertised under: nvidia.com/gpu */
 };
 
 /* What a notification says changed (bits). */

@@ -51,8 +51,8 @@ int gpu_inventory_build(struct nvml *n, struct gpu_inventory *inv, struct err *e
 
 /* gpu_inventory_build in two halves, so that the agent can register with the
  * kubelet before the slow half is done. The first reads what the device
- * plugin needs (count, handles, UUIDs, minor numbers, MIG mode: about the
- * cost of NVML's first handle). The second reads the rest (name, PCI,
+ * plugin needs (count, handles, UUIDs, minor numbers, MIG mode, product
+ * names: about the cost of NVML's first handle). The second reads the rest (name, PCI,
  * memory, NUMA, compute capability, architecture, links: memory affinity
  * alone took 8.8 ms on an H200) into the inventory it is given, which may
  * be a copy (gpu_inventory_copy) read off the loop. */

@@ -28,6 +28,7 @@ struct metrics_device {
     enum health_reason health;
     unsigned last_xid;
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
+    char resource[80];               /* the resource it is advertised under */
 };
 
 /* What the loop knows and the sampler renders: copied under the lock. */

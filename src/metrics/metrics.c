@@ -240,6 +240,7 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
     md->health = d->health.reason;
     md->last_xid = d->last_xid;
     memcpy(md->xids, d->xids, sizeof md->xids);
+    memcpy(md->resource, d->resource, sizeof md->resource);
     uv_mutex_unlock(&m->lock);
 }
 

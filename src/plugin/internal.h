@@ -30,10 +30,11 @@ struct plugin {
     const struct config *cfg;
     const struct gpu_inventory *inv;
     const struct gpu_device *records;    /* the agent's record of each GPU: health is read there */
+    const struct plugin_resource *res;   /* the resource served, and its GPUs */
     struct plugin_device *devs;
     unsigned ndevs;
     char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */
-    char socket[CONFIG_PATH_MAX + 64];
+    char socket[CONFIG_PATH_MAX + 160];
     char kubelet_socket[CONFIG_PATH_MAX + 64];
     struct grpc_server *server;
     struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */

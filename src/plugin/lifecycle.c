@@ -69,7 +69,7 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
     p->registering = NULL;
     if (status != GRPC_OK) {
         log_warn("registering %s with the kubelet failed (gRPC %d: %s); retrying",
-                 PLUGIN_RESOURCE, (int)status, message);
+                 p->res->name, (int)status, message);
         lifecycle_retry(p);
         return;
     }
@@ -77,8 +77,8 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
     p->backoff_ms = 0;
     p->registrations++;
     p->registered_ms = uv_now(p->loop);
-    log_info("registered %s with the kubelet (%s, endpoint %s, %u device(s))", PLUGIN_RESOURCE,
-             p->kubelet_socket, PLUGIN_SOCKET, p->ndevs);
+    log_info("registered %s with the kubelet (%s, endpoint %s, %u device(s))", p->res->name,
+             p->kubelet_socket, p->res->socket, p->ndevs);
     lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
 }
 
@@ -88,10 +88,10 @@ static void lifecycle_register(struct plugin *p, struct plugin_file_id kubelet)
     opts.get_preferred_allocation_available = true;
     V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
     req.version = PLUGIN_API_VERSION;
-    req.endpoint = PLUGIN_SOCKET;
-    req.resource_name = PLUGIN_RESOURCE;
+    req.endpoint = (char *)p->res->socket;
+    req.resource_name = (char *)p->res->name;
     req.options = &opts;
-    uint8_t buf[256];
+    uint8_t buf[512]; /* names are bounded (struct plugin_resource) */
     size_t n = v1beta1__register_request__pack(&req, buf);
     p->registering_id = kubelet;
     p->registering = grpc_client_unary(p->loop, p->kubelet_socket, "/v1beta1.Registration/Register",
@@ -147,7 +147,7 @@ static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, 
         return;
     }
     /* No name means the kernel dropped events: check everything. */
-    if (!name || !strcmp(name, "kubelet.sock") || !strcmp(name, PLUGIN_SOCKET))
+    if (!name || !strcmp(name, "kubelet.sock") || !strcmp(name, p->res->socket))
         lifecycle_schedule(p, LIFECYCLE_DEBOUNCE_MS);
 }
 

@@ -184,31 +184,34 @@ int plugin_serve(struct plugin *p, struct err *e)
 void plugin_build_devices(struct plugin *p)
 {
     const struct gpu_inventory *inv = p->inv;
-    p->devs = xcalloc(inv->count + 1, sizeof *p->devs);
-    for (unsigned i = 0; i < inv->count; i++) {
-        p->devs[i].gpu = i;
+    p->devs = xcalloc(p->res->ngpus + 1, sizeof *p->devs);
+    for (unsigned k = 0; k < p->res->ngpus; k++) {
+        unsigned i = p->res->gpus[k];
+        p->devs[k].gpu = i;
         if (p->cfg->id_strategy == CONFIG_ID_INDEX)
-            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%u", inv->gpus[i].index);
+            snprintf(p->devs[k].id, sizeof p->devs[k].id, "%u", inv->gpus[i].index);
         else
-            snprintf(p->devs[i].id, sizeof p->devs[i].id, "%s", inv->gpus[i].uuid);
+            snprintf(p->devs[k].id, sizeof p->devs[k].id, "%s", inv->gpus[i].uuid);
     }
-    p->ndevs = inv->count;
+    p->ndevs = p->res->ngpus;
 }
 
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_device *devs,
-                 const struct plugin_hooks *hooks, struct err *e)
+                 const struct plugin_resource *res, const struct plugin_hooks *hooks,
+                 struct err *e)
 {
     struct plugin *p = xcalloc(1, sizeof *p);
     p->loop = loop;
     p->cfg = cfg;
     p->inv = inv;
     p->records = devs;
+    p->res = res;
     if (hooks)
         p->hooks = *hooks;
     plugin_build_devices(p);
     snprintf(p->dir, sizeof p->dir, "%s/device-plugins", cfg->kubelet_root);
-    snprintf(p->socket, sizeof p->socket, "%s/" PLUGIN_SOCKET, p->dir);
+    snprintf(p->socket, sizeof p->socket, "%s/%s", p->dir, res->socket);
     snprintf(p->kubelet_socket, sizeof p->kubelet_socket, "%s/kubelet.sock", p->dir);
     *out = NULL;
     /* A unix socket path has 107 bytes at most: a kubelet root too long for

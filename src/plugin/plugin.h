@@ -1,6 +1,7 @@
-/* The kubelet device plugin for nvidia.com/gpu: a gRPC server on a socket
- * in <kubelet-root>/device-plugins, registered with the kubelet and kept
- * registered across kubelet restarts (docs/device-plugin.md). */
+/* The kubelet device plugin for one resource (nvidia.com/gpu, or a
+ * per-model one): a gRPC server on a socket in <kubelet-root>/device-plugins,
+ * registered with the kubelet and kept registered across kubelet restarts
+ * (docs/device-plugin.md). */
 #ifndef GPULET_PLUGIN_H
 #define GPULET_PLUGIN_H
 
@@ -11,10 +12,25 @@
 #include "gpu/inventory.h"
 
 #define PLUGIN_RESOURCE "nvidia.com/gpu"
-#define PLUGIN_SOCKET "gpulet-nvidia-gpu.sock"
 #define PLUGIN_API_VERSION "v1beta1"
 
 struct plugin;
+
+/* One resource the node advertises and the GPUs that serve it. */
+struct plugin_resource {
+    char name[80];                   /* nvidia.com/gpu, nvidia.com/h100 */
+    char socket[96];                 /* its socket's file name: gpulet-nvidia-gpu.sock */
+    unsigned *gpus;                  /* inventory positions */
+    unsigned ngpus;
+};
+
+/* The resources of the node: nvidia.com/gpu for every GPU, or with
+ * resources.gpus each GPU under the one pattern its product name matches.
+ * Fails, naming the GPU, when a GPU matches none or two resources. The
+ * caller frees the array with plugin_resources_free. */
+int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
+                     struct plugin_resource **out, unsigned *count, struct err *e);
+void plugin_resources_free(struct plugin_resource *r, unsigned count);
 
 /* What the plugin tells its owner. */
 struct plugin_hooks {
@@ -22,12 +38,13 @@ struct plugin_hooks {
     void *ctx;
 };
 
-/* Builds the device list, starts the gRPC server and registration. cfg,
- * inv and devs are the caller's and must outlive the plugin; the plugin
- * only reads them, on the loop. */
+/* Builds the device list of one resource, starts its gRPC server and
+ * registration. cfg, inv, devs and res are the caller's and must outlive
+ * the plugin; the plugin only reads them, on the loop. */
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_device *devs,
-                 const struct plugin_hooks *hooks, struct err *e);
+                 const struct plugin_resource *res, const struct plugin_hooks *hooks,
+                 struct err *e);
 
 /* A GPU changed (enum gpu_change bits; gpu may be GPU_DEVICE_ALL): health
  * and facts (NUMA nodes) go to every ListAndWatch stream at once. */

@@ -151,3 +151,60 @@ def test_agent_api_needs_node_name(agent, tmp_path):
     assert a.proc.wait(timeout=10) != 0
     assert "NODE_NAME" in a.log()
     check_clean(a.log())
+
+
+def test_per_model_resources(plugin_agent, kubelet, tmp_path):
+    """resources.gpus: nvidia.com/h100 and nvidia.com/l4, each its own socket,
+    registration, device list and Allocate; metrics say which GPU serves which."""
+    import grpc
+    import socket
+    import urllib.request
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("version: v1\nresources:\n  gpus:\n"
+                   "  - {pattern: 'NVIDIA H100*', name: h100}\n"
+                   "  - {pattern: 'NVIDIA L4', name: nvidia.com/l4}\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    a = plugin_agent("--simulate", "mixed-pcie", "--config-file", str(cfg),
+                     "--metrics-listen", f"127.0.0.1:{port}", wait=False)
+    kubelet.wait_registrations(2, timeout=30)
+    regs = {r.resource_name: r.endpoint for _, r in kubelet.registrations}
+    assert regs == {"nvidia.com/h100": "gpulet-nvidia-h100.sock",
+                    "nvidia.com/l4": "gpulet-nvidia-l4.sock"}
+    ids = {}
+    for name, endpoint in regs.items():
+        channel, stub = kubelet.plugin(endpoint)
+        ids[name] = [d.ID for d in next(stub.ListAndWatch(kubelet.pb.Empty())).devices]
+        channel.close()
+    assert len(ids["nvidia.com/h100"]) == 2 and len(ids["nvidia.com/l4"]) == 4
+    # An L4 asked of the H100 resource is not one of its devices.
+    channel, stub = kubelet.plugin(regs["nvidia.com/h100"])
+    pb = kubelet.pb
+    req = pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=[ids["nvidia.com/l4"][0]])])
+    try:
+        stub.Allocate(req, timeout=5)
+        raise AssertionError("allocated an L4 as an H100")
+    except grpc.RpcError as err:
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    ok = stub.Allocate(pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=[ids["nvidia.com/h100"][1]])]), timeout=5)
+    assert ok.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == ids["nvidia.com/h100"][1]
+    channel.close()
+    a.wait_log("agent running")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    served = [l for l in text.splitlines() if l.startswith("gpulet_gpu_resource{")]
+    assert len(served) == 6
+    assert sum('resource="nvidia.com/h100"' in l for l in served) == 2
+    assert a.stop() == 0
+
+
+def test_per_model_resources_bad(plugin_agent, agent, tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("version: v1\nresources:\n  gpus:\n  - {pattern: 'NVIDIA H100*', name: h100}\n")
+    a = agent("--simulate", "mixed-pcie", "--config-file", str(cfg), "--no-metrics",
+              "--kubelet-root", str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"))
+    assert a.proc.wait(timeout=10) == 1
+    assert "GPU 2 (NVIDIA L4" in a.log() and "matches no resources.gpus pattern" in a.log()
+    check_clean(a.log())

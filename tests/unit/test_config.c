@@ -130,6 +130,14 @@ static void test_file_errors(void **state)
     expect_file_error("flags: [1]\n", "1:8", "flags must be a mapping");
     expect_file_error("flags:\n  migStrategy: [none]\n", "2:16", "must be a single value");
     expect_file_error("flags: {migStrategy: none\n", "", "");
+    expect_file_error("resources:\n  gpus:\n  - {pattern: '*', name: H100}\n", "3:26",
+                      "resource name 'H100' is not valid");
+    expect_file_error("resources:\n  gpus:\n  - {pattern: '*'}\n", "3:5",
+                      "needs pattern and name");
+    expect_file_error("resources:\n  mig:\n  - {pattern: '1g.10gb', name: small}\n", "3:3",
+                      "MIG resources are not supported yet");
+    expect_file_error("resources:\n  gpus: {pattern: x}\n", "2:9", "must be a list");
+    expect_file_error("resources:\n  gpu: []\n", "2:3", "unknown key");
 }
 
 static void test_flag_and_env_errors(void **state)

@@ -98,6 +98,11 @@ static V1beta1__AllocateResponse *allocate(const struct config *cfg, const char 
     memset(&p, 0, sizeof p);
     p.cfg = cfg;
     p.inv = &inv;
+    struct plugin_resource *res;
+    unsigned nres;
+    struct err re;
+    assert_int_equal(plugin_resources(cfg, &inv, &res, &nres, &re), 0);
+    p.res = &res[0];
     plugin_build_devices(&p);
     V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
     cr.n_devices_ids = n;
@@ -116,6 +121,7 @@ static V1beta1__AllocateResponse *allocate(const struct config *cfg, const char 
     V1beta1__AllocateResponse *r = out ? v1beta1__allocate_response__unpack(NULL, out_len, out) : NULL;
     free(out);
     free(p.devs);
+    plugin_resources_free(res, nres);
     return r;
 }
 
@@ -232,6 +238,60 @@ static void test_allocate_errors(void **state)
     done();
 }
 
+/* --- per-model resources ---------------------------------------------------------- */
+
+static void add_rule(struct config *c, const char *pattern, const char *name)
+{
+    struct config_resource *r = &c->resources[c->nresources++];
+    snprintf(r->pattern, sizeof r->pattern, "%s", pattern);
+    snprintf(r->name, sizeof r->name, "%s", name);
+}
+
+static void test_resources(void **state)
+{
+    (void)state;
+    inventory("mixed-pcie");
+    struct config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    struct plugin_resource *r;
+    unsigned n;
+    struct err e;
+    /* No rules: one nvidia.com/gpu for everything, on NVIDIA-like socket names. */
+    assert_int_equal(plugin_resources(&cfg, &inv, &r, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].name, "nvidia.com/gpu");
+    assert_string_equal(r[0].socket, "gpulet-nvidia-gpu.sock");
+    assert_int_equal(r[0].ngpus, 6);
+    plugin_resources_free(r, n);
+    /* One resource per model; a model with no GPU here is still advertised. */
+    add_rule(&cfg, "*H100*", "h100");
+    add_rule(&cfg, "NVIDIA L4", "l4");
+    add_rule(&cfg, "*A100*", "a100");
+    assert_int_equal(plugin_resources(&cfg, &inv, &r, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(r[0].name, "nvidia.com/h100");
+    assert_string_equal(r[0].socket, "gpulet-nvidia-h100.sock");
+    assert_int_equal(r[0].ngpus, 2);
+    assert_int_equal(r[1].ngpus, 4);
+    assert_int_equal(r[1].gpus[0], 2);
+    assert_int_equal(r[2].ngpus, 0);
+    plugin_resources_free(r, n);
+    /* Two patterns of one resource are fine; two resources for one GPU are not. */
+    add_rule(&cfg, "NVIDIA H100*", "h100");
+    assert_int_equal(plugin_resources(&cfg, &inv, &r, &n, &e), 0);
+    plugin_resources_free(r, n);
+    add_rule(&cfg, "*L4", "inference");
+    assert_int_equal(plugin_resources(&cfg, &inv, &r, &n, &e), -1);
+    assert_contains(e.msg, "GPU 2 (NVIDIA L4");
+    assert_contains(e.msg, "matches two resources, nvidia.com/l4 and nvidia.com/inference");
+    memset(&cfg, 0, sizeof cfg);
+    add_rule(&cfg, "*H100*", "h100");
+    assert_int_equal(plugin_resources(&cfg, &inv, &r, &n, &e), -1);
+    assert_contains(e.msg, "GPU 2 (NVIDIA L4");
+    assert_contains(e.msg, "matches no resources.gpus pattern");
+    done();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_allocate_strategies),
         cmocka_unit_test(test_allocate_device_specs),
         cmocka_unit_test(test_allocate_errors),
+        cmocka_unit_test(test_resources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
