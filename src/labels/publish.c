@@ -17,8 +17,6 @@
 
 #define PUBLISH_BACKOFF_MIN_MS 500
 #define PUBLISH_BACKOFF_MAX_MS 30000
-/* A GET now and then notices labels someone else removed; it writes only on drift. */
-#define PUBLISH_RESYNC_MS (10 * 60 * 1000)
 
 /* One API round (GET, then PATCH if needed), run off the loop. */
 struct publish_job {
@@ -44,9 +42,9 @@ struct labels_publisher {
     struct publish_job *job;        /* in flight, or NULL */
     bool again;                     /* want changed while a job ran */
     atomic_bool stop;
-    uv_timer_t retry, resync;
+    uv_timer_t retry;
     unsigned backoff_ms;
-    char last_error[512];           /* logged once until it changes */
+    char last_error[768];           /* logged once until it changes */
     int handles;
     bool stopping;
 };
@@ -144,19 +142,19 @@ static void publish_explain(const struct publish_job *j, char *out, size_t len)
 {
     const char *what = j->err.msg;
     switch (j->status) {
-    case 0: snprintf(out, len, "%s", what); break;
+    case 0: snprintf(out, len, "%.500s", what); break;
     case 401:
-        snprintf(out, len, "%s: 401 Unauthorized: the API server does not accept the credentials "
+        snprintf(out, len, "%.300s: 401 Unauthorized: the API server does not accept the credentials "
                  "(expired or wrong token, or a client certificate it does not trust)", what);
         break;
     case 403:
-        snprintf(out, len, "%s: 403 Forbidden: the service account needs get and patch on nodes "
+        snprintf(out, len, "%.300s: 403 Forbidden: the service account needs get and patch on nodes "
                  "(ClusterRole rule: apiGroups [\"\"], resources [nodes], verbs [get, patch])", what);
         break;
     case 404:
-        snprintf(out, len, "%s: 404 Not Found: no Node of that name (check NODE_NAME)", what);
+        snprintf(out, len, "%.300s: 404 Not Found: no Node of that name (check NODE_NAME)", what);
         break;
-    default: snprintf(out, len, "%s: HTTP %ld", what, j->status); break;
+    default: snprintf(out, len, "%.300s: HTTP %ld", what, j->status); break;
     }
 }
 
@@ -251,13 +249,6 @@ static void publish_start(struct labels_publisher *p)
     uv_queue_work(p->loop, &j->work, publish_work, publish_done);
 }
 
-static void publish_resync(uv_timer_t *t)
-{
-    struct labels_publisher *p = t->data;
-    if (!uv_is_active((uv_handle_t *)&p->retry))
-        publish_start(p);
-}
-
 /* --- the publisher ------------------------------------------------------------------ */
 
 static int publish_mode(const struct config *cfg)
@@ -301,11 +292,8 @@ int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
         p->keep_file = cfg->keep_labels_file;
     }
     uv_timer_init(loop, &p->retry);
-    uv_timer_init(loop, &p->resync);
-    p->retry.data = p->resync.data = p;
-    p->handles = 2;
-    if (mode == CONFIG_LABELS_API)
-        uv_timer_start(&p->resync, publish_resync, PUBLISH_RESYNC_MS, PUBLISH_RESYNC_MS);
+    p->retry.data = p;
+    p->handles = 1;
     *out = p;
     return 0;
 }
@@ -342,5 +330,4 @@ void labels_publisher_stop(struct labels_publisher *p)
     if (p->job)
         uv_cancel((uv_req_t *)&p->job->work);
     uv_close((uv_handle_t *)&p->retry, publish_closed);
-    uv_close((uv_handle_t *)&p->resync, publish_closed);
 }

@@ -23,6 +23,18 @@ int main(void)
     OFF(nvmlPciInfo_t, pciDeviceId);
     OFF(nvmlPciInfo_t, pciSubSystemId);
     OFF(nvmlPciInfo_t, busId);
+    SIZE(nvmlPciInfoExt_t);
+    OFF(nvmlPciInfoExt_t, version);
+    OFF(nvmlPciInfoExt_t, pciSubSystemId);
+    OFF(nvmlPciInfoExt_t, baseClass);
+    OFF(nvmlPciInfoExt_t, subClass);
+    OFF(nvmlPciInfoExt_t, busId);
+    printf("nvmlPciInfoExt_v1 = 0x%x\n", (unsigned)nvmlPciInfoExt_v1);
+    SIZE(nvmlGpuFabricInfo_t);
+    OFF(nvmlGpuFabricInfo_t, clusterUuid);
+    OFF(nvmlGpuFabricInfo_t, status);
+    OFF(nvmlGpuFabricInfo_t, cliqueId);
+    OFF(nvmlGpuFabricInfo_t, state);
     SIZE(nvmlMemory_t);
     OFF(nvmlMemory_t, total);
     OFF(nvmlMemory_t, free);
