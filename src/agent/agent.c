@@ -57,7 +57,7 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
     if (a->facts_known)
-        agent_labels_start(a);
+        agent_labels_start(a, &old);
     if (!a->nplugins && !a->restart_pending)
         return; /* NVML never started (fail-on-init-error false): nothing to serve */
     agent_plugin_stop(a);

@@ -92,9 +92,9 @@ void agent_probe_start(struct agent *a);
 /* Operator command: marks a GPU (index or UUID) healthy now. */
 int agent_health_clear(struct agent *a, const char *gpu, struct err *e);
 
-/* Node labels (labels.c): start or restart publishing, recompute after a
- * change, stop. */
-void agent_labels_start(struct agent *a);
+/* Node labels (labels.c): start publishing (after a reload, old is the
+ * configuration before it), recompute after a change, stop. */
+void agent_labels_start(struct agent *a, const struct config *old);
 void agent_labels_refresh(struct agent *a);
 void agent_labels_stop(struct agent *a);
 

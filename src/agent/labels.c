@@ -4,6 +4,7 @@
 #include "agent/internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "util/log.h"
@@ -18,20 +19,32 @@ void agent_labels_refresh(struct agent *a)
     labels_publisher_update(a->labels, &a->label_set);
 }
 
-/* Starts (or, after a reload, restarts) publishing. Labels are not
- * essential: without them the device plugin and metrics run on. */
-void agent_labels_start(struct agent *a)
+/* Where the labels go: the settings a reload must compare. */
+static bool agent_labels_same_output(const struct config *a, const struct config *b)
 {
-    labels_publisher_stop(a->labels);
-    a->labels = NULL;
-    free(a->machine);
+    return a->labels_output == b->labels_output && !strcmp(a->output_file, b->output_file) &&
+           a->keep_labels_file == b->keep_labels_file && !strcmp(a->kubeconfig, b->kubeconfig) &&
+           !strcmp(a->node_name, b->node_name);
+}
+
+/* Starts publishing, or after a reload (old: the configuration before it)
+ * goes on with the same publisher where the output is the same, so the
+ * feature file is never briefly gone and the Node gets only what changed.
+ * Labels are not essential: without them the device plugin and metrics run on. */
+void agent_labels_start(struct agent *a, const struct config *old)
+{
     struct err e;
+    free(a->machine);
     a->machine = labels_read_machine(a->cfg.machine_type_file, &e);
     if (!a->machine)
         log_warn("%s: nvidia.com/gpu.machine is 'unknown'", e.msg);
-    if (labels_publisher_start(&a->labels, &a->loop, &a->cfg, &e) < 0) {
-        log_error("%s; node labels are off", e.msg);
-        return;
+    if (!old || !a->labels || !agent_labels_same_output(old, &a->cfg)) {
+        labels_publisher_stop(a->labels);
+        a->labels = NULL;
+        if (labels_publisher_start(&a->labels, &a->loop, &a->cfg, &e) < 0) {
+            log_error("%s; node labels are off", e.msg);
+            return;
+        }
     }
     agent_labels_refresh(a);
 }

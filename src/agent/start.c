@@ -199,7 +199,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
     double t_facts = nvml_clock_ms();
     agent_log_inventory(a);
     a->facts_known = true;
-    agent_labels_start(a);
+    agent_labels_start(a, NULL);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};

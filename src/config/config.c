@@ -532,10 +532,11 @@ void config_log(const struct config *c)
             strbuf_printf(&lists, "%s%s", lists.len ? "," : "", list_choices[i]);
     log_info("config: migStrategy=%s failOnInitError=%s deviceListStrategy=%s "
              "deviceIDStrategy=%s passDeviceSpecs=%s nvidiaDriverRoot=%s nvidiaDevRoot=%s "
-             "kubeletRoot=%s xidRecovery=%us%s%s",
+             "kubeletRoot=%s xidRecovery=%us labels=%s resourceRules=%u%s%s",
              mig_choices[c->mig_strategy], c->fail_on_init_error ? "true" : "false", lists.data,
              id_choices[c->id_strategy], c->pass_device_specs ? "true" : "false",
              c->driver_root, c->dev_root, c->kubelet_root, c->xid_recovery_s,
+             labels_choices[c->labels_output], c->nresources,
              c->config_file[0] ? " file=" : "", c->config_file);
     strbuf_free(&lists);
 }

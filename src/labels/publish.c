@@ -303,8 +303,12 @@ void labels_publisher_update(struct labels_publisher *p, const struct label_set 
     if (!p || p->stopping)
         return;
     label_set_copy(&p->want, want);
-    if (p->published && label_set_equal(&p->sent, &p->want) && !p->job)
+    /* Already on its way, or already there: nothing to send. */
+    const struct label_set *ahead = p->job ? &p->job->want : p->published ? &p->sent : NULL;
+    if (ahead && label_set_equal(ahead, &p->want)) {
+        p->again = false;
         return;
+    }
     /* While backing off, the retry takes the newest labels. */
     if (!uv_is_active((uv_handle_t *)&p->retry))
         publish_start(p);

@@ -208,3 +208,37 @@ def test_per_model_resources_bad(plugin_agent, agent, tmp_path):
     assert a.proc.wait(timeout=10) == 1
     assert "GPU 2 (NVIDIA L4" in a.log() and "matches no resources.gpus pattern" in a.log()
     check_clean(a.log())
+
+
+def test_api_only_on_change_and_catch_up(plugin_agent, gpulet, tmp_path):
+    """Against a stand-in API server: one GET and one PATCH per change and no
+    request when nothing changed; an outage is logged once, and the labels
+    catch up when the API returns."""
+    from fakeapi import FakeAPI
+    api = FakeAPI(labels={"example.com/keep": "yes"})
+    try:
+        kc = api.kubeconfig(tmp_path / "kubeconfig")
+        a = plugin_agent("--simulate", "l4-pcie", "--labels", "api", "--kubeconfig", str(kc),
+                         "--node-name", "n1", "--health-probe-ms", "100")
+        api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "4")
+        assert [m for m, _, _ in api.requests] == ["GET", "PATCH"]
+        assert api.requests[1][2] == "application/merge-patch+json"
+        assert api.labels()["example.com/keep"] == "yes"
+        time.sleep(1.5)
+        assert len(api.requests) == 2  # nothing changed: no request
+        gpulet("sim", "xid", "1", "79")
+        api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "3")
+        assert [m for m, _, _ in api.requests] == ["GET", "PATCH"] * 2
+        # The API goes away; the GPU recovers meanwhile; the Node catches up.
+        api.fail = 503
+        gpulet("sim", "recover", "1")
+        a.wait_log("labels not published: GET nodes/n1: HTTP 503")
+        time.sleep(1.0)
+        assert a.log().count("labels not published") == 1
+        api.fail = 0
+        api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "4", timeout=35)
+        time.sleep(0.2)
+        assert a.log().count("labels: 29 published to Node n1") == 2  # at start, and back
+        assert a.stop() == 0
+    finally:
+        api.stop()
