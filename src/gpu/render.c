@@ -1,10 +1,9 @@
 #include "gpu/render.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <stdio.h>
 
-#include "util/xmalloc.h"
+#include "util/jsonx.h"
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -42,20 +41,6 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
                   inv->cuda_version / 1000, inv->cuda_version % 1000 / 10);
 }
 
-/* jansson reports failed allocations as NULL: gpulet's one rule applies. */
-static json_t *render_ok(json_t *v)
-{
-    if (!v)
-        xmalloc_fail(0);
-    return v;
-}
-
-static void render_set(json_t *obj, const char *key, json_t *v)
-{
-    if (json_object_set_new(obj, key, render_ok(v)) < 0)
-        xmalloc_fail(0);
-}
-
 static json_t *render_int_or_null(int v)
 {
     return v < 0 ? json_null() : json_integer(v);
@@ -66,64 +51,58 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
 {
     const struct gpu_info *g = &inv->gpus[i];
     const struct gpu_health *h = health ? &health[i] : NULL;
-    json_t *o = render_ok(json_object());
-    render_set(o, "index", json_integer(g->index));
-    render_set(o, "minor", json_integer(g->minor));
-    render_set(o, "uuid", json_string(g->uuid));
-    render_set(o, "name", json_string(g->name));
-    render_set(o, "memory_total_mib", json_integer((json_int_t)(g->memory_total / MIB)));
-    render_set(o, "pci_bus_id", json_string(g->pci_bus_id));
-    render_set(o, "numa_node", render_int_or_null(g->numa_node));
-    render_set(o, "compute_capability",
+    json_t *o = jsonx_ok(json_object());
+    jsonx_set(o, "index", json_integer(g->index));
+    jsonx_set(o, "minor", json_integer(g->minor));
+    jsonx_set(o, "uuid", json_string(g->uuid));
+    jsonx_set(o, "name", json_string(g->name));
+    jsonx_set(o, "memory_total_mib", json_integer((json_int_t)(g->memory_total / MIB)));
+    jsonx_set(o, "pci_bus_id", json_string(g->pci_bus_id));
+    jsonx_set(o, "numa_node", render_int_or_null(g->numa_node));
+    jsonx_set(o, "compute_capability",
                g->cc_major >= 0 ? json_sprintf("%d.%d", g->cc_major, g->cc_minor) : json_null());
-    render_set(o, "architecture", json_string(g->architecture));
-    render_set(o, "mig_mode", g->mig_mode < 0 ? json_null()
+    jsonx_set(o, "architecture", json_string(g->architecture));
+    jsonx_set(o, "mig_mode", g->mig_mode < 0 ? json_null()
                               : json_string(g->mig_mode ? "enabled" : "disabled"));
-    render_set(o, "health", json_string(gpu_render_health(g, h)));
+    jsonx_set(o, "health", json_string(gpu_render_health(g, h)));
     if (h && h->reason != HEALTH_OK)
-        render_set(o, "health_reason", json_string(h->detail));
+        jsonx_set(o, "health_reason", json_string(h->detail));
     if (g->problem[0])
-        render_set(o, "problem", json_string(g->problem));
-    json_t *links = render_ok(json_array());
+        jsonx_set(o, "problem", json_string(g->problem));
+    json_t *links = jsonx_ok(json_array());
     for (unsigned j = 0; j < inv->count; j++) {
         if (j == i)
             continue;
         const struct gpu_link *l = gpu_inventory_link(inv, i, j);
-        json_t *link = render_ok(json_object());
-        render_set(link, "peer", json_integer(j));
-        render_set(link, "nvlinks", json_integer(l->nvlinks));
-        render_set(link, "pcie", json_string(gpu_topology_level_name(l->pcie)));
-        if (json_array_append_new(links, link) < 0)
-            xmalloc_fail(0);
+        json_t *link = jsonx_ok(json_object());
+        jsonx_set(link, "peer", json_integer(j));
+        jsonx_set(link, "nvlinks", json_integer(l->nvlinks));
+        jsonx_set(link, "pcie", json_string(gpu_topology_level_name(l->pcie)));
+        jsonx_append(links, link);
     }
-    render_set(o, "links", links);
+    jsonx_set(o, "links", links);
     return o;
 }
 
 void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *health,
                      struct strbuf *out)
 {
-    json_t *o = render_ok(json_object());
-    render_set(o, "driver_version", json_string(inv->driver_version));
-    render_set(o, "nvml_version", json_string(inv->nvml_version));
-    render_set(o, "cuda_driver_version",
+    json_t *o = jsonx_ok(json_object());
+    jsonx_set(o, "driver_version", json_string(inv->driver_version));
+    jsonx_set(o, "nvml_version", json_string(inv->nvml_version));
+    jsonx_set(o, "cuda_driver_version",
                inv->cuda_version >= 0 ? json_sprintf("%d.%d", inv->cuda_version / 1000,
                                                      inv->cuda_version % 1000 / 10)
                                       : json_null());
-    render_set(o, "nvml_library", json_string(inv->library));
-    render_set(o, "count", json_integer(inv->count));
-    json_t *gpus = render_ok(json_array());
+    jsonx_set(o, "nvml_library", json_string(inv->library));
+    jsonx_set(o, "count", json_integer(inv->count));
+    json_t *gpus = jsonx_ok(json_array());
     for (unsigned i = 0; i < inv->count; i++)
-        if (json_array_append_new(gpus, render_gpu_json(inv, health, i)) < 0)
-            xmalloc_fail(0);
-    render_set(o, "gpus", gpus);
-    char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        jsonx_append(gpus, render_gpu_json(inv, health, i));
+    jsonx_set(o, "gpus", gpus);
+    jsonx_dump(o, JSON_COMPACT | JSON_PRESERVE_ORDER, out);
     json_decref(o);
-    if (!text)
-        xmalloc_fail(0);
-    strbuf_puts(out, text);
     strbuf_puts(out, "\n");
-    free(text);
 }
 
 void gpu_render_topology(const struct gpu_inventory *inv, struct strbuf *out)

@@ -4,24 +4,11 @@
  * else's. */
 #include "labels/publish.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/jsonx.h"
 #include "util/xmalloc.h"
-
-static json_t *node_ok(json_t *v)
-{
-    if (!v)
-        xmalloc_fail(0);
-    return v;
-}
-
-static void node_set(json_t *obj, const char *key, json_t *v)
-{
-    if (json_object_set_new(obj, key, node_ok(v)) < 0)
-        xmalloc_fail(0);
-}
 
 /* An object member that must be an object or absent (NULL). */
 static int node_object(json_t *parent, const char *key, json_t **out, struct err *e)
@@ -52,13 +39,13 @@ int labels_node_patch(const char *node_json, size_t len, const struct label_set 
     }
     json_t *owned = notes ? json_object_get(notes, LABELS_OWNER_ANNOTATION) : NULL;
     const char *before = json_is_string(owned) ? json_string_value(owned) : "";
-    json_t *labels = node_ok(json_object());
+    json_t *labels = jsonx_ok(json_object());
     struct strbuf keys = {0};
     for (unsigned i = 0; i < want->count; i++) {
         const struct label *l = &want->items[i];
         json_t *v = have ? json_object_get(have, l->key) : NULL;
         if (!json_is_string(v) || strcmp(json_string_value(v), l->value)) {
-            node_set(labels, l->key, json_string(l->value));
+            jsonx_set(labels, l->key, json_string(l->value));
             (*changes)++;
         }
         strbuf_printf(&keys, "%s%s", i ? "," : "", l->key);
@@ -68,27 +55,23 @@ int labels_node_patch(const char *node_json, size_t len, const struct label_set 
     char *save = NULL;
     for (char *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save))
         if (!label_set_get(want, k) && have && json_object_get(have, k)) {
-            node_set(labels, k, json_null());
+            jsonx_set(labels, k, json_null());
             (*changes)++;
         }
     free(list);
     const char *now = keys.data ? keys.data : "";
     bool note_changes = strcmp(before, now) != 0;
     if (*changes || note_changes) {
-        json_t *m = node_ok(json_object());
+        json_t *m = jsonx_ok(json_object());
         if (json_object_size(labels))
-            node_set(m, "labels", json_incref(labels));
-        json_t *a = node_ok(json_object());
-        node_set(a, LABELS_OWNER_ANNOTATION, now[0] ? json_string(now) : json_null());
-        node_set(m, "annotations", a);
-        json_t *root = node_ok(json_object());
-        node_set(root, "metadata", m);
-        char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+            jsonx_set(m, "labels", json_incref(labels));
+        json_t *a = jsonx_ok(json_object());
+        jsonx_set(a, LABELS_OWNER_ANNOTATION, now[0] ? json_string(now) : json_null());
+        jsonx_set(m, "annotations", a);
+        json_t *root = jsonx_ok(json_object());
+        jsonx_set(root, "metadata", m);
+        jsonx_dump(root, JSON_COMPACT | JSON_SORT_KEYS, patch);
         json_decref(root);
-        if (!text)
-            xmalloc_fail(0);
-        strbuf_puts(patch, text);
-        free(text);
         if (!*changes)
             *changes = 1; /* the annotation alone */
     }

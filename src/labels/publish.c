@@ -3,12 +3,10 @@
 #include "labels/publish.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kube/kube.h"
@@ -48,53 +46,6 @@ struct labels_publisher {
     int handles;
     bool stopping;
 };
-
-/* --- the feature file ------------------------------------------------------------ */
-
-int labels_write_file(const char *path, const struct label_set *set, struct err *e)
-{
-    /* The temporary file lives in a hidden directory beside the target, as
-     * GFD's does: NFD reads every plain file in features.d. */
-    char dir[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    snprintf(slash ? slash + 1 : dir, sizeof dir - (size_t)(slash ? slash + 1 - dir : 0),
-             ".gpulet-tmp");
-    /* Like GFD, create features.d itself where NFD has not yet. */
-    for (char *q = strchr(dir + 1, '/'); q; q = strchr(q + 1, '/')) {
-        *q = '\0';
-        int rc = mkdir(dir, 0755);
-        *q = '/';
-        if (rc < 0 && errno != EEXIST)
-            return err_set(e, "labels file: cannot create %.*s: %s", (int)(q - dir), dir,
-                           strerror(errno));
-    }
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return err_set(e, "labels file: cannot create %s: %s", dir, strerror(errno));
-    snprintf(tmp, sizeof tmp, "%s/labels-XXXXXX", dir);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        err_set(e, "labels file: cannot create a temporary file in %s: %s", dir, strerror(errno));
-        rmdir(dir);
-        return -1;
-    }
-    struct strbuf text = {0};
-    label_set_text(set, &text);
-    bool ok = fchmod(fd, 0644) == 0 &&
-              (text.len == 0 || write(fd, text.data, text.len) == (ssize_t)text.len) &&
-              fsync(fd) == 0;
-    int saved = errno;
-    ok = close(fd) == 0 && ok;
-    strbuf_free(&text);
-    if (!ok || rename(tmp, path) < 0) {
-        err_set(e, "labels file %s: %s", path, strerror(ok ? errno : saved));
-        unlink(tmp);
-        rmdir(dir);
-        return -1;
-    }
-    rmdir(dir);
-    return 0;
-}
 
 /* --- the Node object --------------------------------------------------------------- */
 

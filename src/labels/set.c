@@ -1,12 +1,12 @@
 /* Label sets: a small sorted array, rendered as NFD's key=value lines or JSON. */
 #include "labels/labels.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/jsonx.h"
 #include "util/xmalloc.h"
 
 void label_set_put(struct label_set *s, const char *key, const char *fmt, ...)
@@ -84,17 +84,10 @@ void label_set_text(const struct label_set *s, struct strbuf *out)
 
 void label_set_json(const struct label_set *s, struct strbuf *out)
 {
-    json_t *obj = json_object();
-    if (!obj)
-        xmalloc_fail(0);
+    json_t *obj = jsonx_ok(json_object());
     for (unsigned i = 0; i < s->count; i++)
-        if (json_object_set_new(obj, s->items[i].key, json_string(s->items[i].value)) < 0)
-            xmalloc_fail(0);
-    char *text = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        jsonx_set(obj, s->items[i].key, json_string(s->items[i].value));
+    jsonx_dump(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER, out);
     json_decref(obj);
-    if (!text)
-        xmalloc_fail(0);
-    strbuf_puts(out, text);
     strbuf_puts(out, "\n");
-    free(text);
 }
