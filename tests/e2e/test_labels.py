@@ -2,6 +2,8 @@
 ones of gpulet's go, everyone else's stay, a fault reaches the Node within a
 second, a pod selecting the accelerator label schedules, and missing RBAC
 gets the one line that names it. Runs after test_cluster.py, on its cluster."""
+import copy
+import json
 import signal
 import subprocess
 import time
@@ -60,8 +62,6 @@ def test_node_selector_on_accelerator(cluster, gpulet):
                      "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
                                      "command": ["sleep", "3600"],
                                      "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
-    import copy
-    import json
     for name, accel in (("h100-pod", "nvidia-h100-80gb"), ("t4-pod", "nvidia-tesla-t4")):
         spec = copy.deepcopy(base)
         spec["metadata"] = {"name": name}
@@ -75,10 +75,10 @@ def test_node_selector_on_accelerator(cluster, gpulet):
     cluster.kubectl("delete", "pod", "h100-pod", "t4-pod", "--wait=false")
 
 
-def test_missing_rbac_is_named(cluster, gpulet, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("norbac")
-    env = service_account(cluster, "gpulet-norbac", rbac=False)
-    env.update(GPULET_SIM_CONTROL=str(tmp / "sim.sock"), GPULET_SIM_LIB=SIM_LIB)
+def second_agent(env, tmp):
+    """Runs a second gpulet (its own simulator, no kubelet) until it has said
+    why its labels were not published, then a little longer; returns its log."""
+    env = dict(env, GPULET_SIM_CONTROL=str(tmp / "sim.sock"), GPULET_SIM_LIB=SIM_LIB)
     log = tmp / "gpulet.log"
     with open(log, "w") as out:
         p = subprocess.Popen([GPULET, "agent", "--simulate", "t4", "--kubelet-root", str(tmp / "k"),
@@ -95,6 +95,26 @@ def test_missing_rbac_is_named(cluster, gpulet, tmp_path_factory):
             p.wait(timeout=10)
     text = Path(log).read_text()
     assert text.count("labels not published") == 1, text
+    return text
+
+
+def test_missing_rbac_is_named(cluster, gpulet, tmp_path_factory):
+    text = second_agent(service_account(cluster, "gpulet-norbac", rbac=False),
+                        tmp_path_factory.mktemp("norbac"))
     assert ("403 Forbidden: the service account needs get and patch on nodes "
             "(ClusterRole rule: apiGroups [\"\"], resources [nodes], verbs [get, patch])") in text
     assert labels(cluster)["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"  # untouched
+
+
+def test_bad_token_and_wrong_ca(cluster, gpulet, tmp_path_factory):
+    env = service_account(cluster, "gpulet-badcreds", rbac=False)
+    sa = Path(env["GPULET_SERVICEACCOUNT_DIR"])
+    (sa / "token").write_text("expired-or-forged")
+    text = second_agent(env, tmp_path_factory.mktemp("badtoken"))
+    assert "401 Unauthorized: the API server does not accept the credentials" in text
+    # A CA that did not sign the API server's certificate.
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=other-ca", "-keyout", str(sa / "other.key"), "-out",
+                    str(sa / "ca.crt")], check=True, capture_output=True)
+    text = second_agent(env, tmp_path_factory.mktemp("badca"))
+    assert "labels not published: GET https://" in text and "certificate" in text, text
