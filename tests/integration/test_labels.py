@@ -2,10 +2,13 @@
 current, on change only, within a second of a fault (the Node through the
 real API server is tests/e2e's)."""
 import json
+import shutil
 import signal
 import time
 
-from conftest import check_clean
+import pytest
+
+from conftest import SANITIZED, check_clean
 
 
 def read_nfd(path):
@@ -240,5 +243,31 @@ def test_api_only_on_change_and_catch_up(plugin_agent, gpulet, tmp_path):
         time.sleep(0.2)
         assert a.log().count("labels: 29 published to Node n1") == 2  # at start, and back
         assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+@pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
+def test_valgrind_labels(plugin_agent, gpulet, tmp_path):
+    """Labels through a stand-in API server and a SIGHUP to the file, under
+    valgrind: no leaks, no invalid accesses (libcurl's threads included)."""
+    from fakeapi import FakeAPI
+    api = FakeAPI()
+    try:
+        kc = api.kubeconfig(tmp_path / "kubeconfig")
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text("version: v1\n")
+        a = plugin_agent("--simulate", "mixed-pcie", "--labels", "api", "--kubeconfig", str(kc),
+                         "--node-name", "n1", "--config-file", str(cfg),
+                         prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
+                                 "--errors-for-leak-kinds=definite,indirect", "-q"))
+        api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "6", timeout=30)
+        gpulet("sim", "xid", "4", "79")
+        api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "5", timeout=30)
+        cfg.write_text("version: v1\nresources:\n  gpus:\n  - {pattern: 'NVIDIA H100*', name: h100}\n"
+                       "  - {pattern: 'NVIDIA L4', name: l4}\n")
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("registered nvidia.com/l4", timeout=30)
+        assert a.stop(timeout=60) == 0, a.log()
     finally:
         api.stop()
