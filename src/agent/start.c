@@ -52,13 +52,9 @@ int agent_plugin_start(struct agent *a, struct err *e)
     a->resources = NULL;
     if (plugin_resources(&a->cfg, &a->inv, &a->resources, &a->nresources, e) < 0)
         return -1;
-    for (unsigned r = 0; r < a->nresources; r++) {
-        const struct plugin_resource *res = &a->resources[r];
-        for (unsigned k = 0; k < res->ngpus; k++) {
-            snprintf(a->devs[res->gpus[k]].resource, sizeof a->devs[0].resource, "%s", res->name);
-            metrics_on_device(a->metrics, res->gpus[k], 0, &a->devs[res->gpus[k]]);
-        }
-    }
+    plugin_resources_apply(a->resources, a->nresources, a->devs);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        metrics_on_device(a->metrics, i, 0, &a->devs[i]);
     const struct plugin_hooks hooks = {agent_on_allocate, a};
     a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
     for (unsigned r = 0; r < a->nresources; r++) {

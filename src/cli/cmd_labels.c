@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "config/config.h"
 #include "labels/labels.h"
+#include "plugin/plugin.h"
 #include "util/xmalloc.h"
 
 static const char labels_usage[] =
@@ -73,6 +74,19 @@ int cmd_labels(int argc, char **argv)
     if (!machine)
         fprintf(stderr, "gpulet labels: %s; nvidia.com/gpu.machine is 'unknown'\n", e.msg);
     struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    /* Sharing and per-model resources move labels: the agent's assignment. */
+    struct plugin_resource *res;
+    unsigned nres;
+    if (plugin_resources(&cfg, &inv, &res, &nres, &e) < 0) {
+        fprintf(stderr, "gpulet labels: %s\n", e.msg);
+        free(devs);
+        free(machine);
+        gpu_inventory_free(&inv);
+        nvml_close(&n);
+        return CLI_FAIL;
+    }
+    plugin_resources_apply(res, nres, devs);
+    plugin_resources_free(res, nres);
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
     if (cli_agent_health(cli_status_socket(cfg.status_socket), &inv, health))
         for (unsigned i = 0; i < inv.count; i++)

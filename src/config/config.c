@@ -1,4 +1,5 @@
 #include "config/config.h"
+#include "config/internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -31,6 +32,7 @@ static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
 static const char *const id_choices[] = {"uuid", "index", NULL};
 static const char *const list_choices[] = {"envvar", "volume-mounts", "cdi-annotations",
                                            "cdi-cri", NULL};
+static const char *const policy_choices[] = {"distributed", "packed", NULL};
 static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 
@@ -53,6 +55,9 @@ static const struct config_opt options[] = {
      "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri"},
     {"device-id-strategy", "DEVICE_ID_STRATEGY", "flags.plugin.deviceIDStrategy", T_ENUM,
      F(id_strategy), id_choices, "uuid", "device IDs: uuid or index"},
+    {"shared-devices-allocation-policy", "SHARED_DEVICES_ALLOCATION_POLICY",
+     "flags.plugin.sharedDevicesAllocationPolicy", T_ENUM, F(shared_policy), policy_choices,
+     "distributed", "replicas of shared GPUs: distributed (spread) or packed"},
     {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "flags.plugin.cdiAnnotationPrefix",
      T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations"},
     {"gds-enabled", "GDS_ENABLED", "flags.gdsEnabled", T_BOOL, F(gds), NULL, "false",
@@ -327,8 +332,8 @@ static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
     return 0;
 }
 
-/* An empty value (null, [] or {}) for a section gpulet does not support yet. */
-static bool config_empty(yaml_node_t *n)
+/* An empty value (null, [] or {}): a section left out. */
+bool config_empty(const yaml_node_t *n)
 {
     return (n->type == YAML_SCALAR_NODE && (!n->data.scalar.length ||
                                             !strcmp((char *)n->data.scalar.value, "null"))) ||
@@ -336,68 +341,11 @@ static bool config_empty(yaml_node_t *n)
            (n->type == YAML_MAPPING_NODE && n->data.mapping.pairs.top == n->data.mapping.pairs.start);
 }
 
-/* A resource name as NVIDIA's config takes it: "h100" or "nvidia.com/h100";
- * the part after nvidia.com/ a DNS label of at most 63 characters. */
-static bool config_resource_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 63 || !isalnum((unsigned char)name[0]) || !isalnum((unsigned char)name[n - 1]))
-        return false;
-    for (const char *p = name; *p; p++)
-        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '.'))
-            return false;
-    return true;
-}
-
-/* resources.gpus: [{pattern, name}]; resources.mig waits for the MIG strategies. */
-static int config_resources(struct config *c, struct ydoc *d, yaml_node_t *res, struct err *e)
-{
-    static const char *const keys[] = {"gpus", "mig", NULL};
-    static const char *const item_keys[] = {"pattern", "name", NULL};
-    if (ydoc_check_keys(d, res, "resources", keys, e) < 0)
-        return -1;
-    yaml_node_t *mig = ydoc_get(d, res, "mig"), *gpus = ydoc_get(d, res, "gpus");
-    if (mig && !config_empty(mig))
-        return ydoc_error(d, mig, e, "resources.mig: MIG resources are not supported yet");
-    if (!gpus || config_empty(gpus))
-        return 0;
-    if (gpus->type != YAML_SEQUENCE_NODE)
-        return ydoc_error(d, gpus, e, "resources.gpus must be a list of {pattern, name}");
-    c->nresources = 0;
-    for (yaml_node_item_t *it = gpus->data.sequence.items.start; it < gpus->data.sequence.items.top;
-         it++) {
-        yaml_node_t *item = ydoc_node(d, *it), *pn, *nn;
-        const char *pattern, *name;
-        if (ydoc_check_keys(d, item, "a resources.gpus entry", item_keys, e) < 0)
-            return -1;
-        if (!(pn = ydoc_get(d, item, "pattern")) || !(nn = ydoc_get(d, item, "name")))
-            return ydoc_error(d, item, e, "a resources.gpus entry needs pattern and name");
-        if (ydoc_scalar(d, pn, "pattern", &pattern, e) < 0 || ydoc_scalar(d, nn, "name", &name, e) < 0)
-            return -1;
-        if (!strncmp(name, "nvidia.com/", 11))
-            name += 11;
-        if (!config_resource_name_ok(name))
-            return ydoc_error(d, nn, e, "resource name '%s' is not valid: lower-case letters, "
-                                        "digits, '-' and '.', at most 63, as in nvidia.com/h100",
-                              name);
-        if (!*pattern || strlen(pattern) >= sizeof c->resources[0].pattern)
-            return ydoc_error(d, pn, e, "pattern must be 1 to %zu characters",
-                              sizeof c->resources[0].pattern - 1);
-        if (c->nresources == CONFIG_MAX_RESOURCES)
-            return ydoc_error(d, item, e, "at most %d resources.gpus entries", CONFIG_MAX_RESOURCES);
-        struct config_resource *r = &c->resources[c->nresources++];
-        snprintf(r->pattern, sizeof r->pattern, "%s", pattern);
-        snprintf(r->name, sizeof r->name, "%s", name);
-    }
-    return 0;
-}
-
 /* Applies a loaded v1 document over c. */
 static int config_document(struct config *c, struct ydoc *d, struct err *e)
 {
     static const char *const keys[] = {"version", "flags", "resources", "sharing", "imex", NULL};
     static const char *const unsupported[][2] = {
-        {"sharing", "sharing (time-slicing, MPS) is not supported yet: remove the sharing section"},
         {"imex", "IMEX channels are not supported yet: remove the imex section"},
     };
     yaml_node_t *root = ydoc_root(d);
@@ -411,10 +359,12 @@ static int config_document(struct config *c, struct ydoc *d, struct err *e)
         return -1;
     if (strcmp(version, "v1") && *version)
         return ydoc_error(d, n, e, "version must be v1, not '%s'", version);
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 1; i++)
         if ((n = ydoc_get(d, root, unsupported[i][0])) && !config_empty(n))
             return ydoc_error(d, n, e, "%s", unsupported[i][1]);
-    if ((n = ydoc_get(d, root, "resources")) && !config_empty(n) && config_resources(c, d, n, e) < 0)
+    if ((n = ydoc_get(d, root, "resources")) && config_resources_section(c, d, n, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "sharing")) && config_sharing_section(c, d, n, e) < 0)
         return -1;
     if ((n = ydoc_get(d, root, "flags")) && !config_empty(n))
         return config_file_map(c, d, n, "flags", e);
@@ -461,8 +411,11 @@ static bool config_label_key_ok(const char *key)
     return true;
 }
 
-static int config_check_labels(const struct config *c, struct err *e)
+static int config_check(const struct config *c, struct err *e)
 {
+    if (c->sharing == CONFIG_SHARING_MPS && c->mig_strategy == CONFIG_MIG_MIXED)
+        return err_set(e, "sharing.mps cannot be combined with MIG strategy mixed (MPS does not "
+                          "run on MIG devices)");
     if (c->accelerator_label[0] && !config_label_key_ok(c->accelerator_label))
         return err_set(e, "--accelerator-label '%s' is not a valid label key", c->accelerator_label);
     if (c->labels_output == CONFIG_LABELS_FILE && !c->output_file[0])
@@ -511,7 +464,7 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
         strcpy(c->dev_root, c->driver_root);
     if (!strcmp(c->accelerator_label, "none"))
         c->accelerator_label[0] = '\0';
-    if (config_check_labels(c, e) < 0)
+    if (config_check(c, e) < 0)
         return -1;
     if (c->probe_ms == 0)
         return err_set(e, "--health-probe-ms must be at least 1");

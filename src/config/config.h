@@ -13,6 +13,7 @@
 
 enum config_mig { CONFIG_MIG_NONE, CONFIG_MIG_SINGLE, CONFIG_MIG_MIXED };
 enum config_id { CONFIG_ID_UUID, CONFIG_ID_INDEX };
+enum config_policy { CONFIG_POLICY_DISTRIBUTED, CONFIG_POLICY_PACKED };
 /* Where node labels go: auto is api inside a cluster (or with a
  * kubeconfig), else none. */
 enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
@@ -24,6 +25,20 @@ enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE,
 struct config_resource {
     char pattern[128];
     char name[64];                      /* without nvidia.com/ */
+};
+
+/* sharing: time-slicing or MPS (NVIDIA's sharing.timeSlicing / sharing.mps). */
+enum config_sharing { CONFIG_SHARING_NONE, CONFIG_SHARING_TIME_SLICING, CONFIG_SHARING_MPS };
+#define CONFIG_MAX_SHARED 16
+
+/* One sharing.*.resources entry: the GPUs of resource name selected by
+ * devices get replicas each, advertised as rename (or name.shared). */
+struct config_shared {
+    char name[80];                      /* full name: nvidia.com/gpu */
+    char rename[80];                    /* full name; empty: the default */
+    unsigned replicas;                  /* >= 2 */
+    char devices[512];                  /* "all", a count ("2"), or a comma list of indexes/UUIDs */
+    bool devices_listed;                /* devices is a list (a one-element list looks like a count) */
 };
 
 /* deviceListStrategy bits */
@@ -46,6 +61,12 @@ struct config {
     char config_file[CONFIG_PATH_MAX];
     struct config_resource resources[CONFIG_MAX_RESOURCES]; /* none: nvidia.com/gpu for all */
     unsigned nresources;
+    int sharing;                        /* enum config_sharing */
+    bool rename_by_default;             /* shared resources as <name>.shared */
+    bool fail_requests_gt_one;          /* refuse >1 replica per container */
+    struct config_shared shared[CONFIG_MAX_SHARED];
+    unsigned nshared;
+    int shared_policy;                  /* enum config_policy: replicas in a preferred allocation */
     /* gpulet's own */
     char kubelet_root[CONFIG_PATH_MAX];
     char simulate[CONFIG_PATH_MAX];

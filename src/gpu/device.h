@@ -26,6 +26,9 @@ struct gpu_device {
     unsigned last_xid;             /* 0: none seen */
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
     char resource[80];             /* the resource it is advertised under: nvidia.com/gpu */
+    unsigned replicas;             /* how many share it: 1 for a whole GPU */
+    int sharing;                   /* enum config_sharing */
+    bool renamed;                  /* shared under another name than its model's resource */
 };
 
 /* What a notification says changed (bits). */

@@ -114,53 +114,86 @@ static bool labels_known(const struct gpu_info *g)
     return g->name[0] != '\0';
 }
 
-/* One per-GPU fact as a string, for the all-agree rule. */
-typedef void (*labels_fact_fn)(const struct gpu_info *g, char *out, size_t len);
+/* One per-GPU fact as a string, for the all-agree rule. d is the GPU's
+ * record, NULL outside the agent's model (a whole, unshared GPU). */
+typedef void (*labels_fact_fn)(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                               size_t len);
 
-static void fact_product(const struct gpu_info *g, char *out, size_t len)
+/* GFD: -SHARED when the GPU is replicated under its own resource name. */
+static void fact_product(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                         size_t len)
 {
-    labels_sanitise(g->name, out, len);
+    char name[LABEL_VALUE_MAX];
+    labels_sanitise(g->name, name, sizeof name);
+    bool shared = d && d->replicas > 1 && !d->renamed;
+    snprintf(out, len, "%.*s%s", shared ? LABEL_VALUE_MAX - 8 : LABEL_VALUE_MAX - 1, name,
+             shared ? "-SHARED" : "");
 }
 
-static void fact_memory(const struct gpu_info *g, char *out, size_t len)
+static void fact_replicas(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                          size_t len)
 {
+    (void)g;
+    snprintf(out, len, "%u", d && d->replicas ? d->replicas : 1);
+}
+
+static void fact_sharing(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                         size_t len)
+{
+    (void)g;
+    int s = d && d->replicas > 1 ? d->sharing : CONFIG_SHARING_NONE;
+    snprintf(out, len, "%s", s == CONFIG_SHARING_MPS ? "mps" : s == CONFIG_SHARING_TIME_SLICING
+                                                                   ? "time-slicing" : "none");
+}
+
+static void fact_memory(const struct gpu_info *g, const struct gpu_device *d, char *out, size_t len)
+{
+    (void)d;
     if (g->memory_total)
         snprintf(out, len, "%llu", g->memory_total / MIB);
 }
 
-static void fact_family(const struct gpu_info *g, char *out, size_t len)
+static void fact_family(const struct gpu_info *g, const struct gpu_device *d, char *out, size_t len)
 {
+    (void)d;
     if (g->cc_major > 0)
         snprintf(out, len, "%s", labels_family(g->cc_major, g->cc_minor));
 }
 
-static void fact_cc_major(const struct gpu_info *g, char *out, size_t len)
+static void fact_cc_major(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                          size_t len)
 {
+    (void)d;
     if (g->cc_major > 0)
         snprintf(out, len, "%d", g->cc_major);
 }
 
-static void fact_cc_minor(const struct gpu_info *g, char *out, size_t len)
+static void fact_cc_minor(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                          size_t len)
 {
+    (void)d;
     if (g->cc_major > 0)
         snprintf(out, len, "%d", g->cc_minor);
 }
 
-static void fact_accelerator(const struct gpu_info *g, char *out, size_t len)
+static void fact_accelerator(const struct gpu_info *g, const struct gpu_device *d, char *out,
+                             size_t len)
 {
+    (void)d;
     labels_accelerator(g->name, g->memory_total, out, len);
 }
 
 /* Sets key when every GPU whose identity is known gives the same non-empty value. */
-static void labels_agreed(const struct gpu_inventory *inv, const char *key, labels_fact_fn fn,
+static void labels_agreed(const struct labels_input *in, const char *key, labels_fact_fn fn,
                           struct label_set *out)
 {
+    const struct gpu_inventory *inv = in->inv;
     char first[LABEL_VALUE_MAX] = "", v[LABEL_VALUE_MAX];
     for (unsigned i = 0; i < inv->count; i++) {
         if (!labels_known(&inv->gpus[i]))
             continue;
         v[0] = '\0';
-        fn(&inv->gpus[i], v, sizeof v);
+        fn(&inv->gpus[i], in->devs ? &in->devs[i] : NULL, v, sizeof v);
         if (!v[0] || (first[0] && strcmp(first, v)))
             return;
         snprintf(first, sizeof first, "%s", v);
@@ -236,15 +269,17 @@ void labels_build(const struct labels_input *in, struct label_set *out)
         label_set_put(out, "nvidia.com/mig.strategy", "single");
     else if (cfg->mig_strategy == CONFIG_MIG_MIXED)
         label_set_put(out, "nvidia.com/mig.strategy", "mixed");
-    label_set_put(out, "nvidia.com/mps.capable", "false");
-    labels_agreed(inv, "nvidia.com/gpu.product", fact_product, out);
+    /* GFD: true exactly when MPS sharing is configured (it refuses MIG GPUs). */
+    label_set_put(out, "nvidia.com/mps.capable", "%s",
+                  cfg->sharing == CONFIG_SHARING_MPS && cfg->nshared ? "true" : "false");
+    labels_agreed(in, "nvidia.com/gpu.product", fact_product, out);
     label_set_put(out, "nvidia.com/gpu.count", "%u", inv->count);
-    label_set_put(out, "nvidia.com/gpu.replicas", "1");
-    label_set_put(out, "nvidia.com/gpu.sharing-strategy", "none");
-    labels_agreed(inv, "nvidia.com/gpu.memory", fact_memory, out);
-    labels_agreed(inv, "nvidia.com/gpu.family", fact_family, out);
-    labels_agreed(inv, "nvidia.com/gpu.compute.major", fact_cc_major, out);
-    labels_agreed(inv, "nvidia.com/gpu.compute.minor", fact_cc_minor, out);
+    labels_agreed(in, "nvidia.com/gpu.replicas", fact_replicas, out);
+    labels_agreed(in, "nvidia.com/gpu.sharing-strategy", fact_sharing, out);
+    labels_agreed(in, "nvidia.com/gpu.memory", fact_memory, out);
+    labels_agreed(in, "nvidia.com/gpu.family", fact_family, out);
+    labels_agreed(in, "nvidia.com/gpu.compute.major", fact_cc_major, out);
+    labels_agreed(in, "nvidia.com/gpu.compute.minor", fact_cc_minor, out);
     label_set_put(out, "nvidia.com/gpu.mode", "%s", labels_mode(inv));
     labels_clique(inv, out);
     if (!cfg->no_timestamp)
@@ -252,7 +287,7 @@ void labels_build(const struct labels_input *in, struct label_set *out)
     /* Beyond GFD. */
     label_set_put(out, "nvidia.com/gpu.present", "true");
     if (cfg->accelerator_label[0])
-        labels_agreed(inv, cfg->accelerator_label, fact_accelerator, out);
+        labels_agreed(in, cfg->accelerator_label, fact_accelerator, out);
     unsigned healthy = 0;
     for (unsigned i = 0; i < inv->count; i++)
         healthy += !in->devs || in->devs[i].health.reason == HEALTH_OK;

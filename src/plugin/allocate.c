@@ -11,6 +11,7 @@
 #include "grpc/grpc.h"
 #include "plugin/internal.h"
 #include "util/arena.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 #include "util/strbuf.h"
 
@@ -58,7 +59,15 @@ static bool alloc_node_exists(const struct plugin *p, const char *name)
     return stat(path, &st) == 0;
 }
 
-/* One container's response for devices devs[0..n). */
+/* A device's GPU ID: its own ID without a replica's "::<n>". */
+static const char *alloc_gpu_id(struct arena *a, const struct plugin_device *d)
+{
+    const char *sep = strstr(d->id, "::");
+    return sep ? arena_printf(a, "%.*s", (int)(sep - d->id), d->id) : d->id;
+}
+
+/* One container's response for devices devs[0..n): each physical GPU once,
+ * however many of its replicas were asked for. */
 static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *p, struct arena *a,
                                                            const struct plugin_device **devs,
                                                            size_t n)
@@ -73,24 +82,47 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     r->annotations = arena_alloc(a, sizeof *r->annotations);
     r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
 
-    struct strbuf ids = {0}, names = {0};
+    const struct plugin_device **gpus = arena_alloc(a, (n + 1) * sizeof *gpus);
+    size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
-        strbuf_printf(&ids, "%s%s", i ? "," : "", devs[i]->id);
-        strbuf_printf(&names, "%s" CDI_KIND "=%s", i ? "," : "", devs[i]->id);
+        size_t j = 0;
+        while (j < ng && gpus[j]->gpu != devs[i]->gpu)
+            j++;
+        if (j == ng)
+            gpus[ng++] = devs[i];
+    }
+    const char **ids = arena_alloc(a, (ng + 1) * sizeof *ids);
+    struct strbuf list = {0}, names = {0};
+    for (size_t i = 0; i < ng; i++) {
+        ids[i] = alloc_gpu_id(a, gpus[i]);
+        strbuf_printf(&list, "%s%s", i ? "," : "", ids[i]);
+        strbuf_printf(&names, "%s" CDI_KIND "=%s", i ? "," : "", ids[i]);
+    }
+    if (ng < n) {
+        /* A request for k replicas on fewer than k GPUs: say so to the workload. */
+        alloc_env(&o, "GPULET_SHARED_NOTE",
+                  arena_printf(a, "%zu replicas of %s on %zu GPU(s): replicas share a GPU", n,
+                               p->res->name, ng));
+        log_info("Allocate: %zu replicas of %s on %zu GPU(s) (%s)", n, p->res->name, ng, list.data);
     }
     if (cfg->list_strategy & CONFIG_LIST_CDI_ANNOTATIONS) {
         V1beta1__ContainerAllocateResponse__AnnotationsEntry *an = arena_alloc(a, sizeof *an);
         v1beta1__container_allocate_response__annotations_entry__init(an);
-        /* Unique per container: a device belongs to one container at a time. */
-        an->key = arena_printf(a, "%sgpulet_%s", cfg->cdi_prefix, devs[0]->id);
+        /* Unique per container: a device (or replica) belongs to one container
+         * at a time; ':' is not allowed in a key. */
+        char *key = arena_printf(a, "%sgpulet_%s", cfg->cdi_prefix, devs[0]->id);
+        for (char *c = key; *c; c++)
+            if (*c == ':')
+                *c = '_';
+        an->key = key;
         an->value = arena_strdup(a, names.data);
         r->annotations[r->n_annotations++] = an;
     }
     if (cfg->list_strategy & CONFIG_LIST_CDI_CRI) {
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < ng; i++) {
             V1beta1__CDIDevice *c = arena_alloc(a, sizeof *c);
             v1beta1__cdidevice__init(c);
-            c->name = arena_printf(a, CDI_KIND "=%s", devs[i]->id);
+            c->name = arena_printf(a, CDI_KIND "=%s", ids[i]);
             r->cdi_devices[r->n_cdi_devices++] = c;
         }
     }
@@ -104,16 +136,16 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     if (non_cdi) {
         /* With both, the mount list wins, as in NVIDIA's plugin: one variable. */
         if (cfg->list_strategy & CONFIG_LIST_ENVVAR && !(cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS))
-            alloc_env(&o, VISIBLE, ids.data);
+            alloc_env(&o, VISIBLE, list.data);
         if (cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS) {
             /* The runtime reads the device list from the mount names, which an
              * unprivileged pod cannot forge the way it can an env var. */
             alloc_env(&o, VISIBLE, DEVICES_DIR);
-            for (size_t i = 0; i < n; i++) {
+            for (size_t i = 0; i < ng; i++) {
                 V1beta1__Mount *m = arena_alloc(a, sizeof *m);
                 v1beta1__mount__init(m);
                 m->host_path = "/dev/null";
-                m->container_path = arena_printf(a, DEVICES_DIR "/%s", devs[i]->id);
+                m->container_path = arena_printf(a, DEVICES_DIR "/%s", ids[i]);
                 m->read_only = true;
                 r->mounts[r->n_mounts++] = m;
             }
@@ -122,14 +154,14 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
             for (size_t i = 0; i < sizeof control_nodes / sizeof *control_nodes; i++)
                 if (alloc_node_exists(p, control_nodes[i]))
                     alloc_device_node(&o, p, control_nodes[i]);
-            for (size_t i = 0; i < n; i++) {
+            for (size_t i = 0; i < ng; i++) {
                 char node[32];
-                snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[devs[i]->gpu].minor);
+                snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[gpus[i]->gpu].minor);
                 alloc_device_node(&o, p, node);
             }
         }
     }
-    strbuf_free(&ids);
+    strbuf_free(&list);
     strbuf_free(&names);
     return r;
 }
@@ -143,6 +175,10 @@ static int alloc_check(const struct plugin *p, V1beta1__AllocateRequest *req,
         V1beta1__ContainerAllocateRequest *cr = req->container_requests[c];
         if (cr->n_devices_ids == 0)
             return err_set(e, "container request %zu names no device", c);
+        /* NVIDIA's rule and message, for the kubelet's UnexpectedAdmissionError. */
+        if (cr->n_devices_ids > 1 && p->cfg->fail_requests_gt_one && plugin_shared(p))
+            return err_set(e, "request for '%s: %zu' too large: maximum request size for shared "
+                              "resources is 1", p->res->name, cr->n_devices_ids);
         devs[c] = arena_alloc(a, cr->n_devices_ids * sizeof **devs);
         for (size_t i = 0; i < cr->n_devices_ids; i++) {
             const struct plugin_device *d = plugin_find(p, cr->devices_ids[i]);

@@ -19,10 +19,12 @@ struct plugin_file_id {
     long long ctime_ns;
 };
 
-/* One advertised device: its ID and which GPU of the inventory it is. */
+/* One advertised device: its ID and which GPU of the inventory it is (a
+ * whole GPU, or replica `replica` of a shared one: ID "<GPU ID>::<n>"). */
 struct plugin_device {
-    char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE + 16];
     unsigned gpu;
+    unsigned replica;
 };
 
 struct plugin {
@@ -68,6 +70,15 @@ int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint
  * must, with the best interconnect; out gets them in ascending order. */
 int plugin_prefer(const struct gpu_inventory *inv, const unsigned *avail, size_t navail,
                   const unsigned *must, size_t nmust, size_t size, unsigned *out);
+
+/* True when the plugin's devices are replicas of shared GPUs. */
+bool plugin_shared(const struct plugin *p);
+
+/* For a shared resource: size replicas from avail, keeping every one of
+ * must, on as many distinct GPUs as possible, then by the configured
+ * policy (docs/sharing.md); out gets device positions. Fails naming a bad ID. */
+int plugin_prefer_replicas(const struct plugin *p, char **avail, size_t navail, char **must,
+                           size_t nmust, size_t size, unsigned *out, struct err *e);
 
 /* Serialized PreferredAllocationResponse: GRPC_OK, or a gRPC status with
  * the reason in e. */

@@ -181,19 +181,40 @@ int plugin_serve(struct plugin *p, struct err *e)
     return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
 }
 
+bool plugin_shared(const struct plugin *p)
+{
+    for (unsigned k = 0; k < p->res->ngpus; k++)
+        if (p->res->replicas[k] > 1)
+            return true;
+    return false;
+}
+
 void plugin_build_devices(struct plugin *p)
 {
     const struct gpu_inventory *inv = p->inv;
-    p->devs = xcalloc(p->res->ngpus + 1, sizeof *p->devs);
+    unsigned total = 0;
+    for (unsigned k = 0; k < p->res->ngpus; k++)
+        total += p->res->replicas[k];
+    p->devs = xcalloc(total + 1, sizeof *p->devs);
+    p->ndevs = 0;
     for (unsigned k = 0; k < p->res->ngpus; k++) {
-        unsigned i = p->res->gpus[k];
-        p->devs[k].gpu = i;
+        unsigned i = p->res->gpus[k], replicas = p->res->replicas[k];
+        char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         if (p->cfg->id_strategy == CONFIG_ID_INDEX)
-            snprintf(p->devs[k].id, sizeof p->devs[k].id, "%u", inv->gpus[i].index);
+            snprintf(id, sizeof id, "%u", inv->gpus[i].index);
         else
-            snprintf(p->devs[k].id, sizeof p->devs[k].id, "%s", inv->gpus[i].uuid);
+            snprintf(id, sizeof id, "%s", inv->gpus[i].uuid);
+        for (unsigned n = 0; n < replicas; n++) {
+            struct plugin_device *d = &p->devs[p->ndevs++];
+            d->gpu = i;
+            d->replica = n;
+            /* NVIDIA's replica IDs: <ID>::<n>, for shared resources only. */
+            if (replicas > 1)
+                snprintf(d->id, sizeof d->id, "%s::%u", id, n);
+            else
+                snprintf(d->id, sizeof d->id, "%s", id);
+        }
     }
-    p->ndevs = p->res->ngpus;
 }
 
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,

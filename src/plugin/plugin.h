@@ -18,19 +18,31 @@ struct plugin;
 
 /* One resource the node advertises and the GPUs that serve it. */
 struct plugin_resource {
-    char name[80];                   /* nvidia.com/gpu, nvidia.com/h100 */
+    char name[80];                   /* nvidia.com/gpu, nvidia.com/h100, nvidia.com/gpu.shared */
     char socket[96];                 /* its socket's file name: gpulet-nvidia-gpu.sock */
     unsigned *gpus;                  /* inventory positions */
+    unsigned *replicas;              /* per entry of gpus: 1 for a whole GPU */
     unsigned ngpus;
+    int sharing;                     /* enum config_sharing: how its replicas share a GPU */
+    bool renamed;                    /* a shared resource under another name than its GPUs' */
 };
 
 /* The resources of the node: nvidia.com/gpu for every GPU, or with
- * resources.gpus each GPU under the one pattern its product name matches.
- * Fails, naming the GPU, when a GPU matches none or two resources. The
- * caller frees the array with plugin_resources_free. */
+ * resources.gpus each GPU under the one pattern its product name matches;
+ * then sharing (time-slicing, MPS) gives the GPUs its devices select
+ * replicas, under <name>.shared where whole GPUs of the name remain (or
+ * renameByDefault, or rename). Fails, naming the GPU or the config key,
+ * when a GPU matches no resource or two, a sharing entry names a GPU or
+ * resource the node lacks, or two entries select one GPU. The caller frees
+ * the array with plugin_resources_free. */
 int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
                      struct plugin_resource **out, unsigned *count, struct err *e);
 void plugin_resources_free(struct plugin_resource *r, unsigned count);
+
+/* Writes each GPU's resource, replica count and sharing into its device
+ * record (read by labels and metrics). */
+void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
+                            struct gpu_device *devs);
 
 /* What the plugin tells its owner. */
 struct plugin_hooks {

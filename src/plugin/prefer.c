@@ -186,6 +186,22 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
         }
         size_t size = (size_t)cr->allocation_size;
         unsigned *chosen = arena_alloc(&a, (size + 1) * sizeof *chosen);
+        if (plugin_shared(p)) {
+            if (plugin_prefer_replicas(p, cr->available_deviceids, cr->n_available_deviceids,
+                                       cr->must_include_deviceids, cr->n_must_include_deviceids,
+                                       size, chosen, e) < 0) {
+                status = GRPC_INVALID_ARGUMENT;
+                break;
+            }
+            V1beta1__ContainerPreferredAllocationResponse *out_c = arena_alloc(&a, sizeof *out_c);
+            v1beta1__container_preferred_allocation_response__init(out_c);
+            out_c->n_deviceids = size;
+            out_c->deviceids = arena_alloc(&a, size * sizeof(char *));
+            for (size_t i = 0; i < size; i++)
+                out_c->deviceids[i] = (char *)p->devs[chosen[i]].id;
+            resp.container_responses[c] = out_c;
+            continue;
+        }
         if (prefer_ids(p, cr->available_deviceids, cr->n_available_deviceids, avail,
                        "available_deviceIDs", e) < 0 ||
             prefer_ids(p, cr->must_include_deviceids, cr->n_must_include_deviceids, must,

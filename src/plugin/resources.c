@@ -1,6 +1,9 @@
-/* Which resource each GPU is advertised under: nvidia.com/gpu, or with
- * NVIDIA's resources.gpus config (which NVIDIA's plugin parses and then
- * ignores) one resource per pattern of product names. */
+/* Which resource each GPU is advertised under, and how many replicas it
+ * has: nvidia.com/gpu, or one resource per pattern of product names
+ * (NVIDIA's resources.gpus, which its plugin parses and then ignores); then
+ * time-slicing or MPS replicas for the GPUs each sharing entry selects
+ * (NVIDIA's plugin also ignores `devices` and gives every GPU the same
+ * count). */
 #include "plugin/plugin.h"
 
 #include <fnmatch.h>
@@ -9,6 +12,8 @@
 #include <string.h>
 
 #include "util/xmalloc.h"
+
+static const char *const sharing_kind[] = {"", "timeSlicing", "mps"};
 
 static struct plugin_resource *resources_find(struct plugin_resource *r, unsigned n,
                                               const char *name)
@@ -20,63 +25,223 @@ static struct plugin_resource *resources_find(struct plugin_resource *r, unsigne
 }
 
 static struct plugin_resource *resources_add(struct plugin_resource *r, unsigned *n,
-                                             const char *short_name, unsigned max_gpus)
+                                             const char *full_name, unsigned max_gpus)
 {
     struct plugin_resource *x = &r[(*n)++];
-    snprintf(x->name, sizeof x->name, "nvidia.com/%s", short_name);
-    snprintf(x->socket, sizeof x->socket, "gpulet-nvidia-%s.sock", short_name);
+    snprintf(x->name, sizeof x->name, "%s", full_name);
+    snprintf(x->socket, sizeof x->socket, "gpulet-nvidia-%s.sock", full_name + 11);
     x->gpus = xcalloc(max_gpus + 1, sizeof *x->gpus);
+    x->replicas = xcalloc(max_gpus + 1, sizeof *x->replicas);
     return x;
+}
+
+static void resources_put(struct plugin_resource *x, unsigned gpu, unsigned replicas)
+{
+    x->gpus[x->ngpus] = gpu;
+    x->replicas[x->ngpus++] = replicas;
+}
+
+/* Each GPU under the resource whose pattern its name matches. */
+static int resources_by_model(const struct config *cfg, const struct gpu_inventory *inv,
+                              struct plugin_resource *r, unsigned *n, struct err *e)
+{
+    char full[80];
+    if (cfg->nresources == 0) {
+        struct plugin_resource *all = resources_add(r, n, "nvidia.com/gpu", inv->count);
+        for (unsigned i = 0; i < inv->count; i++)
+            resources_put(all, i, 1);
+        return 0;
+    }
+    /* Every named resource is advertised, even with no GPU of its model:
+     * the kubelet then shows 0 rather than nothing. */
+    for (unsigned k = 0; k < cfg->nresources; k++) {
+        snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
+        if (!resources_find(r, *n, full))
+            resources_add(r, n, full, inv->count);
+    }
+    for (unsigned i = 0; i < inv->count; i++) {
+        const struct gpu_info *g = &inv->gpus[i];
+        struct plugin_resource *mine = NULL;
+        for (unsigned k = 0; k < cfg->nresources; k++) {
+            if (fnmatch(cfg->resources[k].pattern, g->name, 0) != 0)
+                continue;
+            snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
+            struct plugin_resource *x = resources_find(r, *n, full);
+            if (mine && mine != x)
+                return err_set(e, "GPU %u (%s, %s) matches two resources, %s and %s: "
+                                  "make resources.gpus patterns exclusive", i, g->name, g->uuid,
+                               mine->name, x->name);
+            mine = x;
+        }
+        if (!mine)
+            return err_set(e, "GPU %u (%s, %s) matches no resources.gpus pattern: every GPU "
+                              "needs one", i, g->name[0] ? g->name : "name unknown", g->uuid);
+        resources_put(mine, i, 1);
+    }
+    return 0;
+}
+
+/* Does the sharing entry's device list select the k-th GPU of res? Fails
+ * on a list naming a GPU that res does not have. */
+static int shared_selects(const struct config_shared *s, const struct gpu_inventory *inv,
+                          const struct plugin_resource *res, unsigned k, const char *where,
+                          bool *yes, struct err *e)
+{
+    *yes = false;
+    if (!strcmp(s->devices, "all")) {
+        *yes = true;
+        return 0;
+    }
+    char *end;
+    unsigned long count = strtoul(s->devices, &end, 10);
+    if (!s->devices_listed) {
+        if (count > res->ngpus)
+            return err_set(e, "%s.devices asks for %lu GPUs, and %s has %u on this node", where,
+                           count, s->name, res->ngpus);
+        *yes = k < count;
+        return 0;
+    }
+    char list[sizeof s->devices];
+    snprintf(list, sizeof list, "%s", s->devices);
+    char *save = NULL;
+    for (char *id = strtok_r(list, ",", &save); id; id = strtok_r(NULL, ",", &save)) {
+        bool known = false;
+        for (unsigned j = 0; j < res->ngpus; j++) {
+            const struct gpu_info *g = &inv->gpus[res->gpus[j]];
+            char index[16];
+            snprintf(index, sizeof index, "%u", g->index);
+            if (!strcmp(id, index) || !strcmp(id, g->uuid)) {
+                known = true;
+                *yes |= j == k;
+            }
+        }
+        if (!known)
+            return err_set(e, "%s.devices names GPU '%s', which is not a GPU of %s on this node",
+                           where, id, s->name);
+    }
+    return 0;
+}
+
+/* The replicas of the k-th GPU of res: which sharing entry selects it, or
+ * -1 for none; fails when two do. */
+static int shared_entry_of(const struct config *cfg, const struct gpu_inventory *inv,
+                           const struct plugin_resource *res, unsigned k, int *entry, struct err *e)
+{
+    *entry = -1;
+    for (unsigned i = 0; i < cfg->nshared; i++) {
+        const struct config_shared *s = &cfg->shared[i];
+        char where[96];
+        snprintf(where, sizeof where, "sharing.%s.resources[%u]", sharing_kind[cfg->sharing], i);
+        bool yes;
+        if (strcmp(s->name, res->name))
+            continue;
+        if (shared_selects(s, inv, res, k, where, &yes, e) < 0)
+            return -1;
+        if (!yes)
+            continue;
+        if (*entry >= 0)
+            return err_set(e, "GPU %u is selected by both sharing.%s.resources[%d] and [%u]",
+                           inv->gpus[res->gpus[k]].index, sharing_kind[cfg->sharing], *entry, i);
+        *entry = (int)i;
+    }
+    return 0;
+}
+
+/* Moves the shared GPUs of the base resources into their shared resources. */
+static int resources_share(const struct config *cfg, const struct gpu_inventory *inv,
+                           struct plugin_resource *r, unsigned *n, struct err *e)
+{
+    for (unsigned i = 0; i < cfg->nshared; i++)
+        if (!resources_find(r, *n, cfg->shared[i].name))
+            return err_set(e, "sharing.%s.resources[%u].name: %s is not a resource of this node",
+                           sharing_kind[cfg->sharing], i, cfg->shared[i].name);
+    unsigned nbase = *n;
+    bool *had = xcalloc(nbase + 1, sizeof *had);
+    for (unsigned b = 0; b < nbase; b++)
+        had[b] = r[b].ngpus > 0;
+    for (unsigned b = 0; b < nbase; b++) {
+        struct plugin_resource *base = &r[b];
+        int *entry = xcalloc(base->ngpus + 1, sizeof *entry);
+        unsigned exclusive = 0;
+        for (unsigned k = 0; k < base->ngpus; k++) {
+            if (shared_entry_of(cfg, inv, base, k, &entry[k], e) < 0) {
+                free(entry);
+                free(had);
+                return -1;
+            }
+            exclusive += entry[k] < 0;
+            if (entry[k] >= 0 && cfg->sharing == CONFIG_SHARING_MPS &&
+                inv->gpus[base->gpus[k]].mig_mode == NVML_DEVICE_MIG_ENABLE) {
+                int bad = entry[k];
+                free(entry);
+                free(had);
+                return err_set(e, "sharing.mps.resources[%d]: GPU %u has MIG enabled, and MPS "
+                                  "does not run on MIG devices", bad, base->gpus[k]);
+            }
+        }
+        unsigned keep = 0;
+        for (unsigned k = 0; k < base->ngpus; k++) {
+            unsigned g = base->gpus[k];
+            if (entry[k] < 0) {
+                base->gpus[keep] = g;
+                base->replicas[keep++] = 1;
+                continue;
+            }
+            const struct config_shared *s = &cfg->shared[entry[k]];
+            /* Whole GPUs and replicas never share a name: a pod asking for
+             * one must know which it gets. */
+            char name[80];
+            bool renamed = s->rename[0] || cfg->rename_by_default || exclusive > 0;
+            snprintf(name, sizeof name, "%s", s->rename[0] ? s->rename : base->name);
+            if (!s->rename[0] && renamed)
+                snprintf(name, sizeof name, "%.72s.shared", base->name);
+            if (renamed && resources_find(r, nbase, name)) {
+                int bad = entry[k];
+                free(entry);
+                free(had);
+                return err_set(e, "sharing.%s.resources[%d]: %s would hold both whole GPUs "
+                                  "and replicas", sharing_kind[cfg->sharing], bad, name);
+            }
+            struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
+            if (!x)
+                x = resources_add(r, n, name, inv->count);
+            if (x == base) {
+                base->gpus[keep] = g;
+                base->replicas[keep++] = s->replicas;
+            } else {
+                resources_put(x, g, s->replicas);
+            }
+            x->sharing = cfg->sharing;
+            x->renamed = renamed;
+        }
+        base->ngpus = keep;
+        free(entry);
+    }
+    /* A base resource whose GPUs all went to a renamed one is not advertised. */
+    unsigned out = 0;
+    for (unsigned i = 0; i < *n; i++) {
+        bool emptied = i < nbase && had[i] && r[i].ngpus == 0;
+        if (emptied) {
+            free(r[i].gpus);
+            free(r[i].replicas);
+            continue;
+        }
+        r[out++] = r[i];
+    }
+    *n = out;
+    free(had);
+    return 0;
 }
 
 int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
                      struct plugin_resource **out, unsigned *count, struct err *e)
 {
-    unsigned nrules = cfg->nresources;
-    struct plugin_resource *r = xcalloc(nrules + 1, sizeof *r);
+    struct plugin_resource *r = xcalloc(cfg->nresources + cfg->nshared + 2, sizeof *r);
     unsigned n = 0;
-    if (nrules == 0) {
-        struct plugin_resource *all = resources_add(r, &n, "gpu", inv->count);
-        for (unsigned i = 0; i < inv->count; i++)
-            all->gpus[all->ngpus++] = i;
-        *out = r;
-        *count = n;
-        return 0;
-    }
-    /* Every named resource is advertised, even with no GPU of its model:
-     * the kubelet then shows 0 rather than nothing. */
-    for (unsigned k = 0; k < nrules; k++) {
-        char full[80];
-        snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
-        if (!resources_find(r, n, full))
-            resources_add(r, &n, cfg->resources[k].name, inv->count);
-    }
-    for (unsigned i = 0; i < inv->count; i++) {
-        const struct gpu_info *g = &inv->gpus[i];
-        struct plugin_resource *mine = NULL;
-        for (unsigned k = 0; k < nrules; k++) {
-            const struct config_resource *rule = &cfg->resources[k];
-            if (fnmatch(rule->pattern, g->name, 0) != 0)
-                continue;
-            char full[80];
-            snprintf(full, sizeof full, "nvidia.com/%s", rule->name);
-            struct plugin_resource *x = resources_find(r, n, full);
-            if (mine && mine != x) {
-                err_set(e, "GPU %u (%s, %s) matches two resources, %s and %s: "
-                           "make resources.gpus patterns exclusive", i, g->name, g->uuid,
-                        mine->name, x->name);
-                plugin_resources_free(r, n);
-                return -1;
-            }
-            mine = x;
-        }
-        if (!mine) {
-            err_set(e, "GPU %u (%s, %s) matches no resources.gpus pattern: every GPU needs "
-                       "one", i, g->name[0] ? g->name : "name unknown", g->uuid);
-            plugin_resources_free(r, n);
-            return -1;
-        }
-        mine->gpus[mine->ngpus++] = i;
+    if (resources_by_model(cfg, inv, r, &n, e) < 0 ||
+        (cfg->nshared && resources_share(cfg, inv, r, &n, e) < 0)) {
+        plugin_resources_free(r, n);
+        return -1;
     }
     *out = r;
     *count = n;
@@ -85,7 +250,22 @@ int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
 
 void plugin_resources_free(struct plugin_resource *r, unsigned count)
 {
-    for (unsigned i = 0; r && i < count; i++)
+    for (unsigned i = 0; r && i < count; i++) {
         free(r[i].gpus);
+        free(r[i].replicas);
+    }
     free(r);
+}
+
+void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
+                            struct gpu_device *devs)
+{
+    for (unsigned i = 0; i < count; i++)
+        for (unsigned k = 0; k < r[i].ngpus; k++) {
+            struct gpu_device *d = &devs[r[i].gpus[k]];
+            snprintf(d->resource, sizeof d->resource, "%s", r[i].name);
+            d->replicas = r[i].replicas[k];
+            d->sharing = r[i].replicas[k] > 1 ? r[i].sharing : CONFIG_SHARING_NONE;
+            d->renamed = r[i].renamed;
+        }
 }

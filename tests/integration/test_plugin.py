@@ -351,10 +351,11 @@ def test_sighup_reload(plugin_agent, kubelet, tmp_path):
 def test_config_errors_at_start(agent, kubelet, tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
-                   "    - name: nvidia.com/gpu\n      replicas: 4\n")
+                   "    - name: nvidia.com/gpu\n      replicas: 1\n")
     a = agent("--simulate", "t4", "--kubelet-root", str(kubelet.root), "--config-file", str(cfg))
     assert a.proc.wait(timeout=10) == 1
-    assert f"{cfg}:3:3: sharing (time-slicing, MPS) is not supported yet" in a.log()
+    assert (f"{cfg}:6:17: sharing.timeSlicing.resources[0].replicas must be from 2 to 1024, "
+            "not '1'") in a.log()
 
 
 def test_fail_on_init_error(agent, kubelet, tmp_path):

@@ -124,8 +124,29 @@ static void test_file_errors(void **state)
     expect_file_error("flags:\n  plugin:\n    deviceListStrategy: [envvar, nope]\n", "3:25",
                       "unknown strategy 'nope'");
     expect_file_error("flags:\n  failOnInitError: maybe\n", "2:20", "must be true or false");
-    expect_file_error("sharing:\n  timeSlicing:\n    resources: []\n", "2:3",
-                      "sharing (time-slicing, MPS) is not supported yet");
+    expect_file_error("imex:\n  channelIDs: [0]\n", "2:3",
+                      "IMEX channels are not supported yet");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources: []\n", "3:16",
+                      "sharing.timeSlicing.resources must be a non-empty list");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, replicas: 1}\n",
+                      "4:29", "sharing.timeSlicing.resources[0].replicas must be from 2 to 1024, not '1'");
+    expect_file_error("sharing:\n  mps:\n    resources:\n    - {name: gpu, replicas: x}\n",
+                      "4:29", "sharing.mps.resources[0].replicas must be from 2 to 1024, not 'x'");
+    expect_file_error("sharing:\n  mps:\n    resources:\n    - {name: gpu}\n", "4:7",
+                      "sharing.mps.resources[0] needs name and replicas");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources:\n"
+                      "    - {name: gpu, replicas: 2, devices: some}\n", "4:41",
+                      "devices must be all, a count, or a list");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources:\n"
+                      "    - {name: gpu, replicas: 2, devices: []}\n", "4:41",
+                      "a non-empty list");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources:\n"
+                      "    - {name: GPU, replicas: 2}\n", "4:14", "resource name 'GPU' is not valid");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources: [{name: gpu, replicas: 2}]\n"
+                      "  mps:\n    resources: [{name: gpu, replicas: 2}]\n", "5:5",
+                      "time-slicing and MPS cannot both be configured");
+    expect_file_error("sharing:\n  timeSlicing:\n    renameByDefault: maybe\n"
+                      "    resources: [{name: gpu, replicas: 2}]\n", "3:22", "renameByDefault");
     expect_file_error("flagz: {}\n", "1:1", "unknown key 'flagz'");
     expect_file_error("flags: [1]\n", "1:8", "flags must be a mapping");
     expect_file_error("flags:\n  migStrategy: [none]\n", "2:16", "must be a single value");

@@ -292,6 +292,227 @@ static void test_resources(void **state)
     done();
 }
 
+/* --- sharing ------------------------------------------------------------------------ */
+
+static void add_shared(struct config *c, const char *name, unsigned replicas, const char *devices,
+                       bool listed)
+{
+    c->sharing = CONFIG_SHARING_TIME_SLICING;
+    struct config_shared *s = &c->shared[c->nshared++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->replicas = replicas;
+    snprintf(s->devices, sizeof s->devices, "%s", devices);
+    s->devices_listed = listed;
+}
+
+static void expect_resources_error(const struct config *c, const char *what)
+{
+    struct plugin_resource *r;
+    unsigned n;
+    struct err e;
+    if (plugin_resources(c, &inv, &r, &n, &e) == 0)
+        fail_msg("accepted a config that should fail with: %s", what);
+    assert_contains(e.msg, what);
+}
+
+static void test_sharing_resources(void **state)
+{
+    (void)state;
+    inventory("l4-pcie");
+    struct config c = base_config();
+    struct plugin_resource *r;
+    unsigned n;
+    struct err e;
+    /* Every GPU shared, not renamed: nvidia.com/gpu with 4 replicas each. */
+    add_shared(&c, "nvidia.com/gpu", 4, "all", false);
+    assert_int_equal(plugin_resources(&c, &inv, &r, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].name, "nvidia.com/gpu");
+    assert_int_equal(r[0].ngpus, 4);
+    assert_int_equal(r[0].replicas[3], 4);
+    assert_false(r[0].renamed);
+    plugin_resources_free(r, n);
+    /* renameByDefault: only nvidia.com/gpu.shared. */
+    c.rename_by_default = true;
+    assert_int_equal(plugin_resources(&c, &inv, &r, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].name, "nvidia.com/gpu.shared");
+    assert_string_equal(r[0].socket, "gpulet-nvidia-gpu.shared.sock");
+    plugin_resources_free(r, n);
+    /* Per-GPU counts; a GPU left whole keeps nvidia.com/gpu, so the shared
+     * ones move to nvidia.com/gpu.shared even without renameByDefault. */
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 4, "0,1", true);
+    add_shared(&c, "nvidia.com/gpu", 2, inv.gpus[2].uuid, true);
+    assert_int_equal(plugin_resources(&c, &inv, &r, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(r[0].name, "nvidia.com/gpu");
+    assert_int_equal(r[0].ngpus, 1);
+    assert_int_equal(r[0].gpus[0], 3);
+    assert_string_equal(r[1].name, "nvidia.com/gpu.shared");
+    assert_int_equal(r[1].ngpus, 3);
+    assert_int_equal(r[1].replicas[0], 4);
+    assert_int_equal(r[1].replicas[2], 2);
+    struct gpu_device devs[4];
+    memset(devs, 0, sizeof devs);
+    plugin_resources_apply(r, n, devs);
+    assert_int_equal(devs[2].replicas, 2);
+    assert_int_equal(devs[3].replicas, 1);
+    assert_int_equal(devs[3].sharing, CONFIG_SHARING_NONE);
+    assert_true(devs[0].renamed);
+    plugin_resources_free(r, n);
+    /* A count takes the resource's first GPUs. */
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 3, "2", false);
+    assert_int_equal(plugin_resources(&c, &inv, &r, &n, &e), 0);
+    assert_int_equal(r[1].ngpus, 2);
+    assert_int_equal(r[1].gpus[1], 1);
+    plugin_resources_free(r, n);
+    /* Errors, each naming the key or the GPU. */
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 2, "0,9", true);
+    expect_resources_error(&c, "sharing.timeSlicing.resources[0].devices names GPU '9', which is "
+                               "not a GPU of nvidia.com/gpu on this node");
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 2, "5", false);
+    expect_resources_error(&c, "sharing.timeSlicing.resources[0].devices asks for 5 GPUs");
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 2, "all", false);
+    add_shared(&c, "nvidia.com/gpu", 3, "1", true);
+    expect_resources_error(&c, "GPU 1 is selected by both sharing.timeSlicing.resources[0] and [1]");
+    c = base_config();
+    add_shared(&c, "nvidia.com/h100", 2, "all", false);
+    expect_resources_error(&c, "sharing.timeSlicing.resources[0].name: nvidia.com/h100 is not a "
+                               "resource of this node");
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 2, "0", true);
+    snprintf(c.shared[0].rename, sizeof c.shared[0].rename, "nvidia.com/gpu");
+    expect_resources_error(&c, "nvidia.com/gpu would hold both whole GPUs and replicas");
+    c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 2, "all", false);
+    c.sharing = CONFIG_SHARING_MPS;
+    inv.gpus[1].mig_mode = NVML_DEVICE_MIG_ENABLE;
+    expect_resources_error(&c, "sharing.mps.resources[0]: GPU 1 has MIG enabled");
+    done();
+}
+
+/* A plugin on the inventory's first resource under cfg. */
+static struct plugin_resource *shared_plugin(struct plugin *p, const struct config *cfg,
+                                             unsigned *nres)
+{
+    struct plugin_resource *res;
+    struct err e;
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    p->inv = &inv;
+    assert_int_equal(plugin_resources(cfg, &inv, &res, nres, &e), 0);
+    p->res = &res[0];
+    plugin_build_devices(p);
+    return res;
+}
+
+static void test_replica_allocate(void **state)
+{
+    (void)state;
+    inventory("l4-pcie");
+    struct config c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 4, "all", false);
+    struct plugin p;
+    unsigned nres;
+    struct plugin_resource *res = shared_plugin(&p, &c, &nres);
+    assert_int_equal(p.ndevs, 16);
+    char want[128];
+    snprintf(want, sizeof want, "%s::3", inv.gpus[0].uuid);
+    assert_string_equal(p.devs[3].id, want);
+    assert_true(plugin_shared(&p));
+    free(p.devs);
+    plugin_resources_free(res, nres);
+    /* Two replicas of one GPU: the GPU once, and a note. */
+    char a0[128], a1[128], b0[128];
+    snprintf(a0, sizeof a0, "%s::0", inv.gpus[0].uuid);
+    snprintf(a1, sizeof a1, "%s::1", inv.gpus[0].uuid);
+    snprintf(b0, sizeof b0, "%s::0", inv.gpus[1].uuid);
+    const char *same[] = {a0, a1}, *two[] = {a0, b0};
+    int st;
+    char why[256];
+    V1beta1__AllocateResponse *r = allocate(&c, same, 2, &st, why);
+    assert_int_equal(st, GRPC_OK);
+    assert_string_equal(env(r->container_responses[0], "NVIDIA_VISIBLE_DEVICES"), inv.gpus[0].uuid);
+    assert_contains(env(r->container_responses[0], "GPULET_SHARED_NOTE"),
+                    "2 replicas of nvidia.com/gpu on 1 GPU(s)");
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    r = allocate(&c, two, 2, &st, why);
+    char both[200];
+    snprintf(both, sizeof both, "%s,%s", inv.gpus[0].uuid, inv.gpus[1].uuid);
+    assert_string_equal(env(r->container_responses[0], "NVIDIA_VISIBLE_DEVICES"), both);
+    assert_null(env(r->container_responses[0], "GPULET_SHARED_NOTE"));
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    /* failRequestsGreaterThanOne: NVIDIA's message. */
+    c.fail_requests_gt_one = true;
+    assert_null(allocate(&c, two, 2, &st, why));
+    assert_int_equal(st, GRPC_INVALID_ARGUMENT);
+    assert_string_equal(why, "request for 'nvidia.com/gpu: 2' too large: maximum request size "
+                             "for shared resources is 1");
+    r = allocate(&c, two, 1, &st, why);
+    assert_int_equal(st, GRPC_OK);
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    done();
+}
+
+static const char *prefer_replicas(const struct plugin *p, const unsigned *avail, size_t navail,
+                                   const unsigned *must, size_t nmust, size_t size)
+{
+    static char out[512];
+    char *a[64], *m[64];
+    unsigned chosen[64];
+    for (size_t i = 0; i < navail; i++)
+        a[i] = (char *)p->devs[avail[i]].id;
+    for (size_t i = 0; i < nmust; i++)
+        m[i] = (char *)p->devs[must[i]].id;
+    struct err e;
+    if (plugin_prefer_replicas(p, a, navail, m, nmust, size, chosen, &e) < 0)
+        return "error";
+    size_t n = 0;
+    for (size_t i = 0; i < size; i++)
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%u.%u", i ? "," : "",
+                              p->devs[chosen[i]].gpu, p->devs[chosen[i]].replica);
+    return out;
+}
+
+static void test_replica_prefer(void **state)
+{
+    (void)state;
+    inventory("l4-pcie");
+    struct config c = base_config();
+    add_shared(&c, "nvidia.com/gpu", 4, "all", false);
+    struct plugin p;
+    unsigned nres;
+    struct plugin_resource *res = shared_plugin(&p, &c, &nres);
+    unsigned all[16];
+    for (unsigned i = 0; i < 16; i++)
+        all[i] = i;
+    /* Distinct GPUs first: 2 replicas on 2 GPUs, 6 on all 4 then doubled up. */
+    assert_string_equal(prefer_replicas(&p, all, 16, NULL, 0, 2), "0.0,1.0");
+    assert_string_equal(prefer_replicas(&p, all, 16, NULL, 0, 6), "0.0,1.0,2.0,3.0,0.1,1.1");
+    /* GPU 0 has 3 replicas taken, GPU 1 one: distributed prefers 2 and 3. */
+    unsigned loaded[] = {3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    assert_string_equal(prefer_replicas(&p, loaded, 12, NULL, 0, 2), "2.0,3.0");
+    c.shared_policy = CONFIG_POLICY_PACKED;
+    assert_string_equal(prefer_replicas(&p, loaded, 12, NULL, 0, 2), "0.3,1.1");
+    c.shared_policy = CONFIG_POLICY_DISTRIBUTED;
+    /* A must-include comes first and its GPU is avoided for the rest. */
+    unsigned must[] = {8};
+    assert_string_equal(prefer_replicas(&p, loaded, 12, must, 1, 3), "2.0,3.0,1.1");
+    /* Only one GPU has free replicas: they double up. */
+    unsigned one[] = {4, 5, 6};
+    assert_string_equal(prefer_replicas(&p, one, 3, NULL, 0, 2), "1.0,1.1");
+    assert_string_equal(prefer_replicas(&p, one, 3, NULL, 0, 4), "error");
+    free(p.devs);
+    plugin_resources_free(res, nres);
+    done();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +523,9 @@ int main(void)
         cmocka_unit_test(test_allocate_device_specs),
         cmocka_unit_test(test_allocate_errors),
         cmocka_unit_test(test_resources),
+        cmocka_unit_test(test_sharing_resources),
+        cmocka_unit_test(test_replica_allocate),
+        cmocka_unit_test(test_replica_prefer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
