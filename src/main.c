@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "mps/mps.h"
 
 static const char main_usage[] =
     "usage: gpulet COMMAND [OPTIONS]\n"
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
         return cmd_agent(argc - 1, argv + 1);
     if (!strcmp(cmd, "health"))
         return cmd_health(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mps-exec")) /* internal: how the agent starts an MPS daemon */
+        return mps_exec(argc - 1, argv + 1);
     if (!strcmp(cmd, "labels"))
         return cmd_labels(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))

@@ -47,7 +47,7 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     a->cfg = next;
     struct plugin_resource *check = NULL;
     unsigned nchecked = 0;
-    if (agent_check_mig(a, &e) < 0 ||
+    if (agent_check_mig(a, &e) < 0 || agent_mps_check(&a->cfg, &e) < 0 ||
         (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, &e) < 0)) {
         log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
         a->cfg = old;

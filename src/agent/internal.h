@@ -15,6 +15,7 @@
 #include "labels/labels.h"
 #include "labels/publish.h"
 #include "metrics/metrics.h"
+#include "mps/mps.h"
 #include "nvml/nvml.h"
 #include "plugin/plugin.h"
 
@@ -43,6 +44,7 @@ struct agent {
     unsigned nplugins;
     struct plugin_resource *resources;   /* what each plugin serves; kept until its plugin is freed */
     unsigned nresources;
+    struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
     /* recovery probes, run on libuv's threadpool */
@@ -91,6 +93,12 @@ void agent_probe_start(struct agent *a);
 
 /* Operator command: marks a GPU (index or UUID) healthy now. */
 int agent_health_clear(struct agent *a, const char *gpu, struct err *e);
+
+/* MPS daemons (mps.c): the control program's check, start with the
+ * plugins, stop. */
+int agent_mps_check(const struct config *cfg, struct err *e);
+int agent_mps_start(struct agent *a, struct err *e);
+void agent_mps_stop(struct agent *a);
 
 /* Node labels (labels.c): start publishing (after a reload, old is the
  * configuration before it), recompute after a change, stop. */

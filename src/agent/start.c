@@ -65,11 +65,16 @@ int agent_plugin_start(struct agent *a, struct err *e)
         }
         a->nplugins = r + 1;
     }
+    if (agent_mps_start(a, e) < 0) {
+        agent_plugin_stop(a);
+        return -1;
+    }
     return 0;
 }
 
 void agent_plugin_stop(struct agent *a)
 {
+    agent_mps_stop(a);
     for (unsigned r = 0; r < a->nplugins; r++)
         plugin_stop(a->plugins[r]);
     free(a->plugins);
@@ -196,6 +201,8 @@ static void agent_nvml_done(uv_work_t *w, int status)
     agent_log_inventory(a);
     a->facts_known = true;
     agent_labels_start(a, NULL);
+    if (agent_mps_start(a, &e) < 0)
+        log_error("%s; the MPS resources stay unavailable", e.msg);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
@@ -268,7 +275,7 @@ int agent_start(struct agent *a)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
-    if (agent_check_mig(a, &e) < 0) {
+    if (agent_check_mig(a, &e) < 0 || agent_mps_check(&a->cfg, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }

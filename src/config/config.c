@@ -32,6 +32,7 @@ static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
 static const char *const id_choices[] = {"uuid", "index", NULL};
 static const char *const list_choices[] = {"envvar", "volume-mounts", "cdi-annotations",
                                            "cdi-cri", NULL};
+static const char *const compute_choices[] = {"keep", "exclusive-process", NULL};
 static const char *const policy_choices[] = {"distributed", "packed", NULL};
 static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
@@ -58,6 +59,12 @@ static const struct config_opt options[] = {
     {"shared-devices-allocation-policy", "SHARED_DEVICES_ALLOCATION_POLICY",
      "flags.plugin.sharedDevicesAllocationPolicy", T_ENUM, F(shared_policy), policy_choices,
      "distributed", "replicas of shared GPUs: distributed (spread) or packed"},
+    {"mps-root", "MPS_ROOT", "flags.mpsRoot", T_STRING, S(mps_root), NULL, "/run/nvidia/mps",
+     "MPS pipe, log and shm directories (sharing.mps)"},
+    {"mps-control", "GPULET_MPS_CONTROL", NULL, T_STRING, S(mps_control), NULL, "",
+     "nvidia-cuda-mps-control to run (default: the driver's)"},
+    {"mps-compute-mode", "GPULET_MPS_COMPUTE_MODE", NULL, T_ENUM, F(mps_compute_mode),
+     compute_choices, "keep", "keep, or set exclusive-process on MPS GPUs (restored on exit)"},
     {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "flags.plugin.cdiAnnotationPrefix",
      T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations"},
     {"gds-enabled", "GDS_ENABLED", "flags.gdsEnabled", T_BOOL, F(gds), NULL, "false",

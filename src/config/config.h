@@ -14,6 +14,7 @@
 enum config_mig { CONFIG_MIG_NONE, CONFIG_MIG_SINGLE, CONFIG_MIG_MIXED };
 enum config_id { CONFIG_ID_UUID, CONFIG_ID_INDEX };
 enum config_policy { CONFIG_POLICY_DISTRIBUTED, CONFIG_POLICY_PACKED };
+enum config_compute_mode { CONFIG_COMPUTE_KEEP, CONFIG_COMPUTE_EXCLUSIVE };
 /* Where node labels go: auto is api inside a cluster (or with a
  * kubeconfig), else none. */
 enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
@@ -39,6 +40,9 @@ struct config_shared {
     unsigned replicas;                  /* >= 2 */
     char devices[512];                  /* "all", a count ("2"), or a comma list of indexes/UUIDs */
     bool devices_listed;                /* devices is a list (a one-element list looks like a count) */
+    /* MPS only (gpulet's keys): per-replica limits; 0: the GPU's share */
+    unsigned long long memory_limit_mib;
+    unsigned thread_percentage;
 };
 
 /* deviceListStrategy bits */
@@ -67,6 +71,9 @@ struct config {
     struct config_shared shared[CONFIG_MAX_SHARED];
     unsigned nshared;
     int shared_policy;                  /* enum config_policy: replicas in a preferred allocation */
+    char mps_root[CONFIG_PATH_MAX];     /* pipe, log and shm directories */
+    char mps_control[CONFIG_PATH_MAX];  /* nvidia-cuda-mps-control; empty: searched for */
+    int mps_compute_mode;               /* enum config_compute_mode */
     /* gpulet's own */
     char kubelet_root[CONFIG_PATH_MAX];
     char simulate[CONFIG_PATH_MAX];

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A resource name as NVIDIA's config takes it: "h100" or "nvidia.com/h100";
@@ -111,11 +112,52 @@ static int config_shared_devices(struct ydoc *d, yaml_node_t *n, const char *whe
     return 0;
 }
 
+/* A memory size: a number of MiB, or with a suffix Mi, Gi (or M, G). */
+static int config_mib(struct ydoc *d, yaml_node_t *n, const char *key, unsigned long long *out,
+                      struct err *e)
+{
+    const char *v;
+    if (ydoc_scalar(d, n, key, &v, e) < 0)
+        return -1;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    unsigned long long mult = 1;
+    if (!strcmp(end, "Gi") || !strcmp(end, "G"))
+        mult = 1024;
+    else if (*end && strcmp(end, "Mi") && strcmp(end, "M"))
+        x = 0;
+    if (end == v || x == 0 || x > (1ULL << 30))
+        return ydoc_error(d, n, e, "%s must be a size such as 8Gi or 8192Mi, not '%s'", key, v);
+    *out = x * mult;
+    return 0;
+}
+
+/* MPS's per-replica limits, gpulet's keys beside NVIDIA's: only in sharing.mps. */
+static int config_mps_limits(struct ydoc *d, yaml_node_t *item, const char *where,
+                             struct config_shared *s, struct err *e)
+{
+    yaml_node_t *mem = ydoc_get(d, item, "memoryLimit"), *pct = ydoc_get(d, item, "activeThreadPercentage");
+    char key[128];
+    if ((mem || pct) && strncmp(where, "sharing.mps", 11))
+        return ydoc_error(d, mem ? mem : pct, e, "%s: memoryLimit and activeThreadPercentage "
+                                                 "are MPS limits (sharing.mps)", where);
+    snprintf(key, sizeof key, "%s.memoryLimit", where);
+    if (mem && config_mib(d, mem, key, &s->memory_limit_mib, e) < 0)
+        return -1;
+    long p;
+    snprintf(key, sizeof key, "%s.activeThreadPercentage", where);
+    if (pct && ydoc_int(d, pct, key, 1, 100, &p, e) < 0)
+        return -1;
+    s->thread_percentage = pct ? (unsigned)p : 0;
+    return 0;
+}
+
 /* One resources entry of timeSlicing or mps. */
 static int config_shared_entry(struct config *c, struct ydoc *d, yaml_node_t *item,
                                const char *where, struct err *e)
 {
-    static const char *const keys[] = {"name", "rename", "replicas", "devices", NULL};
+    static const char *const keys[] = {"name", "rename", "replicas", "devices", "memoryLimit",
+                                       "activeThreadPercentage", NULL};
     if (ydoc_check_keys(d, item, where, keys, e) < 0)
         return -1;
     if (c->nshared == CONFIG_MAX_SHARED)
@@ -147,6 +189,8 @@ static int config_shared_entry(struct config *c, struct ydoc *d, yaml_node_t *it
     snprintf(s->devices, sizeof s->devices, "all");
     snprintf(key, sizeof key, "%s.devices", where);
     if ((n = ydoc_get(d, item, "devices")) && config_shared_devices(d, n, key, s, e) < 0)
+        return -1;
+    if (config_mps_limits(d, item, where, s, e) < 0)
         return -1;
     c->nshared++;
     return 0;

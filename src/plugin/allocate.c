@@ -59,6 +59,39 @@ static bool alloc_node_exists(const struct plugin *p, const char *name)
     return stat(path, &st) == 0;
 }
 
+static void alloc_mount(struct alloc_out *o, const char *host, const char *container, bool ro)
+{
+    V1beta1__Mount *m = arena_alloc(o->a, sizeof *m);
+    v1beta1__mount__init(m);
+    m->host_path = arena_strdup(o->a, host);
+    m->container_path = arena_strdup(o->a, container);
+    m->read_only = ro;
+    o->r->mounts[o->r->n_mounts++] = m;
+}
+
+/* What a container needs to reach its resource's MPS daemon, as NVIDIA's
+ * plugin gives it (the pipe directory and the shared /dev/shm), and its
+ * limits, which a client can only lower (docs/sharing.md). */
+static void alloc_mps(struct alloc_out *o, const struct plugin *p,
+                      const struct plugin_device **gpus, size_t ng)
+{
+    const struct plugin_resource *res = p->res;
+    char *pipe = arena_printf(o->a, "/mps/%s/pipe", res->name);
+    alloc_env(o, "CUDA_MPS_PIPE_DIRECTORY", pipe);
+    alloc_mount(o, arena_printf(o->a, "%s/%s/pipe", p->cfg->mps_root, res->name), pipe, false);
+    alloc_mount(o, arena_printf(o->a, "%s/shm", p->cfg->mps_root), "/dev/shm", false);
+    alloc_env(o, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+              arena_printf(o->a, "%u", res->thread_percentage));
+    struct strbuf lim = {0};
+    for (size_t i = 0; i < ng; i++)
+        for (unsigned k = 0; k < res->ngpus; k++)
+            if (res->gpus[k] == gpus[i]->gpu)
+                strbuf_printf(&lim, "%s%zu=%lluM", i ? "," : "", i,
+                              plugin_mps_memory_mib(res, k, p->inv));
+    alloc_env(o, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", lim.data ? lim.data : "");
+    strbuf_free(&lim);
+}
+
 /* A device's GPU ID: its own ID without a replica's "::<n>". */
 static const char *alloc_gpu_id(struct arena *a, const struct plugin_device *d)
 {
@@ -76,8 +109,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     V1beta1__ContainerAllocateResponse *r = arena_alloc(a, sizeof *r);
     v1beta1__container_allocate_response__init(r);
     struct alloc_out o = {a, r};
-    r->envs = arena_alloc(a, 8 * sizeof *r->envs);
-    r->mounts = arena_alloc(a, (n + 1) * sizeof *r->mounts);
+    r->envs = arena_alloc(a, 12 * sizeof *r->envs);
+    r->mounts = arena_alloc(a, (n + 3) * sizeof *r->mounts);
     r->devices = arena_alloc(a, (n + 4) * sizeof *r->devices);
     r->annotations = arena_alloc(a, sizeof *r->annotations);
     r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
@@ -126,6 +159,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
             r->cdi_devices[r->n_cdi_devices++] = c;
         }
     }
+    if (p->res->sharing == CONFIG_SHARING_MPS)
+        alloc_mps(&o, p, gpus, ng);
     if (cfg->gds)
         alloc_env(&o, "NVIDIA_GDS", "enabled");
     if (cfg->mofed)
@@ -141,14 +176,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
             /* The runtime reads the device list from the mount names, which an
              * unprivileged pod cannot forge the way it can an env var. */
             alloc_env(&o, VISIBLE, DEVICES_DIR);
-            for (size_t i = 0; i < ng; i++) {
-                V1beta1__Mount *m = arena_alloc(a, sizeof *m);
-                v1beta1__mount__init(m);
-                m->host_path = "/dev/null";
-                m->container_path = arena_printf(a, DEVICES_DIR "/%s", ids[i]);
-                m->read_only = true;
-                r->mounts[r->n_mounts++] = m;
-            }
+            for (size_t i = 0; i < ng; i++)
+                alloc_mount(&o, "/dev/null", arena_printf(a, DEVICES_DIR "/%s", ids[i]), true);
         }
         if (cfg->pass_device_specs) {
             for (size_t i = 0; i < sizeof control_nodes / sizeof *control_nodes; i++)

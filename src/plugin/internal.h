@@ -48,6 +48,7 @@ struct plugin {
     uv_fs_event_t dir_watch;
     uv_timer_t reconcile_timer;
     bool watching, stopping;
+    bool unavailable;                    /* every device reported Unhealthy (MPS daemon down) */
     struct plugin_watcher *watchers;     /* open ListAndWatch streams */
     unsigned long long registrations, allocations;
     struct plugin_hooks hooks;

@@ -40,7 +40,8 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         V1beta1__Device *d = arena_alloc(&a, sizeof *d);
         v1beta1__device__init(d);
         d->id = (char *)p->devs[i].id;
-        d->health = (char *)health_name(&p->records[p->devs[i].gpu].health);
+        d->health = p->unavailable ? "Unhealthy"
+                                   : (char *)health_name(&p->records[p->devs[i].gpu].health);
         if (g->numa_node >= 0) {
             /* Lets the kubelet's topology manager align GPUs with CPUs. */
             V1beta1__TopologyInfo *t = arena_alloc(&a, sizeof *t);
@@ -87,6 +88,14 @@ void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what)
     for (struct plugin_watcher *w = p->watchers; w; w = w->next)
         grpc_call_send(w->call, msg, len);
     free(msg);
+}
+
+void plugin_set_available(struct plugin *p, bool available)
+{
+    if (!p || p->unavailable == !available)
+        return;
+    p->unavailable = !available;
+    plugin_on_device(p, GPU_DEVICE_ALL, GPU_CHANGED_HEALTH);
 }
 
 static void rpc_options(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)

@@ -25,7 +25,16 @@ struct plugin_resource {
     unsigned ngpus;
     int sharing;                     /* enum config_sharing: how its replicas share a GPU */
     bool renamed;                    /* a shared resource under another name than its GPUs' */
+    /* MPS: each client's limits, set as the daemon's defaults and in Allocate */
+    unsigned thread_percentage;      /* active threads, % */
+    unsigned long long *memory_mib;  /* per entry of gpus: pinned device memory; 0: the GPU's share */
 };
+
+/* The pinned device memory limit of an MPS client on the k-th GPU of r, in
+ * MiB: configured, else the GPU's memory over its replicas (read from inv,
+ * so only once the inventory's facts are in). */
+unsigned long long plugin_mps_memory_mib(const struct plugin_resource *r, unsigned k,
+                                         const struct gpu_inventory *inv);
 
 /* The resources of the node: nvidia.com/gpu for every GPU, or with
  * resources.gpus each GPU under the one pattern its product name matches;
@@ -61,6 +70,10 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
 /* A GPU changed (enum gpu_change bits; gpu may be GPU_DEVICE_ALL): health
  * and facts (NUMA nodes) go to every ListAndWatch stream at once. */
 void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what);
+
+/* Whether the resource can be used now (an MPS resource while its daemon
+ * runs): while not, every device is reported Unhealthy. */
+void plugin_set_available(struct plugin *p, bool available);
 
 /* Closes the server (removing the socket), stops watching, and frees the
  * plugin once libuv is done with its handles. */

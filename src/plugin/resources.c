@@ -32,6 +32,7 @@ static struct plugin_resource *resources_add(struct plugin_resource *r, unsigned
     snprintf(x->socket, sizeof x->socket, "gpulet-nvidia-%s.sock", full_name + 11);
     x->gpus = xcalloc(max_gpus + 1, sizeof *x->gpus);
     x->replicas = xcalloc(max_gpus + 1, sizeof *x->replicas);
+    x->memory_mib = xcalloc(max_gpus + 1, sizeof *x->memory_mib);
     return x;
 }
 
@@ -39,6 +40,19 @@ static void resources_put(struct plugin_resource *x, unsigned gpu, unsigned repl
 {
     x->gpus[x->ngpus] = gpu;
     x->replicas[x->ngpus++] = replicas;
+}
+
+/* MPS limits of the k-th GPU of x under entry s: the configured memory
+ * (or 0, the GPU's share); the thread share is the smallest of its GPUs'. */
+static void resources_mps_limits(struct plugin_resource *x, unsigned k,
+                                 const struct config_shared *s)
+{
+    x->memory_mib[k] = s->memory_limit_mib;
+    unsigned pct = s->thread_percentage ? s->thread_percentage : 100 / s->replicas;
+    if (pct < 1)
+        pct = 1;
+    if (!x->thread_percentage || pct < x->thread_percentage)
+        x->thread_percentage = pct;
 }
 
 /* Each GPU under the resource whose pattern its name matches. */
@@ -205,12 +219,15 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
             struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
             if (!x)
                 x = resources_add(r, n, name, inv->count);
+            unsigned at = x == base ? keep : x->ngpus;
             if (x == base) {
                 base->gpus[keep] = g;
                 base->replicas[keep++] = s->replicas;
             } else {
                 resources_put(x, g, s->replicas);
             }
+            if (cfg->sharing == CONFIG_SHARING_MPS)
+                resources_mps_limits(x, at, s);
             x->sharing = cfg->sharing;
             x->renamed = renamed;
         }
@@ -224,6 +241,7 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
         if (emptied) {
             free(r[i].gpus);
             free(r[i].replicas);
+            free(r[i].memory_mib);
             continue;
         }
         r[out++] = r[i];
@@ -253,8 +271,17 @@ void plugin_resources_free(struct plugin_resource *r, unsigned count)
     for (unsigned i = 0; r && i < count; i++) {
         free(r[i].gpus);
         free(r[i].replicas);
+        free(r[i].memory_mib);
     }
     free(r);
+}
+
+unsigned long long plugin_mps_memory_mib(const struct plugin_resource *r, unsigned k,
+                                         const struct gpu_inventory *inv)
+{
+    if (r->memory_mib[k])
+        return r->memory_mib[k];
+    return inv->gpus[r->gpus[k]].memory_total / (1024 * 1024) / (r->replicas[k] ? r->replicas[k] : 1);
 }
 
 void plugin_resources_apply(const struct plugin_resource *r, unsigned count,

@@ -2,8 +2,10 @@
 shared and whole side by side (two resources), one fault marking all of a
 GPU's replicas, distinct GPUs for multi-replica requests, Allocate giving
 each GPU once, and a bad config on SIGHUP keeping the running one."""
+import os
 import signal
 import time
+from pathlib import Path
 
 import grpc
 
@@ -101,3 +103,99 @@ def test_fail_requests_greater_than_one(plugin_agent, kubelet, gpulet, tmp_path)
     assert labels["nvidia.com/gpu.replicas"] == "3"
     assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
     assert labels["nvidia.com/gpu.product"] == "Tesla-T4"  # renamed: no -SHARED
+
+
+FAKE_MPS = str(Path(__file__).resolve().parent / "fake_mps_control.py")
+MPS = ("version: v1\nsharing:\n  mps:\n    resources:\n"
+       "    - {name: nvidia.com/gpu, replicas: 2}\n")
+
+
+def wait_for(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
+    """A supervised control daemon per MPS resource (the stand-in), its
+    limits, what Allocate gives a container, a restart after it dies, and
+    quit on exit."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    root = tmp_path / "mps"
+    a = plugin_agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(root),
+                     "--mps-control", FAKE_MPS)
+    logs = root / "nvidia.com" / "gpu" / "log"
+    pidfile = root / "nvidia.com" / "gpu" / "pipe" / "nvidia-cuda-mps-control.pid"
+    a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    assert (logs / "commands.log").read_text() == (
+        "set_default_active_thread_percentage 50\n"
+        "set_default_device_pinned_mem_limit 0 7680M\n")
+    control = (logs / "control.log").read_text()
+    assert "CUDA_VISIBLE_DEVICES=GPU-" in control
+    channel, stub = kubelet.plugin()
+    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    first = next(stream)
+    while any(d.health != "Healthy" for d in first.devices):
+        first = next(stream)
+    ids = [d.ID for d in first.devices]
+    assert len(ids) == 2 and ids[1].endswith("::1")
+    pb = kubelet.pb
+    r = stub.Allocate(pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=ids[:1])]), timeout=5).container_responses[0]
+    assert r.envs["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    assert r.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert r.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=7680M"
+    mounts = {m.container_path: m.host_path for m in r.mounts}
+    assert mounts == {"/mps/nvidia.com/gpu/pipe": str(root / "nvidia.com/gpu/pipe"),
+                      "/dev/shm": str(root / "shm")}
+    # MPS refuses two replicas per container by default, as NVIDIA's does.
+    try:
+        stub.Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=ids)]), timeout=5)
+        raise AssertionError("two MPS replicas allowed")
+    except grpc.RpcError as err:
+        assert "maximum request size for shared resources is 1" in err.details()
+    # The daemon dies: devices go Unhealthy, it is restarted, and they come back.
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    for update in stream:
+        if all(d.health == "Unhealthy" for d in update.devices):
+            break
+    a.wait_log("MPS daemon for nvidia.com/gpu exited (signal 9); restarting")
+    for update in stream:
+        if all(d.health == "Healthy" for d in update.devices):
+            break
+    assert (logs / "control.log").read_text().count("start pid=") == 2
+    labels = dict(l.split("=", 1) for l in gpulet(
+        "labels", "--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(root),
+        "--mps-control", FAKE_MPS).stdout.splitlines())
+    assert labels["nvidia.com/mps.capable"] == "true"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    assert labels["nvidia.com/gpu.replicas"] == "2"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    stream.cancel()
+    channel.close()
+    assert a.stop() == 0
+    assert (logs / "commands.log").read_text().endswith("quit\n")
+    assert not pidfile.exists()  # the daemon is gone
+
+
+def test_mps_bad_config(agent, tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    a = agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(tmp_path / "m"),
+              "--mps-control", "/nonexistent/nvidia-cuda-mps-control", "--no-metrics",
+              "--kubelet-root", str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"))
+    assert a.proc.wait(timeout=10) == 1
+    assert ("sharing.mps: --mps-control /nonexistent/nvidia-cuda-mps-control cannot be run"
+            in a.log())
+    cfg.write_text(MPS.replace("replicas: 2}", "replicas: 2, memoryLimit: 1Tb}"))
+    b = agent("--simulate", "t4", "--config-file", str(cfg), "--no-metrics")
+    assert b.proc.wait(timeout=10) == 1
+    assert "sharing.mps.resources[0].memoryLimit must be a size such as 8Gi" in b.log()
+    cfg.write_text(MPS)
+    c = agent("--simulate", "t4", "--config-file", str(cfg), "--no-metrics",
+              "--mig-strategy", "mixed")
+    assert c.proc.wait(timeout=10) == 1
+    assert "sharing.mps cannot be combined with MIG strategy mixed" in c.log()
