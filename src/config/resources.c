@@ -137,15 +137,15 @@ static int config_mps_limits(struct ydoc *d, yaml_node_t *item, const char *wher
                              struct config_shared *s, struct err *e)
 {
     yaml_node_t *mem = ydoc_get(d, item, "memoryLimit"), *pct = ydoc_get(d, item, "activeThreadPercentage");
-    char key[128];
+    char key[192];
     if ((mem || pct) && strncmp(where, "sharing.mps", 11))
         return ydoc_error(d, mem ? mem : pct, e, "%s: memoryLimit and activeThreadPercentage "
                                                  "are MPS limits (sharing.mps)", where);
-    snprintf(key, sizeof key, "%s.memoryLimit", where);
+    snprintf(key, sizeof key, "%.120s.memoryLimit", where);
     if (mem && config_mib(d, mem, key, &s->memory_limit_mib, e) < 0)
         return -1;
     long p;
-    snprintf(key, sizeof key, "%s.activeThreadPercentage", where);
+    snprintf(key, sizeof key, "%.120s.activeThreadPercentage", where);
     if (pct && ydoc_int(d, pct, key, 1, 100, &p, e) < 0)
         return -1;
     s->thread_percentage = pct ? (unsigned)p : 0;
@@ -165,15 +165,15 @@ static int config_shared_entry(struct config *c, struct ydoc *d, yaml_node_t *it
     struct config_shared *s = &c->shared[c->nshared];
     memset(s, 0, sizeof *s);
     yaml_node_t *n = ydoc_get(d, item, "name"), *r = ydoc_get(d, item, "replicas");
-    char key[96], name[64];
+    char key[192], name[64];
     if (!n || !r)
         return ydoc_error(d, item, e, "%s needs name and replicas", where);
-    snprintf(key, sizeof key, "%s.name", where);
+    snprintf(key, sizeof key, "%.120s.name", where);
     if (config_resource_name(d, n, key, name, sizeof name, e) < 0)
         return -1;
     snprintf(s->name, sizeof s->name, "nvidia.com/%s", name);
     long replicas;
-    snprintf(key, sizeof key, "%s.replicas", where);
+    snprintf(key, sizeof key, "%.120s.replicas", where);
     const char *text;
     if (ydoc_scalar(d, r, key, &text, e) < 0)
         return -1;
@@ -181,13 +181,13 @@ static int config_shared_entry(struct config *c, struct ydoc *d, yaml_node_t *it
         return ydoc_error(d, r, e, "%s must be from 2 to 1024, not '%s'", key, text);
     s->replicas = (unsigned)replicas;
     if ((n = ydoc_get(d, item, "rename"))) {
-        snprintf(key, sizeof key, "%s.rename", where);
+        snprintf(key, sizeof key, "%.120s.rename", where);
         if (config_resource_name(d, n, key, name, sizeof name, e) < 0)
             return -1;
         snprintf(s->rename, sizeof s->rename, "nvidia.com/%s", name);
     }
     snprintf(s->devices, sizeof s->devices, "all");
-    snprintf(key, sizeof key, "%s.devices", where);
+    snprintf(key, sizeof key, "%.120s.devices", where);
     if ((n = ydoc_get(d, item, "devices")) && config_shared_devices(d, n, key, s, e) < 0)
         return -1;
     if (config_mps_limits(d, item, where, s, e) < 0)
