@@ -83,6 +83,29 @@ SIM_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt
     return sim_leave(NVML_SUCCESS);
 }
 
+SIM_API nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!mode)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *mode = device->compute_mode;
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* Setting a mode needs root on a real node; the simulator allows it. */
+SIM_API nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (mode > NVML_COMPUTEMODE_EXCLUSIVE_PROCESS || mode == NVML_COMPUTEMODE_EXCLUSIVE_THREAD)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    device->compute_mode = mode;
+    return sim_leave(NVML_SUCCESS);
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
 {
     nvmlReturn_t rc = sim_enter_device(device);

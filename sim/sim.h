@@ -42,6 +42,7 @@ struct nvmlDevice_st {
     unsigned long long ecc_aggregate[2];
     unsigned pcie_replays;
     double phase, period;               /* the utilization wave of this GPU */
+    nvmlComputeMode_t compute_mode;     /* DEFAULT until set */
 };
 
 struct nvmlEventSet_st {

@@ -45,6 +45,7 @@ struct agent {
     struct plugin_resource *resources;   /* what each plugin serves; kept until its plugin is freed */
     unsigned nresources;
     struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
+    nvmlComputeMode_t *mps_modes;        /* per GPU: its compute mode before MPS */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
     /* recovery probes, run on libuv's threadpool */

@@ -24,6 +24,33 @@ int agent_mps_check(const struct config *cfg, struct err *e)
     return mps_find_control(cfg, control, sizeof control, e);
 }
 
+/* --mps-compute-mode exclusive-process: only the MPS server may then hold a
+ * context on the GPU, so no pod can bypass MPS and its limits. The mode
+ * each GPU had is restored when MPS stops. */
+static void agent_mps_compute_mode(struct agent *a, bool set)
+{
+    struct nvml *n = &a->nvml;
+    if (a->cfg.mps_compute_mode != CONFIG_COMPUTE_EXCLUSIVE || !a->nvml_up ||
+        !n->DeviceGetComputeMode || !n->DeviceSetComputeMode)
+        return;
+    for (unsigned r = 0; r < a->nresources; r++) {
+        const struct plugin_resource *res = &a->resources[r];
+        for (unsigned k = 0; res->sharing == CONFIG_SHARING_MPS && k < res->ngpus; k++) {
+            unsigned g = res->gpus[k];
+            nvmlDevice_t h = a->devs[g].handle;
+            nvmlComputeMode_t mode = set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS : a->mps_modes[g];
+            if (set && n->DeviceGetComputeMode(h, &a->mps_modes[g]) != NVML_SUCCESS)
+                a->mps_modes[g] = NVML_COMPUTEMODE_DEFAULT;
+            nvmlReturn_t rc = n->DeviceSetComputeMode(h, mode);
+            if (rc != NVML_SUCCESS)
+                log_error("MPS: cannot set GPU %u's compute mode to %d: %s", g, (int)mode,
+                          nvml_strerror(n, rc));
+            else
+                log_info("MPS: GPU %u compute mode %s", g, set ? "EXCLUSIVE_PROCESS" : "restored");
+        }
+    }
+}
+
 int agent_mps_start(struct agent *a, struct err *e)
 {
     /* The limits need each GPU's memory: daemons start once the facts are in. */
@@ -38,6 +65,8 @@ int agent_mps_start(struct agent *a, struct err *e)
     if (mps_find_control(&a->cfg, control, sizeof control, e) < 0)
         return -1;
     a->mps = xcalloc(a->nresources + 1, sizeof *a->mps);
+    a->mps_modes = xcalloc(a->inv.count + 1, sizeof *a->mps_modes);
+    agent_mps_compute_mode(a, true);
     const struct mps_hooks hooks = {agent_mps_state, a};
     for (unsigned r = 0; r < a->nresources; r++) {
         const struct plugin_resource *res = &a->resources[r];
@@ -51,8 +80,13 @@ int agent_mps_start(struct agent *a, struct err *e)
 
 void agent_mps_stop(struct agent *a)
 {
-    for (unsigned r = 0; a->mps && r < a->nresources; r++)
+    if (!a->mps)
+        return;
+    for (unsigned r = 0; r < a->nresources; r++)
         mps_stop(a->mps[r]);
+    agent_mps_compute_mode(a, false);
     free(a->mps);
+    free(a->mps_modes);
     a->mps = NULL;
+    a->mps_modes = NULL;
 }

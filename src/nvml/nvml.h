@@ -34,6 +34,8 @@
     X(DeviceGetMemoryInfoV2, nvmlDeviceGetMemoryInfo_v2, "nvmlDeviceGetMemoryInfo_v2") \
     X(DeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo")        \
     X(DeviceGetPciInfoExt, nvmlDeviceGetPciInfoExt, "nvmlDeviceGetPciInfoExt")        \
+    X(DeviceGetComputeMode, nvmlDeviceGetComputeMode, "nvmlDeviceGetComputeMode")     \
+    X(DeviceSetComputeMode, nvmlDeviceSetComputeMode, "nvmlDeviceSetComputeMode")     \
     X(DeviceGetGpuFabricInfo, nvmlDeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo") \
     X(DeviceGetMemoryAffinity, nvmlDeviceGetMemoryAffinity, "nvmlDeviceGetMemoryAffinity") \
     X(DeviceGetCudaComputeCapability, nvmlDeviceGetCudaComputeCapability,             \

@@ -131,6 +131,13 @@ typedef struct nvmlGpuFabricInfo_st {
     nvmlGpuFabricState_t state;
 } nvmlGpuFabricInfo_t;
 
+typedef enum nvmlComputeMode_enum {
+    NVML_COMPUTEMODE_DEFAULT = 0,
+    NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1, /* deprecated */
+    NVML_COMPUTEMODE_PROHIBITED = 2,
+    NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3
+} nvmlComputeMode_t;
+
 typedef enum nvmlEnableState_enum {
     NVML_FEATURE_DISABLED = 0,
     NVML_FEATURE_ENABLED = 1
@@ -284,6 +291,8 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode);
 nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci);
 nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info);
 nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,

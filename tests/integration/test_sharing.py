@@ -181,6 +181,20 @@ def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
     assert not pidfile.exists()  # the daemon is gone
 
 
+def test_mps_compute_mode(plugin_agent, tmp_path):
+    """exclusive-process is set on the MPS GPUs and restored on exit (the
+    simulator takes the mode; a real node needs root for it)."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    a = plugin_agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root",
+                     str(tmp_path / "mps"), "--mps-control", FAKE_MPS,
+                     "--mps-compute-mode", "exclusive-process")
+    a.wait_log("MPS: GPU 0 compute mode EXCLUSIVE_PROCESS")
+    a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    assert a.stop() == 0
+    assert "MPS: GPU 0 compute mode restored" in a.log()
+
+
 def test_mps_bad_config(agent, tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(MPS)
