@@ -35,6 +35,7 @@ struct plugin {
     const struct plugin_resource *res;   /* the resource served, and its GPUs */
     struct plugin_device *devs;
     unsigned ndevs;
+    unsigned *by_id;                     /* positions in devs sorted by ID; in devs' allocation */
     char dir[CONFIG_PATH_MAX + 32];      /* <kubelet-root>/device-plugins */
     char socket[CONFIG_PATH_MAX + 160];
     char kubelet_socket[CONFIG_PATH_MAX + 64];

@@ -20,12 +20,28 @@ struct plugin_watcher {
     struct plugin_watcher *next;
 };
 
+/* A binary search: 8 GPUs x 48 replicas are 384 IDs, and a preferred
+ * allocation looks every available one up. */
 const struct plugin_device *plugin_find(const struct plugin *p, const char *id)
 {
-    for (unsigned i = 0; i < p->ndevs; i++)
-        if (!strcmp(p->devs[i].id, id))
-            return &p->devs[i];
+    unsigned lo = 0, hi = p->ndevs;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        int c = strcmp(p->devs[p->by_id[mid]].id, id);
+        if (c == 0)
+            return &p->devs[p->by_id[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
+}
+
+static int plugin_cmp_id(const void *a, const void *b, void *devs)
+{
+    const struct plugin_device *d = devs;
+    return strcmp(d[*(const unsigned *)a].id, d[*(const unsigned *)b].id);
 }
 
 /* The device list as a serialized ListAndWatchResponse. */
@@ -204,7 +220,9 @@ void plugin_build_devices(struct plugin *p)
     unsigned total = 0;
     for (unsigned k = 0; k < p->res->ngpus; k++)
         total += p->res->replicas[k];
-    p->devs = xcalloc(total + 1, sizeof *p->devs);
+    /* One allocation for both arrays: whoever frees devs frees the index. */
+    p->devs = xcalloc(total + 1, sizeof *p->devs + sizeof *p->by_id);
+    p->by_id = (unsigned *)(p->devs + total + 1);
     p->ndevs = 0;
     for (unsigned k = 0; k < p->res->ngpus; k++) {
         unsigned i = p->res->gpus[k], replicas = p->res->replicas[k];
@@ -224,6 +242,9 @@ void plugin_build_devices(struct plugin *p)
                 snprintf(d->id, sizeof d->id, "%s", id);
         }
     }
+    for (unsigned i = 0; i < p->ndevs; i++)
+        p->by_id[i] = i;
+    qsort_r(p->by_id, p->ndevs, sizeof *p->by_id, plugin_cmp_id, p->devs);
 }
 
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
