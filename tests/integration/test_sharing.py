@@ -3,12 +3,15 @@ shared and whole side by side (two resources), one fault marking all of a
 GPU's replicas, distinct GPUs for multi-replica requests, Allocate giving
 each GPU once, and a bad config on SIGHUP keeping the running one."""
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import grpc
+import pytest
 
+from conftest import SANITIZED
 from test_plugin import sim
 
 
@@ -213,3 +216,37 @@ def test_mps_bad_config(agent, tmp_path):
               "--mig-strategy", "mixed")
     assert c.proc.wait(timeout=10) == 1
     assert "sharing.mps cannot be combined with MIG strategy mixed" in c.log()
+
+
+@pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
+def test_valgrind_sharing(plugin_agent, kubelet, tmp_path):
+    """MPS daemon start, death, restart, a reload and quit, and time-slicing
+    Allocate and preferred allocation, under valgrind: no leaks, no invalid
+    accesses."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    root = tmp_path / "mps"
+    a = plugin_agent("--simulate", "l4-pcie", "--config-file", str(cfg), "--mps-root", str(root),
+                     "--mps-control", FAKE_MPS,
+                     prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
+                             "--errors-for-leak-kinds=definite,indirect", "-q"))
+    a.wait_log("MPS daemon for nvidia.com/gpu is up", timeout=30)
+    pidfile = root / "nvidia.com" / "gpu" / "pipe" / "nvidia-cuda-mps-control.pid"
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    a.wait_log("restarting in", timeout=30)
+    wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu is up") == 2, timeout=30)
+    cfg.write_text(TS)
+    a.proc.send_signal(signal.SIGHUP)
+    kubelet.wait_registrations(3, timeout=30)
+    _, req = kubelet.registrations[-1]
+    channel, stub, stream, first = stream_of(kubelet, req.endpoint)
+    ids = [d.ID for d in first.devices]
+    pb = kubelet.pb
+    stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
+        pb.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=3)]))
+    stub.Allocate(pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=ids[:2])]), timeout=10)
+    stream.cancel()
+    channel.close()
+    assert a.stop(timeout=60) == 0, a.log()
+    assert "MPS daemon for nvidia.com/gpu stopped" in a.log()
