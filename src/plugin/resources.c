@@ -161,6 +161,72 @@ static int shared_entry_of(const struct config *cfg, const struct gpu_inventory 
     return 0;
 }
 
+/* Which entry shares each GPU of base (-1: none); fails on a GPU that two
+ * entries select, or an MPS entry on a MIG GPU. */
+static int resources_entries(const struct config *cfg, const struct gpu_inventory *inv,
+                             const struct plugin_resource *base, int *entry, unsigned *exclusive,
+                             struct err *e)
+{
+    *exclusive = 0;
+    for (unsigned k = 0; k < base->ngpus; k++) {
+        if (shared_entry_of(cfg, inv, base, k, &entry[k], e) < 0)
+            return -1;
+        *exclusive += entry[k] < 0;
+        if (entry[k] >= 0 && cfg->sharing == CONFIG_SHARING_MPS &&
+            inv->gpus[base->gpus[k]].mig_mode == NVML_DEVICE_MIG_ENABLE)
+            return err_set(e, "sharing.mps.resources[%d]: GPU %u has MIG enabled, and MPS does "
+                              "not run on MIG devices", entry[k], base->gpus[k]);
+    }
+    return 0;
+}
+
+/* Moves base's shared GPUs to their shared resources (base itself where
+ * every GPU of it is shared and nothing is renamed). */
+static int resources_share_base(const struct config *cfg, const struct gpu_inventory *inv,
+                                struct plugin_resource *r, unsigned *n, unsigned nbase,
+                                struct plugin_resource *base, struct err *e)
+{
+    int *entry = xcalloc(base->ngpus + 1, sizeof *entry);
+    unsigned exclusive, keep = 0;
+    int rc = resources_entries(cfg, inv, base, entry, &exclusive, e);
+    for (unsigned k = 0; rc == 0 && k < base->ngpus; k++) {
+        unsigned g = base->gpus[k];
+        if (entry[k] < 0) {
+            base->gpus[keep] = g;
+            base->replicas[keep++] = 1;
+            continue;
+        }
+        const struct config_shared *s = &cfg->shared[entry[k]];
+        /* Whole GPUs and replicas never share a name: a pod asking for one
+         * must know which it gets. */
+        char name[80];
+        bool renamed = s->rename[0] || cfg->rename_by_default || exclusive > 0;
+        if (s->rename[0])
+            snprintf(name, sizeof name, "%s", s->rename);
+        else
+            snprintf(name, sizeof name, "%.72s%s", base->name, renamed ? ".shared" : "");
+        if (renamed && resources_find(r, nbase, name)) {
+            rc = err_set(e, "sharing.%s.resources[%d]: %s would hold both whole GPUs and "
+                            "replicas", sharing_kind[cfg->sharing], entry[k], name);
+            break;
+        }
+        struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
+        if (!x)
+            x = resources_add(r, n, name, inv->count);
+        unsigned at = x == base ? keep++ : x->ngpus++;
+        x->gpus[at] = g;
+        x->replicas[at] = s->replicas;
+        if (cfg->sharing == CONFIG_SHARING_MPS)
+            resources_mps_limits(x, at, s);
+        x->sharing = cfg->sharing;
+        x->renamed = renamed;
+    }
+    if (rc == 0)
+        base->ngpus = keep;
+    free(entry);
+    return rc;
+}
+
 /* Moves the shared GPUs of the base resources into their shared resources. */
 static int resources_share(const struct config *cfg, const struct gpu_inventory *inv,
                            struct plugin_resource *r, unsigned *n, struct err *e)
@@ -174,71 +240,15 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
     for (unsigned b = 0; b < nbase; b++)
         had[b] = r[b].ngpus > 0;
     for (unsigned b = 0; b < nbase; b++) {
-        struct plugin_resource *base = &r[b];
-        int *entry = xcalloc(base->ngpus + 1, sizeof *entry);
-        unsigned exclusive = 0;
-        for (unsigned k = 0; k < base->ngpus; k++) {
-            if (shared_entry_of(cfg, inv, base, k, &entry[k], e) < 0) {
-                free(entry);
-                free(had);
-                return -1;
-            }
-            exclusive += entry[k] < 0;
-            if (entry[k] >= 0 && cfg->sharing == CONFIG_SHARING_MPS &&
-                inv->gpus[base->gpus[k]].mig_mode == NVML_DEVICE_MIG_ENABLE) {
-                int bad = entry[k];
-                free(entry);
-                free(had);
-                return err_set(e, "sharing.mps.resources[%d]: GPU %u has MIG enabled, and MPS "
-                                  "does not run on MIG devices", bad, base->gpus[k]);
-            }
+        if (resources_share_base(cfg, inv, r, n, nbase, &r[b], e) < 0) {
+            free(had);
+            return -1;
         }
-        unsigned keep = 0;
-        for (unsigned k = 0; k < base->ngpus; k++) {
-            unsigned g = base->gpus[k];
-            if (entry[k] < 0) {
-                base->gpus[keep] = g;
-                base->replicas[keep++] = 1;
-                continue;
-            }
-            const struct config_shared *s = &cfg->shared[entry[k]];
-            /* Whole GPUs and replicas never share a name: a pod asking for
-             * one must know which it gets. */
-            char name[80];
-            bool renamed = s->rename[0] || cfg->rename_by_default || exclusive > 0;
-            snprintf(name, sizeof name, "%s", s->rename[0] ? s->rename : base->name);
-            if (!s->rename[0] && renamed)
-                snprintf(name, sizeof name, "%.72s.shared", base->name);
-            if (renamed && resources_find(r, nbase, name)) {
-                int bad = entry[k];
-                free(entry);
-                free(had);
-                return err_set(e, "sharing.%s.resources[%d]: %s would hold both whole GPUs "
-                                  "and replicas", sharing_kind[cfg->sharing], bad, name);
-            }
-            struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
-            if (!x)
-                x = resources_add(r, n, name, inv->count);
-            unsigned at = x == base ? keep : x->ngpus;
-            if (x == base) {
-                base->gpus[keep] = g;
-                base->replicas[keep++] = s->replicas;
-            } else {
-                resources_put(x, g, s->replicas);
-            }
-            if (cfg->sharing == CONFIG_SHARING_MPS)
-                resources_mps_limits(x, at, s);
-            x->sharing = cfg->sharing;
-            x->renamed = renamed;
-        }
-        base->ngpus = keep;
-        free(entry);
     }
     /* A base resource whose GPUs all went to a renamed one is not advertised. */
     unsigned out = 0;
     for (unsigned i = 0; i < *n; i++) {
-        bool emptied = i < nbase && had[i] && r[i].ngpus == 0;
-        if (emptied) {
+        if (i < nbase && had[i] && r[i].ngpus == 0) {
             free(r[i].gpus);
             free(r[i].replicas);
             free(r[i].memory_mib);
