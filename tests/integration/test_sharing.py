@@ -237,8 +237,8 @@ def test_valgrind_sharing(plugin_agent, kubelet, tmp_path):
     wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu is up") == 2, timeout=30)
     cfg.write_text(TS)
     a.proc.send_signal(signal.SIGHUP)
-    kubelet.wait_registrations(3, timeout=30)
-    _, req = kubelet.registrations[-1]
+    kubelet.wait_registrations(3, timeout=30)  # then nvidia.com/gpu and .shared, in either order
+    req = next(r for _, r in kubelet.registrations[1:] if r.resource_name == "nvidia.com/gpu.shared")
     channel, stub, stream, first = stream_of(kubelet, req.endpoint)
     ids = [d.ID for d in first.devices]
     pb = kubelet.pb
