@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +10,18 @@
 
 static char control_path[108];
 
+/* A failed assertion leaves a test before it shuts the simulator down: the
+ * control socket must not outlive the process anyway. */
+static void testutil_unlink_control(void)
+{
+    unlink(control_path);
+}
+
 void testutil_sim_start(struct nvml *n, const char *preset)
 {
+    static bool registered;
+    if (!registered)
+        registered = atexit(testutil_unlink_control) == 0;
     snprintf(control_path, sizeof control_path, "/tmp/gpulet-test-%d.sock", (int)getpid());
     setenv("GPULET_SIM_CONTROL", control_path, 1);
     setenv("GPULET_SIM_SCENARIO", preset, 1);
