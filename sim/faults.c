@@ -88,6 +88,42 @@ static void fault_lose(struct nvmlDevice_st *g)
     sim_event_lost(g);
 }
 
+/* proc GPU add PID MEM_MIB [SM%] | del PID | clear: the processes NVML lists
+ * on the GPU, with their memory and SM utilization. Adding a PID again
+ * updates it. */
+static int fault_proc(struct nvmlDevice_st *g, char **argv, int argc, char *reply, size_t len)
+{
+    static const char usage[] = "error: usage: proc GPU add PID MEM_MIB [SM_PERCENT] | "
+                                "proc GPU del PID | proc GPU clear";
+    double pid = 0, mem = 0, sm = 0;
+    if (argc == 1 && !strcmp(argv[0], "clear")) {
+        g->nprocs = 0;
+        return 0;
+    }
+    if (argc < 2 || fault_number(argv[1], 4194304, &pid) < 0 || pid < 1 || pid != (unsigned)pid)
+        return snprintf(reply, len, "%s", usage), -1;
+    unsigned k = 0;
+    while (k < g->nprocs && g->procs[k].pid != (unsigned)pid)
+        k++;
+    if (!strcmp(argv[0], "del") && argc == 2) {
+        if (k == g->nprocs)
+            return snprintf(reply, len, "error: no process %u on this GPU", (unsigned)pid), -1;
+        g->procs[k] = g->procs[--g->nprocs];
+        return 0;
+    }
+    if (strcmp(argv[0], "add") || argc < 3 || argc > 4 ||
+        fault_number(argv[2], (double)g->desc.product->memory_mib, &mem) < 0 ||
+        (argc == 4 && fault_number(argv[3], 100, &sm) < 0))
+        return snprintf(reply, len, "%s (MEM_MIB at most the GPU's %llu, SM_PERCENT 0-100)",
+                        usage, g->desc.product->memory_mib), -1;
+    if (k == g->nprocs && g->nprocs == SIM_MAX_PROCS)
+        return snprintf(reply, len, "error: at most %d processes per GPU", SIM_MAX_PROCS), -1;
+    if (k == g->nprocs)
+        g->nprocs++;
+    g->procs[k] = (struct sim_proc){(unsigned)pid, (unsigned long long)mem, (unsigned)sm};
+    return 0;
+}
+
 static int fault_apply(char **argv, int argc, char *reply, size_t len)
 {
     const char *cmd = argv[0];
@@ -116,6 +152,9 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         fault_lose(g);
     } else if (!strcmp(cmd, "recover") && argc == 2) {
         sim_live_reset(g, false);
+    } else if (!strcmp(cmd, "proc") && argc >= 3) {
+        if (fault_proc(g, argv + 2, argc - 2, reply, len) < 0)
+            return -1;
     } else if (!strcmp(cmd, "set") && argc >= 3) {
         /* All or nothing: apply to a copy, keep it only if every field was good. */
         struct nvmlDevice_st next = *g;
@@ -125,7 +164,8 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         *g = next;
     } else {
         return snprintf(reply, len, "error: unknown command '%s' with %d argument(s) (commands: "
-                        "xid GPU XID, ecc GPU, lose GPU, recover GPU, set GPU FIELD=VALUE...)",
+                        "xid GPU XID, ecc GPU, lose GPU, recover GPU, set GPU FIELD=VALUE..., "
+                        "proc GPU add|del|clear ...)",
                         cmd, argc - 1), -1;
     }
     return snprintf(reply, len, "ok"), 0;

@@ -20,6 +20,8 @@ static const char sim_usage[] =
     "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
     "  recover GPU             GPU reset: answers again, volatile counters zeroed\n"
     "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter\n"
+    "  proc GPU add PID MEM_MIB [SM%]  a process on the GPU, as NVML lists them\n"
+    "  proc GPU del PID | proc GPU clear\n"
     "  ping                    check the simulator answers\n"
     "Presets and scenarios:\n"
     "  presets                 list the built-in presets\n"
@@ -82,7 +84,8 @@ int cmd_sim(int argc, char **argv)
         free(sc);
         return rc;
     }
-    static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "ping", NULL};
+    static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "proc", "ping",
+                                         NULL};
     for (size_t i = 0; remote[i]; i++)
         if (!strcmp(cmd, remote[i]))
             return sim_send(argc - 1, argv + 1);

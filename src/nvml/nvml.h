@@ -35,6 +35,10 @@
     X(DeviceGetMemoryInfo, nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo")        \
     X(DeviceGetPciInfoExt, nvmlDeviceGetPciInfoExt, "nvmlDeviceGetPciInfoExt")        \
     X(DeviceGetComputeMode, nvmlDeviceGetComputeMode, "nvmlDeviceGetComputeMode")     \
+    X(DeviceGetComputeRunningProcesses, nvmlDeviceGetComputeRunningProcesses_v3,       \
+      "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2") \
+    X(DeviceGetProcessUtilization, nvmlDeviceGetProcessUtilization,                   \
+      "nvmlDeviceGetProcessUtilization")                                              \
     X(DeviceSetComputeMode, nvmlDeviceSetComputeMode, "nvmlDeviceSetComputeMode")     \
     X(DeviceGetGpuFabricInfo, nvmlDeviceGetGpuFabricInfo, "nvmlDeviceGetGpuFabricInfo") \
     X(DeviceGetMemoryAffinity, nvmlDeviceGetMemoryAffinity, "nvmlDeviceGetMemoryAffinity") \

@@ -30,6 +30,14 @@ int main(void)
     OFF(nvmlPciInfoExt_t, subClass);
     OFF(nvmlPciInfoExt_t, busId);
     printf("nvmlPciInfoExt_v1 = 0x%x\n", (unsigned)nvmlPciInfoExt_v1);
+    SIZE(nvmlProcessInfo_t);
+    OFF(nvmlProcessInfo_t, usedGpuMemory);
+    OFF(nvmlProcessInfo_t, gpuInstanceId);
+    OFF(nvmlProcessInfo_t, computeInstanceId);
+    SIZE(nvmlProcessUtilizationSample_t);
+    OFF(nvmlProcessUtilizationSample_t, timeStamp);
+    OFF(nvmlProcessUtilizationSample_t, smUtil);
+    OFF(nvmlProcessUtilizationSample_t, decUtil);
     SIZE(nvmlGpuFabricInfo_t);
     OFF(nvmlGpuFabricInfo_t, clusterUuid);
     OFF(nvmlGpuFabricInfo_t, status);

@@ -228,13 +228,57 @@ static void test_topology(void **state)
     assert_string_equal(pci.busId, "FFFFFFFF:FF:FF.0");
 }
 
+/* Processes: `sim proc`, NVML's running processes and utilization samples,
+ * with NVML's size protocol. */
+static void test_processes(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = gpu(2);
+    unsigned n = 0;
+    assert_int_equal(nv.DeviceGetComputeRunningProcesses(d, &n, NULL), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_string_equal(testutil_sim_command("proc 2 add 4242 2048 30"), "ok\n");
+    assert_string_equal(testutil_sim_command("proc 2 add 4343 1024"), "ok\n");
+    assert_string_equal(testutil_sim_command("proc 2 add 4242 4096 60"), "ok\n"); /* update */
+    nvmlProcessInfo_t infos[4];
+    n = 1;
+    assert_int_equal(nv.DeviceGetComputeRunningProcesses(d, &n, infos), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 2);
+    n = 4;
+    assert_int_equal(nv.DeviceGetComputeRunningProcesses(d, &n, infos), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_int_equal(infos[0].pid, 4242);
+    assert_true(infos[0].usedGpuMemory == 4096ULL << 20);
+    nvmlProcessUtilizationSample_t samples[4];
+    n = 0;
+    assert_int_equal(nv.DeviceGetProcessUtilization(d, NULL, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 2);
+    n = 4;
+    assert_int_equal(nv.DeviceGetProcessUtilization(d, samples, &n, 0), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_int_equal(samples[0].smUtil, 60);
+    n = 4;
+    assert_int_equal(nv.DeviceGetProcessUtilization(d, samples, &n, ~0ULL), NVML_ERROR_NOT_FOUND);
+    assert_contains(testutil_sim_command("proc 2 add 1 999999"), "MEM_MIB at most the GPU's 81559");
+    assert_contains(testutil_sim_command("proc 2 del 7"), "no process 7 on this GPU");
+    assert_contains(testutil_sim_command("proc 2 frob 7"), "usage: proc GPU add");
+    assert_string_equal(testutil_sim_command("proc 2 del 4343"), "ok\n");
+    n = 4;
+    assert_int_equal(nv.DeviceGetComputeRunningProcesses(d, &n, infos), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_string_equal(testutil_sim_command("proc 2 clear"), "ok\n");
+    n = 4;
+    assert_int_equal(nv.DeviceGetComputeRunningProcesses(d, &n, infos), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refcount),       cmocka_unit_test(test_misuse_codes),
         cmocka_unit_test(test_identity),       cmocka_unit_test(test_live_values),
         cmocka_unit_test(test_events_and_faults), cmocka_unit_test(test_control_errors),
-        cmocka_unit_test(test_topology),
+        cmocka_unit_test(test_topology),        cmocka_unit_test(test_processes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
