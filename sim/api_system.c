@@ -36,8 +36,11 @@ static nvmlReturn_t system_load(void)
     snprintf(sim_state.spec, sizeof sim_state.spec, "%s", spec);
     memset(sim_state.gpus, 0, sizeof sim_state.gpus);
     for (unsigned i = 0; i < sim_state.sc.count; i++) {
-        sim_state.gpus[i].desc = sim_state.sc.gpus[i];
-        sim_live_reset(&sim_state.gpus[i], true);
+        struct nvmlDevice_st *g = &sim_state.gpus[i];
+        g->desc = sim_state.sc.gpus[i];
+        sim_live_reset(g, true);
+        memcpy(g->procs, g->desc.procs, g->desc.nprocs * sizeof *g->procs);
+        g->nprocs = g->desc.nprocs;
     }
     sim_state.loaded = true;
     return NVML_SUCCESS;

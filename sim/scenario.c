@@ -102,11 +102,43 @@ static int scenario_parse_bus(struct ydoc *d, yaml_node_t *n, struct sim_gpu *g,
     return 0;
 }
 
+/* processes: [{pid, memory_mib, sm}] running on one GPU from the start. */
+static int scenario_parse_procs(struct ydoc *d, yaml_node_t *n, const struct sim_product *p,
+                                struct sim_gpu *g, struct err *e)
+{
+    static const char *const keys[] = {"pid", "memory_mib", "sm", NULL};
+    if (n->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, n, e, "processes must be a list of {pid, memory_mib, sm}");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *item = ydoc_node(d, *it), *v;
+        if (ydoc_check_keys(d, item, "a process", keys, e) < 0)
+            return -1;
+        if (g->nprocs == SIM_SCENARIO_PROCS)
+            return ydoc_error(d, item, e, "at most %d processes per GPU", SIM_SCENARIO_PROCS);
+        long pid, mem = 0, sm = 0;
+        if (!(v = ydoc_get(d, item, "pid")))
+            return ydoc_error(d, item, e, "a process needs a pid");
+        if (ydoc_int(d, v, "pid", 1, 4194304, &pid, e) < 0)
+            return -1;
+        if ((v = ydoc_get(d, item, "memory_mib")) &&
+            ydoc_int(d, v, "memory_mib", 0, (long)p->memory_mib, &mem, e) < 0)
+            return -1;
+        if ((v = ydoc_get(d, item, "sm")) && ydoc_int(d, v, "sm", 0, 100, &sm, e) < 0)
+            return -1;
+        for (unsigned k = 0; k < g->nprocs; k++)
+            if (g->procs[k].pid == (unsigned)pid)
+                return ydoc_error(d, item, e, "pid %ld is listed twice", pid);
+        g->procs[g->nprocs++] = (struct sim_proc){(unsigned)pid, (unsigned long long)mem,
+                                                  (unsigned)sm};
+    }
+    return 0;
+}
+
 static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario *sc,
                                 struct scenario_src *src, struct err *e)
 {
     static const char *const keys[] = {"product", "count", "uuid", "pci_bus_id", "numa_node",
-                                       "mig", NULL};
+                                       "mig", "processes", NULL};
     if (ydoc_check_keys(d, n, "a gpus entry", keys, e) < 0)
         return -1;
     char known[128];
@@ -128,8 +160,10 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
     if (sc->count + (unsigned long)count > SIM_MAX_GPUS)
         return ydoc_error(d, cn ? cn : n, e, "more than %d GPUs in total", SIM_MAX_GPUS);
     yaml_node_t *un = ydoc_get(d, n, "uuid"), *bn = ydoc_get(d, n, "pci_bus_id");
-    if (count > 1 && (un || bn))
-        return ydoc_error(d, un ? un : bn, e, "uuid and pci_bus_id need count: 1");
+    yaml_node_t *procs = ydoc_get(d, n, "processes");
+    if (count > 1 && (un || bn || procs))
+        return ydoc_error(d, un ? un : bn ? bn : procs, e,
+                          "uuid, pci_bus_id and processes need count: 1");
     long numa = -1;
     yaml_node_t *nn = ydoc_get(d, n, "numa_node");
     if (nn && ydoc_int(d, nn, "numa_node", 0, 63, &numa, e) < 0)
@@ -151,6 +185,8 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
         if (un && scenario_parse_uuid(d, un, g->uuid, e) < 0)
             return -1;
         if (bn && scenario_parse_bus(d, bn, g, e) < 0)
+            return -1;
+        if (procs && scenario_parse_procs(d, procs, p, g, e) < 0)
             return -1;
         src->uuid[sc->count] = un;
         src->bus[sc->count] = bn;

@@ -33,6 +33,16 @@ struct sim_link {
     int remote_gpu;          /* index of the peer, -1 for an NVSwitch */
 };
 
+#define SIM_SCENARIO_PROCS 16   /* processes a scenario may start on one GPU */
+
+/* A process with a context on a simulated GPU (scenario `processes:`,
+ * `gpulet sim proc`). */
+struct sim_proc {
+    unsigned pid;
+    unsigned long long memory_mib;
+    unsigned sm;             /* % of the SMs it keeps busy */
+};
+
 /* The static description of one simulated GPU. */
 struct sim_gpu {
     unsigned index, minor;
@@ -44,6 +54,8 @@ struct sim_gpu {
     int pcie_switch;         /* GPUs with the same value share a PCIe switch; -1: none,
                                 the GPU sits on the host bridge */
     bool mig_enabled;
+    struct sim_proc procs[SIM_SCENARIO_PROCS];
+    unsigned nprocs;
     unsigned nlinks;
     struct sim_link links[NVML_NVLINK_MAX_LINKS];
 };

@@ -31,13 +31,6 @@ enum sim_field {
 /* A simulated GPU; its address is the nvmlDevice_t handle. */
 #define SIM_MAX_PROCS 128
 
-/* A process with a context on a simulated GPU (`gpulet sim proc`). */
-struct sim_proc {
-    unsigned pid;
-    unsigned long long memory_mib;
-    unsigned sm;                        /* % of the SMs it keeps busy */
-};
-
 struct nvmlDevice_st {
     struct sim_gpu desc;
     bool lost;                          /* calls answer NVML_ERROR_GPU_IS_LOST */

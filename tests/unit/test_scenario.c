@@ -37,6 +37,19 @@ static void test_presets_parse(void **state)
     }
 }
 
+static void test_processes(void **state)
+{
+    (void)state;
+    struct err e;
+    const char *yaml = "gpus:\n  - product: l4\n    processes:\n"
+                       "      - {pid: 4242, memory_mib: 2048, sm: 30}\n      - {pid: 4343}\n";
+    assert_int_equal(parse(yaml, &e), 0);
+    assert_int_equal(sc.gpus[0].nprocs, 2);
+    assert_int_equal(sc.gpus[0].procs[0].pid, 4242);
+    assert_true(sc.gpus[0].procs[0].memory_mib == 2048);
+    assert_int_equal(sc.gpus[0].procs[1].sm, 0);
+}
+
 static void test_dgx_h100_layout(void **state)
 {
     (void)state;
@@ -133,6 +146,14 @@ static void test_bad_scenarios(void **state)
     expect_error("gpus:\n  - {product: l4, pci_bus_id: '0:1a:00.0'}\n  - {product: l4, pci_bus_id: '0:1A:00.0'}\n",
                  "test.yaml:3", "same pci_bus_id");
     expect_error("gpus:\n  - {product: l4, pci_bus_id: 'zz'}\n", "test.yaml:2", "is not DOMAIN:BUS");
+    expect_error("gpus:\n  - {product: l4, count: 2, processes: []}\n", "test.yaml:2",
+                 "processes need count: 1");
+    expect_error("gpus:\n  - product: l4\n    processes: [{pid: 7, memory_mib: 999999}]\n",
+                 "test.yaml:3", "memory_mib");
+    expect_error("gpus:\n  - product: l4\n    processes: [{pid: 7}, {pid: 7}]\n", "test.yaml:3",
+                 "pid 7 is listed twice");
+    expect_error("gpus:\n  - product: l4\n    processes: [{memory_mib: 7}]\n", "test.yaml:3",
+                 "a process needs a pid");
     expect_error("nvlink: nvswitch\ngpus:\n  - product: l4\n", "test.yaml:1:9", "has no NVLink");
     expect_error("nvlink: mesh\ngpus:\n  - product: h100-sxm\n", "test.yaml:1:9",
                  "nvlink must be none, nvswitch or islands");
@@ -179,7 +200,8 @@ static void test_load_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_presets_parse),  cmocka_unit_test(test_dgx_h100_layout),
+        cmocka_unit_test(test_presets_parse),
+        cmocka_unit_test(test_processes),  cmocka_unit_test(test_dgx_h100_layout),
         cmocka_unit_test(test_islands),        cmocka_unit_test(test_explicit_gpu),
         cmocka_unit_test(test_bad_scenarios),  cmocka_unit_test(test_load_errors),
     };
