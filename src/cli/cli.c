@@ -62,7 +62,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 
 /* Fills health[] from the agent's "health" answer; false when no agent answers. */
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
-                              struct gpu_health *health)
+                      struct gpu_health *health)
 {
     char reply[16384];
     struct err e;

@@ -161,6 +161,39 @@ static void prefer_cannot(const V1beta1__ContainerPreferredAllocationRequest *cr
              cr->allocation_size, cr->n_available_deviceids, cr->n_must_include_deviceids);
 }
 
+/* For whole GPUs: the best-connected size GPUs of avail keeping must, as
+ * device positions in chosen. */
+static int prefer_gpus(const struct plugin *p,
+                       const V1beta1__ContainerPreferredAllocationRequest *cr, unsigned *avail,
+                       unsigned *must, size_t size, unsigned *chosen, struct err *e)
+{
+    if (prefer_ids(p, cr->available_deviceids, cr->n_available_deviceids, avail,
+                   "available_deviceIDs", e) < 0 ||
+        prefer_ids(p, cr->must_include_deviceids, cr->n_must_include_deviceids, must,
+                   "must_include_deviceIDs", e) < 0)
+        return -1;
+    for (size_t i = 0; i < cr->n_must_include_deviceids; i++) {
+        bool found = false;
+        for (size_t j = 0; j < cr->n_available_deviceids; j++)
+            found |= must[i] == avail[j];
+        if (!found)
+            return err_set(e, "must-include device '%s' is not among the available ones",
+                           cr->must_include_deviceids[i]);
+    }
+    if (plugin_prefer(p->inv, avail, cr->n_available_deviceids, must,
+                      cr->n_must_include_deviceids, size, chosen) < 0) {
+        prefer_cannot(cr, e);
+        return -1;
+    }
+    for (size_t i = 0; i < size; i++)
+        for (unsigned d = 0; d < p->ndevs; d++)
+            if (p->devs[d].gpu == chosen[i]) {
+                chosen[i] = d;
+                break;
+            }
+    return 0;
+}
+
 int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
                      size_t *out_len, struct err *e)
 {
@@ -186,6 +219,7 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
         }
         size_t size = (size_t)cr->allocation_size;
         unsigned *chosen = arena_alloc(&a, (size + 1) * sizeof *chosen);
+        /* chosen ends up holding device positions, whichever path chose. */
         if (plugin_shared(p)) {
             if (plugin_prefer_replicas(p, cr->available_deviceids, cr->n_available_deviceids,
                                        cr->must_include_deviceids, cr->n_must_include_deviceids,
@@ -193,47 +227,16 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
                 status = GRPC_INVALID_ARGUMENT;
                 break;
             }
-            V1beta1__ContainerPreferredAllocationResponse *out_c = arena_alloc(&a, sizeof *out_c);
-            v1beta1__container_preferred_allocation_response__init(out_c);
-            out_c->n_deviceids = size;
-            out_c->deviceids = arena_alloc(&a, size * sizeof(char *));
-            for (size_t i = 0; i < size; i++)
-                out_c->deviceids[i] = (char *)p->devs[chosen[i]].id;
-            resp.container_responses[c] = out_c;
-            continue;
-        }
-        if (prefer_ids(p, cr->available_deviceids, cr->n_available_deviceids, avail,
-                       "available_deviceIDs", e) < 0 ||
-            prefer_ids(p, cr->must_include_deviceids, cr->n_must_include_deviceids, must,
-                       "must_include_deviceIDs", e) < 0) {
+        } else if (prefer_gpus(p, cr, avail, must, size, chosen, e) < 0) {
             status = GRPC_INVALID_ARGUMENT;
             break;
         }
-        for (size_t i = 0; i < cr->n_must_include_deviceids; i++) {
-            bool found = false;
-            for (size_t j = 0; j < cr->n_available_deviceids; j++)
-                found |= must[i] == avail[j];
-            if (!found) {
-                err_set(e, "must-include device '%s' is not among the available ones",
-                         cr->must_include_deviceids[i]);
-                status = GRPC_INVALID_ARGUMENT;
-            }
-        }
-        if (status == GRPC_OK && plugin_prefer(p->inv, avail, cr->n_available_deviceids, must,
-                                               cr->n_must_include_deviceids, size, chosen) < 0) {
-            prefer_cannot(cr, e);
-            status = GRPC_INVALID_ARGUMENT;
-        }
-        if (status != GRPC_OK)
-            break;
         V1beta1__ContainerPreferredAllocationResponse *out_c = arena_alloc(&a, sizeof *out_c);
         v1beta1__container_preferred_allocation_response__init(out_c);
         out_c->n_deviceids = size;
         out_c->deviceids = arena_alloc(&a, size * sizeof(char *));
         for (size_t i = 0; i < size; i++)
-            for (unsigned d = 0; d < p->ndevs; d++)
-                if (p->devs[d].gpu == chosen[i])
-                    out_c->deviceids[i] = (char *)p->devs[d].id;
+            out_c->deviceids[i] = (char *)p->devs[chosen[i]].id;
         resp.container_responses[c] = out_c;
     }
     if (status == GRPC_OK) {

@@ -91,19 +91,27 @@ static void test_prefer_greedy_is_deterministic(void **state)
 
 /* --- Allocate ------------------------------------------------------------ */
 
+/* A plugin on the inventory's first resource under cfg. */
+static struct plugin_resource *make_plugin(struct plugin *p, const struct config *cfg,
+                                             unsigned *nres)
+{
+    struct plugin_resource *res;
+    struct err e;
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    p->inv = &inv;
+    assert_int_equal(plugin_resources(cfg, &inv, &res, nres, &e), 0);
+    p->res = &res[0];
+    plugin_build_devices(p);
+    return res;
+}
+
 static V1beta1__AllocateResponse *allocate(const struct config *cfg, const char *const *ids,
                                            size_t n, int *status, char *why)
 {
     struct plugin p;
-    memset(&p, 0, sizeof p);
-    p.cfg = cfg;
-    p.inv = &inv;
-    struct plugin_resource *res;
     unsigned nres;
-    struct err re;
-    assert_int_equal(plugin_resources(cfg, &inv, &res, &nres, &re), 0);
-    p.res = &res[0];
-    plugin_build_devices(&p);
+    struct plugin_resource *res = make_plugin(&p, cfg, &nres);
     V1beta1__ContainerAllocateRequest cr = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
     cr.n_devices_ids = n;
     cr.devices_ids = (char **)ids;
@@ -397,21 +405,6 @@ static void test_sharing_resources(void **state)
     done();
 }
 
-/* A plugin on the inventory's first resource under cfg. */
-static struct plugin_resource *shared_plugin(struct plugin *p, const struct config *cfg,
-                                             unsigned *nres)
-{
-    struct plugin_resource *res;
-    struct err e;
-    memset(p, 0, sizeof *p);
-    p->cfg = cfg;
-    p->inv = &inv;
-    assert_int_equal(plugin_resources(cfg, &inv, &res, nres, &e), 0);
-    p->res = &res[0];
-    plugin_build_devices(p);
-    return res;
-}
-
 static void test_replica_allocate(void **state)
 {
     (void)state;
@@ -420,7 +413,7 @@ static void test_replica_allocate(void **state)
     add_shared(&c, "nvidia.com/gpu", 4, "all", false);
     struct plugin p;
     unsigned nres;
-    struct plugin_resource *res = shared_plugin(&p, &c, &nres);
+    struct plugin_resource *res = make_plugin(&p, &c, &nres);
     assert_int_equal(p.ndevs, 16);
     char want[128];
     snprintf(want, sizeof want, "%s::3", inv.gpus[0].uuid);
@@ -488,7 +481,7 @@ static void test_replica_prefer(void **state)
     add_shared(&c, "nvidia.com/gpu", 4, "all", false);
     struct plugin p;
     unsigned nres;
-    struct plugin_resource *res = shared_plugin(&p, &c, &nres);
+    struct plugin_resource *res = make_plugin(&p, &c, &nres);
     unsigned all[16];
     for (unsigned i = 0; i < 16; i++)
         all[i] = i;
