@@ -90,6 +90,9 @@ struct config {
     char pod_resources_socket[CONFIG_PATH_MAX];
     unsigned pod_resources_interval_ms;
     char hostname[128];
+    bool process_metrics;               /* per-container usage from NVML's process lists */
+    char proc_root[CONFIG_PATH_MAX];    /* the host's /proc */
+    char container_log_dir[CONFIG_PATH_MAX]; /* the kubelet's /var/log/containers */
     /* node labels (GPU feature discovery's flags where it has one) */
     int labels_output;                  /* enum config_labels */
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */

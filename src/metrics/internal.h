@@ -2,6 +2,7 @@
 #ifndef GPULET_METRICS_INTERNAL_H
 #define GPULET_METRICS_INTERNAL_H
 
+#include "config/config.h"
 #include "gpu/device.h"
 #include "metrics/collectors.h"
 #include "metrics/metrics.h"
@@ -13,6 +14,21 @@
 struct metrics_owner {
     char pod[METRICS_POD_FIELD], ns[METRICS_POD_FIELD], container[METRICS_POD_FIELD];
 };
+
+/* Where a process sits, from its /proc/<pid>/cgroup. */
+struct metrics_cgroup {
+    char pod_uid[40];                /* empty: not in a pod */
+    char container_id[80];           /* empty: in the pod's cgroup, not a container's */
+};
+
+/* Parses /proc/<pid>/cgroup text (v1 or v2; cgroupfs or systemd driver):
+ * true with the pod UID (and the container ID where there is one) when the
+ * process is in a pod. */
+bool metrics_cgroup_parse(const char *text, size_t len, struct metrics_cgroup *out);
+
+/* Parses a /var/log/containers name, <pod>_<namespace>_<container>-<ID>.log:
+ * true with the names in o and the container ID in cid. */
+bool metrics_logname_parse(const char *name, struct metrics_owner *o, char *cid, size_t cidlen);
 
 /* One sharer of a shared GPU (device IDs like UUID::N). */
 struct metrics_share {
@@ -66,7 +82,9 @@ struct metrics_gpu {
     X(FN_FIELDS, "nvmlDeviceGetFieldValues")                                   \
     X(FN_ENERGY, "nvmlDeviceGetTotalEnergyConsumption")                        \
     X(FN_GPM_SAMPLE, "nvmlGpmSampleGet")                                       \
-    X(FN_GPM_METRICS, "nvmlGpmMetricsGet")
+    X(FN_GPM_METRICS, "nvmlGpmMetricsGet")                                     \
+    X(FN_PROCS, "nvmlDeviceGetComputeRunningProcesses")                        \
+    X(FN_PROC_UTIL, "nvmlDeviceGetProcessUtilization")
 
 #define METRICS_FN_ENUM(e, name) e,
 enum metrics_nvml_call { METRICS_NVML_CALLS(METRICS_FN_ENUM) FN_COUNT };
@@ -85,6 +103,7 @@ struct metrics_frame {
     const struct metrics_state *state;
     double sample_seconds;
     const unsigned long long *nvml_errors; /* per enum metrics_nvml_call */
+    const struct metrics_procs *procs;     /* usage per container; NULL or off: none */
 };
 
 /* Expensive NVML calls, each read for as many GPUs per tick as its budget
@@ -107,6 +126,66 @@ struct sampler_gpu {
     int gpm_cur;
 };
 
+/* One process on one GPU at the last sample. */
+struct procs_seen {
+    unsigned gpu, pid;
+    unsigned long long memory;       /* bytes */
+    double sm;                       /* percent, the mean of its samples since the last */
+    bool in_pod;
+    bool named;                      /* owner found through its container ID */
+    struct metrics_owner owner;
+};
+
+/* A container's use of one GPU: the gpulet_container_gpu_* series. An
+ * empty owner gathers what runs outside any pod gpulet can name. */
+struct metrics_usage {
+    unsigned gpu;
+    struct metrics_owner owner;
+    unsigned long long memory;       /* bytes */
+    double sm;                       /* percent, summed over its processes */
+    unsigned processes;
+};
+
+struct procs_pid;
+struct procs_name;
+
+/* Per-process sampling (procs.c), on the sampler thread. */
+struct metrics_procs {
+    bool on;
+    char proc_root[CONFIG_PATH_MAX];     /* the host's /proc */
+    char log_dir[CONFIG_PATH_MAX];       /* the kubelet's /var/log/containers */
+    nvmlProcessInfo_t *info;
+    unsigned info_cap;
+    nvmlProcessUtilizationSample_t *util;
+    unsigned util_cap;
+    unsigned long long *last_ts;     /* per GPU: newest utilization sample seen */
+    struct procs_pid *pids;          /* cgroups of the processes of the last sample, by pid */
+    unsigned npids;
+    struct procs_seen *seen;
+    unsigned nseen, seen_cap;
+    struct procs_name *names;        /* containers in log_dir, by ID */
+    unsigned nnames;
+    double names_read;               /* monotonic seconds of the last read; 0 never */
+    bool names_failing;              /* log_dir unreadable, said once */
+    struct metrics_usage *usage;     /* built for each rendering */
+    unsigned nusage;
+    double seconds;                  /* how long the last process sample took */
+};
+
+/* Reads the processes of every GPU not lost, where each runs and (through
+ * log_dir) which pod's container it is; frees what ended. */
+void metrics_procs_init(struct metrics_procs *p, const struct config *cfg);
+
+struct metrics_sampler;
+void metrics_procs_sample(struct metrics_sampler *s, const bool *lost);
+
+/* Builds p->usage from the last sample: processes in a pod whose container
+ * could not be named go to the one container PodResources says holds the
+ * GPU, where exactly one does. */
+void metrics_procs_usage(struct metrics_procs *p, const struct metrics_state *pods);
+
+void metrics_procs_free(struct metrics_procs *p);
+
 /* The sampler thread's own state: nothing here is touched by the loop. */
 struct metrics_sampler {
     struct nvml *nvml;
@@ -119,6 +198,7 @@ struct metrics_sampler {
     struct metrics_class_state classes[CLASS_COUNT];
     nvmlGpmMetricsGet_t gpm_get;     /* 8 KiB of request, reused for every GPU */
     unsigned long long nvml_errors[FN_COUNT];
+    struct metrics_procs procs;
 };
 
 /* Prepares the sampler with the GPUs' handles at start (reads the static

@@ -112,9 +112,10 @@ static void metrics_render_sample(struct metrics *m, struct metrics_state *snap,
         if (c->items[k].field->src == SRC_XID)
             for (unsigned i = 0; i < m->inv->count; i++)
                 m->sampler.gpus[i].value[k] = snap->dev[i].last_xid;
+    metrics_procs_usage(&m->sampler.procs, snap);
     struct metrics_frame f = {
         c, m->inv, m->hostname, (const char *const *)m->sampler.labels, m->sampler.gpus, snap,
-        secs, m->sampler.nvml_errors,
+        secs, m->sampler.nvml_errors, &m->sampler.procs,
     };
     metrics_render(out, &f);
 }
@@ -347,6 +348,7 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
     for (unsigned i = 0; i < inv->count; i++)
         metrics_on_device(m, i, 0, &devs[i]);
     metrics_sampler_init(&m->sampler, n, inv, devs, &m->collectors, cfg->metrics_interval_ms);
+    metrics_procs_init(&m->sampler.procs, cfg);
     if (http_start(&m->http, loop, cfg->metrics_listen, NULL, metrics_http, m, e) < 0) {
         metrics_sampler_free(&m->sampler);
         metrics_state_free(&m->state);

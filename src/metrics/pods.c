@@ -28,9 +28,22 @@ static int pods_gpu(const struct gpu_inventory *inv, const char *id, size_t len)
     return !*end && idx < inv->count ? (int)idx : -1;
 }
 
-static bool pods_wanted(const char *resource)
+/* NVIDIA's resources, and whatever name the configuration gave ours
+ * (per-model resources, renamed shared ones). */
+static bool pods_wanted(const struct metrics_state *s, const char *resource)
 {
-    return !strcmp(resource, "nvidia.com/gpu") || !strncmp(resource, "nvidia.com/gpu.", 15);
+    if (!strncmp(resource, "nvidia.com/", 11))
+        return true;
+    for (unsigned i = 0; i < s->count; i++)
+        if (!strcmp(resource, s->dev[i].resource))
+            return true;
+    return false;
+}
+
+static bool pods_shared(const char *resource, const char *colons)
+{
+    size_t n = strlen(resource);
+    return colons || (n > 7 && !strcmp(resource + n - 7, ".shared"));
 }
 
 static void pods_owner(struct metrics_owner *o, const V1__PodResources *pod, const V1__ContainerResources *c)
@@ -57,7 +70,7 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
             const V1__ContainerResources *ct = pod->containers[c];
             for (size_t d = 0; d < ct->n_devices; d++) {
                 const V1__ContainerDevices *dev = ct->devices[d];
-                if (!pods_wanted(dev->resource_name))
+                if (!pods_wanted(s, dev->resource_name))
                     continue;
                 for (size_t k = 0; k < dev->n_device_ids; k++) {
                     const char *id = dev->device_ids[k];
@@ -65,7 +78,7 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
                     int gpu = pods_gpu(inv, id, colons ? (size_t)(colons - id) : strlen(id));
                     if (gpu < 0)
                         continue; /* not one of ours (MIG devices arrive later) */
-                    if (colons || !strncmp(dev->resource_name, "nvidia.com/gpu.", 15)) {
+                    if (pods_shared(dev->resource_name, colons)) {
                         if (s->nshares < PODS_MAX_SHARES) {
                             s->shares[s->nshares].gpu = (unsigned)gpu;
                             pods_owner(&s->shares[s->nshares++].owner, pod, ct);

@@ -189,6 +189,54 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
                   s->podres_errors, s->podres_last_ok);
 }
 
+/* Per-container usage of each GPU: one row per family (adding one is a row). */
+static double usage_memory(const struct metrics_usage *u) { return (double)u->memory; }
+static double usage_sm(const struct metrics_usage *u) { return u->sm >= 100 ? 1.0 : u->sm / 100.0; }
+static double usage_processes(const struct metrics_usage *u) { return u->processes; }
+
+static const struct {
+    const char *name, *help;
+    double (*value)(const struct metrics_usage *u);
+    bool is_double;
+} render_usage_families[] = {
+    {"gpulet_container_gpu_memory_used_bytes",
+     "GPU memory used by the container's processes on this GPU, in bytes.", usage_memory, false},
+    {"gpulet_container_gpu_utilization_ratio",
+     "SM utilization of the container's processes on this GPU since the last sample (0-1).",
+     usage_sm, true},
+    {"gpulet_container_gpu_processes", "The container's processes on this GPU.", usage_processes,
+     false},
+};
+
+/* Processes outside any pod gpulet can name carry no pod labels. */
+static void render_containers(struct strbuf *out, const struct metrics_frame *f)
+{
+    const struct metrics_procs *p = f->procs;
+    if (!p || !p->on)
+        return;
+    for (unsigned k = 0; k < sizeof render_usage_families / sizeof *render_usage_families; k++) {
+        const char *name = render_usage_families[k].name;
+        strbuf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, render_usage_families[k].help,
+                      name);
+        for (unsigned j = 0; j < p->nusage; j++) {
+            const struct metrics_usage *u = &p->usage[j];
+            strbuf_puts(out, name);
+            render_identity(out, f, u->gpu, NULL, 0);
+            if (u->owner.pod[0]) {
+                render_label(out, "container", u->owner.container, false);
+                render_label(out, "namespace", u->owner.ns, false);
+                render_label(out, "pod", u->owner.pod, false);
+            }
+            strbuf_puts(out, "}");
+            render_value(out, render_usage_families[k].value(u), render_usage_families[k].is_double);
+        }
+    }
+    strbuf_printf(out, "# HELP gpulet_process_sample_duration_seconds How long the last read of "
+                       "the GPUs' processes took.\n"
+                       "# TYPE gpulet_process_sample_duration_seconds gauge\n"
+                       "gpulet_process_sample_duration_seconds %.6f\n", p->seconds);
+}
+
 void metrics_render(struct strbuf *out, const struct metrics_frame *f)
 {
     const struct collectors *c = f->collectors;
@@ -199,4 +247,5 @@ void metrics_render(struct strbuf *out, const struct metrics_frame *f)
     qsort_r(labels, nlabels, sizeof *labels, render_cmp, (void *)c);
     render_fields(out, f, labels, nlabels);
     render_gpulet(out, f);
+    render_containers(out, f);
 }

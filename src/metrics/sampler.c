@@ -370,6 +370,7 @@ double metrics_sample(struct metrics_sampler *s, const struct metrics_device *de
     sampler_class(s, CLASS_FIELDS, sampler_fields, lost);
     sampler_class(s, CLASS_ENERGY, sampler_energy, lost);
     sampler_class(s, CLASS_GPM, sampler_gpm, lost);
+    metrics_procs_sample(s, lost);
     for (unsigned i = 0; i < count; i++) {
         s->gpus[i].up = !lost[i];
         s->g[i].lost = lost[i] && s->g[i].handle;
@@ -447,6 +448,7 @@ void metrics_sampler_free(struct metrics_sampler *s)
                 s->nvml->GpmSampleFree(s->g[i].gpm[j]);
     for (size_t k = 0; s->labels && k < (size_t)s->inv->count * s->col->count; k++)
         free(s->labels[k]);
+    metrics_procs_free(&s->procs);
     free(s->g);
     free(s->gpus);
     free(s->labels);

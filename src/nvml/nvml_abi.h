@@ -55,6 +55,7 @@ typedef struct nvmlEventSet_st *nvmlEventSet_t;
 #define NVML_NVLINK_MAX_LINKS 18
 
 #define NVML_INIT_FLAG_NO_GPUS 1
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL) /* a process's memory NVML may not show */
 
 typedef struct nvmlPciInfo_st {
     char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];

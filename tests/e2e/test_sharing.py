@@ -3,17 +3,22 @@ on a simulated L4 node whose GPU 0 is shared 4 ways (nvidia.com/l4.shared)
 and GPUs 1-3 stay whole (nvidia.com/l4). Capacity is GPUs x replicas, two
 pods share GPU 0, a pod asking for 2 replicas fails admission with the
 kubelet's UnexpectedAdmissionError (failRequestsGreaterThanOne), and a fault
-takes all of GPU 0's replicas away."""
+takes all of GPU 0's replicas away. The per-container series name the two
+sharing pods' processes through their real cgroups and the kubelet's real
+/var/log/containers links."""
 import json
+import os
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from conftest import GPULET, SIM_LIB
 
+SHARED_METRICS = "127.0.0.1:19403"
 CONFIG = """version: v1
 resources:
   gpus: [{pattern: '*', name: l4}]
@@ -33,8 +38,10 @@ def shared(cluster, gpulet):
     log = open(base / "gpulet-sharing.log", "w")
     proc = subprocess.Popen(
         [GPULET, "agent", "--simulate", "l4-pcie", "--kubelet-root", "/var/lib/kubelet",
-         "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs", "--no-metrics",
-         "--labels", "none", "--status-socket", str(base / "gpulet-sharing.sock"),
+         "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs",
+         "--metrics-listen", SHARED_METRICS, "--metrics-interval-ms", "500",
+         "--pod-resources-kubelet-socket", env["K8S_POD_RESOURCES_SOCKET"],
+         "--pod-resources-interval-ms", "1000", "--labels", "none", "--status-socket", str(base / "gpulet-sharing.sock"),
          "--health-probe-ms", "200", "--config-file", str(base / "sharing.yaml")],
         stdout=log, stderr=subprocess.STDOUT,
         env=dict(env, GPULET_SIM_LIB=SIM_LIB, GPULET_SIM_CONTROL=str(base / "sim-sharing.sock")))
@@ -89,6 +96,49 @@ def test_two_pods_share_one_gpu(cluster, shared):
     a, b = visible(cluster, "share-a"), visible(cluster, "share-b")
     assert a["NVIDIA_VISIBLE_DEVICES"] == b["NVIDIA_VISIBLE_DEVICES"]
     assert a["NVIDIA_VISIBLE_DEVICES"].startswith("GPU-")
+
+
+def container_pid(uid):
+    """The host PID of a process of the pod's container, not of its sandbox
+    (this cluster's pause is `sleep 2147483647`), found through the real
+    cgroups as gpulet finds pods."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cg = Path(f"/proc/{pid}/cgroup").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if (uid in cg or uid.replace("-", "_") in cg) and b"2147483647" not in cmd:
+            return int(pid)
+    raise AssertionError(f"no process of pod {uid}")
+
+
+def container_usage():
+    text = urllib.request.urlopen(f"http://{SHARED_METRICS}/metrics", timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("gpulet_container_gpu_memory_used_bytes{") and 'pod="' in line:
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1:line.rindex("}")]
+                          .replace('"', "").split(","))
+            out[(labels["namespace"], labels["pod"], labels["container"])] = float(line.split()[-1])
+    return out
+
+
+def test_per_container_memory(cluster, shared):
+    """Two pods on GPU 0: a simulated process in each pod's real container
+    shows up under its pod's and container's names, with its memory."""
+    pids = {}
+    for name, mib in (("share-a", 300), ("share-b", 500)):
+        uid = cluster.get("pod", name)["metadata"]["uid"]
+        pids[name] = container_pid(uid)
+        subprocess.run([GPULET, "sim", "proc", "0", "add", str(pids[name]), str(mib), "20"],
+                       env=shared, check=True, timeout=10)
+    want = {("default", "share-a", "c"): 300 * 2**20, ("default", "share-b", "c"): 500 * 2**20}
+    deadline = time.monotonic() + 20
+    while container_usage() != want:
+        assert time.monotonic() < deadline, (container_usage(), pids)
+        time.sleep(0.5)
+    subprocess.run([GPULET, "sim", "proc", "0", "clear"], env=shared, check=True, timeout=10)
 
 
 def test_two_replicas_fail_admission(cluster, shared):

@@ -1,5 +1,6 @@
 /* Metrics without HTTP: the collectors CSV, the text rendering and its label
- * order, and pod attribution from a PodResources answer. */
+ * order, pod attribution from a PodResources answer, and processes placed in
+ * containers (cgroup paths, log link names, usage rows). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static void test_render_labels(void **state)
     const char *labels[4] = {NULL, NULL, "580.159.04", "1653"};
     unsigned long long errors[FN_COUNT] = {0};
     errors[FN_TEMP] = 3;
-    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors};
+    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors, NULL};
     struct strbuf out = {0};
     metrics_render(&out, &f);
     /* dcgm-exporter's order: identity, Hostname, label fields by name, then the
@@ -163,12 +164,149 @@ static void test_pods_decode(void **state)
     metrics_state_free(&s);
 }
 
+#define UID "0b4e3c2a-1f5d-4e6b-9a7c-2d3e4f5a6b7c"
+#define UID_ "0b4e3c2a_1f5d_4e6b_9a7c_2d3e4f5a6b7c"
+#define CID "4f9c1e2d3b4a5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d"
+
+static void expect_cgroup(const char *text, const char *uid, const char *cid)
+{
+    struct metrics_cgroup cg;
+    bool in_pod = metrics_cgroup_parse(text, strlen(text), &cg);
+    if (!uid) {
+        if (in_pod)
+            fail_msg("placed in pod %s: %s", cg.pod_uid, text);
+        return;
+    }
+    if (!in_pod)
+        fail_msg("not placed in a pod: %s", text);
+    assert_string_equal(cg.pod_uid, uid);
+    assert_string_equal(cg.container_id, cid);
+}
+
+static void test_cgroup_parse(void **state)
+{
+    (void)state;
+    /* v2, systemd driver, containerd, burstable and guaranteed */
+    expect_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_
+                  ".slice/cri-containerd-" CID ".scope\n", UID, CID);
+    expect_cgroup("0::/kubepods.slice/kubepods-pod" UID_ ".slice/crio-" CID ".scope\n", UID, CID);
+    /* v2, cgroupfs driver */
+    expect_cgroup("0::/kubepods/besteffort/pod" UID "/" CID "\n", UID, CID);
+    expect_cgroup("0::/kubepods/pod" UID "/" CID, UID, CID);
+    /* v1: one line per hierarchy; the first with a container wins */
+    expect_cgroup("12:pids:/\n11:memory:/kubepods/burstable/pod" UID "/" CID "\n"
+                  "1:name=systemd:/kubepods/burstable/pod" UID "/" CID "\n", UID, CID);
+    expect_cgroup("5:cpu,cpuacct:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_
+                  ".slice/docker-" CID ".scope\n", UID, CID);
+    /* nested (kind) and seen from inside a cgroup namespace */
+    expect_cgroup("0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+                  "kubelet-kubepods-besteffort-pod" UID_ ".slice/cri-containerd-" CID ".scope", UID, CID);
+    expect_cgroup("0::/../../kubepods-besteffort-pod" UID_ ".slice/cri-containerd-" CID ".scope",
+                  UID, CID);
+    /* a static pod's UID is a 32-digit hash */
+    expect_cgroup("0::/kubepods/burstable/pod6b2a9c0d1e2f3a4b5c6d7e8f9a0b1c2d/" CID,
+                  "6b2a9c0d1e2f3a4b5c6d7e8f9a0b1c2d", CID);
+    /* in the pod, not in one of its containers */
+    expect_cgroup("0::/kubepods/besteffort/pod" UID "\n", UID, "");
+    /* not in a pod */
+    expect_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n", NULL, NULL);
+    expect_cgroup("0::/system.slice/containerd.service\n", NULL, NULL);
+    expect_cgroup("0::/kubepods.slice/kubepods-besteffort.slice\n", NULL, NULL);
+    expect_cgroup("0::/kubepods/podnot-a-uid/" CID, NULL, NULL);
+    expect_cgroup("", NULL, NULL);
+    expect_cgroup("garbage without colons", NULL, NULL);
+    expect_cgroup("::::\n\n:", NULL, NULL);
+}
+
+static void test_logname_parse(void **state)
+{
+    (void)state;
+    struct metrics_owner o;
+    char id[80];
+    assert_true(metrics_logname_parse("web-7d4b9_prod_server-" CID ".log", &o, id, sizeof id));
+    assert_string_equal(o.pod, "web-7d4b9");
+    assert_string_equal(o.ns, "prod");
+    assert_string_equal(o.container, "server");
+    assert_string_equal(id, CID);
+    const char *bad[] = {
+        "web_prod_server-" CID,              /* no .log */
+        "web_prod-" CID ".log",              /* no container */
+        "web_prod_ser_ver-" CID ".log",      /* a fourth part */
+        "_prod_server-" CID ".log",          /* empty pod */
+        "web_prod_server-xyz.log",           /* not an ID */
+        "web_prod_server-abc.log",           /* too short */
+        ".log", "", "..",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (metrics_logname_parse(bad[i], &o, id, sizeof id))
+            fail_msg("accepted: %s", bad[i]);
+}
+
+static void seen(struct metrics_procs *p, unsigned gpu, unsigned long long mib, double sm,
+                 bool in_pod, const char *pod)
+{
+    struct procs_seen *s = &p->seen[p->nseen++];
+    memset(s, 0, sizeof *s);
+    s->gpu = gpu;
+    s->memory = mib << 20;
+    s->sm = sm;
+    s->in_pod = in_pod;
+    if (pod) {
+        s->named = true;
+        snprintf(s->owner.pod, sizeof s->owner.pod, "%s", pod);
+        snprintf(s->owner.ns, sizeof s->owner.ns, "ns");
+        snprintf(s->owner.container, sizeof s->owner.container, "main");
+    }
+}
+
+static void test_procs_usage(void **state)
+{
+    (void)state;
+    struct metrics_procs p;
+    memset(&p, 0, sizeof p);
+    p.on = true;
+    p.seen = calloc(8, sizeof *p.seen);
+    seen(&p, 0, 100, 30, true, "a");  /* named through its container ID */
+    seen(&p, 0, 50, 20, true, "a");   /* a second process of the same container */
+    seen(&p, 0, 10, 0, true, NULL);   /* in a pod, unnamed, GPU 0 shared by two: unattributed */
+    seen(&p, 1, 70, 90, true, NULL);  /* unnamed, GPU 1 has one holder: PodResources names it */
+    seen(&p, 1, 5, 0, false, NULL);   /* a host process */
+    struct metrics_state st;
+    metrics_state_alloc(&st, 2);
+    st.shares = calloc(3, sizeof *st.shares);
+    st.nshares = 3;
+    const char *holders[] = {"a", "b", "c"};
+    unsigned gpus[] = {0, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        st.shares[i].gpu = gpus[i];
+        snprintf(st.shares[i].owner.pod, sizeof st.shares[i].owner.pod, "%s", holders[i]);
+        snprintf(st.shares[i].owner.ns, sizeof st.shares[i].owner.ns, "ns");
+        snprintf(st.shares[i].owner.container, sizeof st.shares[i].owner.container, "main");
+    }
+    metrics_procs_usage(&p, &st);
+    assert_int_equal(p.nusage, 4);
+    assert_string_equal(p.usage[0].owner.pod, "a");
+    assert_int_equal(p.usage[0].memory, 150ULL << 20);
+    assert_int_equal(p.usage[0].processes, 2);
+    assert_true(p.usage[0].sm == 50);
+    assert_string_equal(p.usage[1].owner.pod, "");   /* GPU 0, unattributed */
+    assert_int_equal(p.usage[1].gpu, 0);
+    assert_string_equal(p.usage[2].owner.pod, "c");  /* GPU 1's one holder */
+    assert_string_equal(p.usage[3].owner.pod, "");   /* the host process */
+    assert_int_equal(p.usage[3].memory, 5ULL << 20);
+    metrics_state_free(&st);
+    metrics_procs_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collectors),
         cmocka_unit_test(test_render_labels),
         cmocka_unit_test(test_pods_decode),
+        cmocka_unit_test(test_cgroup_parse),
+        cmocka_unit_test(test_logname_parse),
+        cmocka_unit_test(test_procs_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
