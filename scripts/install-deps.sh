@@ -19,7 +19,8 @@ build=(
 )
 test=(
     libcmocka-dev valgrind binutils clang-14 libclang-rt-14-dev
-    python3-pytest python3-grpcio python3-grpc-tools wrk curl
+    python3-pytest python3-grpcio python3-grpc-tools python3-jsonschema python3-yaml wrk curl
+    podman
     golang-go golang-google-grpc-dev golang-goprotobuf-dev protobuf-compiler
 )
 case "${1:-}" in

@@ -12,6 +12,7 @@ static const char main_usage[] =
     "  list      show the node's GPUs\n"
     "  health    the running agent's GPU health; clear a GPU\n"
     "  labels    print the node labels the agent publishes\n"
+    "  cdi       generate the node's CDI spec\n"
     "  sim       inject faults into simulated GPUs; list simulator presets\n"
     "  version   print the version\n"
     "Run gpulet COMMAND --help for a command's options.\n";
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
         return mps_exec(argc - 1, argv + 1);
     if (!strcmp(cmd, "labels"))
         return cmd_labels(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cdi"))
+        return cmd_cdi(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))
         return cmd_sim(argc - 1, argv + 1);
     fprintf(stderr, "gpulet: unknown command '%s'\n%s", cmd, main_usage);

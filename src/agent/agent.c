@@ -103,6 +103,7 @@ static void agent_shutdown(struct agent *a)
     if (uv_loop_close(&a->loop) != 0)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
+    agent_driver_stop(a);
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
     free(a->probe);

@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "agent/agent.h"
+#include "driver/driver.h"
 #include "gpu/device.h"
 #include "gpu/health.h"
 #include "gpu/inventory.h"
@@ -61,6 +62,8 @@ struct agent {
     struct labels_publisher *labels;     /* NULL when labels go nowhere */
     char *machine;                       /* the DMI product name, NULL when unreadable */
     struct label_set label_set;          /* the labels last computed */
+    struct driver driver;                /* the driver's files for containers, where driver_ok */
+    bool driver_ok;
 };
 
 /* Start-up (start.c): 0, or 1 to exit. */
@@ -69,6 +72,12 @@ int agent_start(struct agent *a);
 /* Starts a device plugin per resource on the agent's model (at start and
  * after a reload); stops them all. */
 int agent_plugin_start(struct agent *a, struct err *e);
+
+/* The driver's files (driver.c): found again, and the CDI spec written
+ * where wanted, each time the plugins start; freed on stop. */
+bool agent_cdi_wanted(const struct config *c);
+void agent_driver_start(struct agent *a);
+void agent_driver_stop(struct agent *a);
 void agent_plugin_stop(struct agent *a);
 
 /* Refuses MIG strategies other than none on a node with MIG enabled: they

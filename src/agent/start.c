@@ -53,13 +53,14 @@ int agent_plugin_start(struct agent *a, struct err *e)
     if (plugin_resources(&a->cfg, &a->inv, &a->resources, &a->nresources, e) < 0)
         return -1;
     plugin_resources_apply(a->resources, a->nresources, a->devs);
+    agent_driver_start(a);
     for (unsigned i = 0; i < a->inv.count; i++)
         metrics_on_device(a->metrics, i, 0, &a->devs[i]);
     const struct plugin_hooks hooks = {agent_on_allocate, a};
     a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
     for (unsigned r = 0; r < a->nresources; r++) {
         if (plugin_start(&a->plugins[r], &a->loop, &a->cfg, &a->inv, a->devs, &a->resources[r],
-                         &hooks, e) < 0) {
+                         a->driver_ok ? &a->driver : NULL, &hooks, e) < 0) {
             agent_plugin_stop(a);
             return -1;
         }
@@ -91,17 +92,18 @@ static void agent_on_lost(void *ctx, unsigned gpu)
 
 /* Which procfs lists the node's GPUs for registering before NVML is up, or
  * NULL where the fast start does not apply: simulated or given NVML (the
- * node's procfs is not theirs), IDs that only NVML can give (indexes) or
- * MIG strategies that need NVML's word first. GPULET_PROC_ROOT points the
- * tests at a procfs of their own, simulator included. */
+ * node's procfs is not theirs), IDs that only NVML can give (indexes), MIG
+ * strategies that need NVML's word first, or the driver's files (they need
+ * its version). --proc-root points the tests at a procfs of their own,
+ * simulator included. */
 static const char *agent_proc_root(const struct agent *a)
 {
     if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE ||
-        a->cfg.nresources > 0) /* per-model resources need the product names */
-        return NULL;
-    const char *env = getenv("GPULET_PROC_ROOT");
-    if (env && *env)
-        return env;
+        a->cfg.nresources > 0 || /* per-model resources need the product names */
+        a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS || agent_cdi_wanted(&a->cfg))
+        return NULL;             /* the driver's files need NVML's driver version */
+    if (strcmp(a->cfg.proc_root, "/proc"))
+        return a->cfg.proc_root;
     return a->cfg.simulate[0] || a->cfg.nvml_path[0] ? NULL : "/proc";
 }
 

@@ -35,5 +35,6 @@ int cmd_agent(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
+int cmd_cdi(int argc, char **argv);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "driver/driver.h"
 #include "sim/control.h"
 #include "sim/scenario.h"
 #include "util/strbuf.h"
@@ -26,7 +27,10 @@ static const char sim_usage[] =
     "Presets and scenarios:\n"
     "  presets                 list the built-in presets\n"
     "  show PRESET             print a preset's YAML (a starting point for a scenario)\n"
-    "  check FILE              validate a scenario file\n";
+    "  check FILE              validate a scenario file\n"
+    "A stand-in driver for containers without the toolkit:\n"
+    "  driver-root DIR [VERSION]  write a driver tree of that shape under DIR (default\n"
+    "                          version 580.159.04, the presets' driver)\n";
 
 static int sim_send(int argc, char **argv)
 {
@@ -83,6 +87,14 @@ int cmd_sim(int argc, char **argv)
         }
         free(sc);
         return rc;
+    }
+    if (!strcmp(cmd, "driver-root")) {
+        if (argc < 3 || argc > 4)
+            return cli_usage_error("sim", "driver-root needs DIR [VERSION]");
+        struct err e;
+        if (driver_write_stub_tree(argv[2], argc == 4 ? argv[3] : "580.159.04", &e) < 0)
+            return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
+        return CLI_OK;
     }
     static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "proc", "ping",
                                          NULL};

@@ -1,4 +1,5 @@
 #include "config/config.h"
+#include "driver/driver.h"
 #include "config/internal.h"
 
 #include <ctype.h>
@@ -31,7 +32,8 @@ struct config_opt {
 static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
 static const char *const id_choices[] = {"uuid", "index", NULL};
 static const char *const list_choices[] = {"envvar", "volume-mounts", "cdi-annotations",
-                                           "cdi-cri", NULL};
+                                           "cdi-cri", "driver-mounts", NULL};
+static const char *const cdi_write_choices[] = {"auto", "true", "false", NULL};
 static const char *const compute_choices[] = {"keep", "exclusive-process", NULL};
 static const char *const policy_choices[] = {"distributed", "packed", NULL};
 static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
@@ -53,7 +55,7 @@ static const struct config_opt options[] = {
      F(pass_device_specs), NULL, "false", "also return /dev nodes in Allocate"},
     {"device-list-strategy", "DEVICE_LIST_STRATEGY", "flags.plugin.deviceListStrategy", T_LIST,
      F(list_strategy), list_choices, "envvar",
-     "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri"},
+     "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts"},
     {"device-id-strategy", "DEVICE_ID_STRATEGY", "flags.plugin.deviceIDStrategy", T_ENUM,
      F(id_strategy), id_choices, "uuid", "device IDs: uuid or index"},
     {"shared-devices-allocation-policy", "SHARED_DEVICES_ALLOCATION_POLICY",
@@ -75,6 +77,12 @@ static const struct config_opt options[] = {
      "false", "set NVIDIA_GDRCOPY=enabled"},
     {"config-file", "CONFIG_FILE", NULL, T_STRING, S(config_file), NULL, "",
      "NVIDIA-format (version: v1) YAML config file"},
+    {"driver-capabilities", "GPULET_DRIVER_CAPABILITIES", NULL, T_STRING, S(driver_caps), NULL,
+     "compute,utility", "driver files containers get: compute, utility, video, graphics, all"},
+    {"cdi-spec-dir", "GPULET_CDI_SPEC_DIR", NULL, T_STRING, S(cdi_spec_dir), NULL, "/var/run/cdi",
+     "where the agent keeps its CDI spec (" "nvidia.com-gpu.json)"},
+    {"write-cdi-spec", "GPULET_WRITE_CDI_SPEC", NULL, T_ENUM, F(write_cdi_spec), cdi_write_choices,
+     "auto", "keep a CDI spec in --cdi-spec-dir; auto: with a cdi-* device list strategy"},
     {"kubelet-root", "GPULET_KUBELET_ROOT", NULL, T_STRING, S(kubelet_root), NULL,
      "/var/lib/kubelet", "the kubelet's root directory"},
     {"simulate", "GPULET_SIMULATE", NULL, T_STRING, S(simulate), NULL, "",
@@ -487,6 +495,10 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
     if (c->pod_resources_interval_ms < 1000)
         return err_set(e, "--pod-resources-interval-ms must be at least 1000 (the kubelet "
                           "rate-limits PodResources), not %u", c->pod_resources_interval_ms);
+    unsigned caps;
+    struct err ce;
+    if (driver_parse_caps(c->driver_caps, &caps, &ce) < 0)
+        return err_set(e, "--driver-capabilities: %s", ce.msg);
     return 0;
 }
 

@@ -50,6 +50,9 @@ struct config_shared {
 #define CONFIG_LIST_VOLUME_MOUNTS 2u
 #define CONFIG_LIST_CDI_ANNOTATIONS 4u
 #define CONFIG_LIST_CDI_CRI 8u
+#define CONFIG_LIST_DRIVER_MOUNTS 16u   /* gpulet's direct injection */
+
+enum config_cdi_write { CONFIG_CDI_WRITE_AUTO, CONFIG_CDI_WRITE_TRUE, CONFIG_CDI_WRITE_FALSE };
 
 struct config {
     /* NVIDIA-compatible */
@@ -75,6 +78,9 @@ struct config {
     char mps_control[CONFIG_PATH_MAX];  /* nvidia-cuda-mps-control; empty: searched for */
     int mps_compute_mode;               /* enum config_compute_mode */
     /* gpulet's own */
+    char driver_caps[64];               /* driver capabilities containers get */
+    char cdi_spec_dir[CONFIG_PATH_MAX]; /* where the agent keeps its CDI spec */
+    int write_cdi_spec;                 /* enum config_cdi_write */
     char kubelet_root[CONFIG_PATH_MAX];
     char simulate[CONFIG_PATH_MAX];
     char nvml_path[CONFIG_PATH_MAX];

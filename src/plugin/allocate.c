@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "deviceplugin.pb-c.h"
+#include "driver/driver.h"
 #include "grpc/grpc.h"
 #include "plugin/internal.h"
 #include "util/arena.h"
@@ -92,6 +93,20 @@ static void alloc_mps(struct alloc_out *o, const struct plugin *p,
     strbuf_free(&lim);
 }
 
+/* The control nodes that exist, then each GPU's node. */
+static void alloc_device_specs(struct alloc_out *o, const struct plugin *p,
+                               const struct plugin_device **gpus, size_t ng)
+{
+    for (size_t i = 0; i < sizeof control_nodes / sizeof *control_nodes; i++)
+        if (alloc_node_exists(p, control_nodes[i]))
+            alloc_device_node(o, p, control_nodes[i]);
+    for (size_t i = 0; i < ng; i++) {
+        char node[32];
+        snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[gpus[i]->gpu].minor);
+        alloc_device_node(o, p, node);
+    }
+}
+
 /* A device's GPU ID: its own ID without a replica's "::<n>". */
 static const char *alloc_gpu_id(struct arena *a, const struct plugin_device *d)
 {
@@ -110,7 +125,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     v1beta1__container_allocate_response__init(r);
     struct alloc_out o = {a, r};
     r->envs = arena_alloc(a, 12 * sizeof *r->envs);
-    r->mounts = arena_alloc(a, (n + 3) * sizeof *r->mounts);
+    unsigned ndriver = cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS ? p->driver->nmounts : 0;
+    r->mounts = arena_alloc(a, (n + 3 + ndriver) * sizeof *r->mounts);
     r->devices = arena_alloc(a, (n + 4) * sizeof *r->devices);
     r->annotations = arena_alloc(a, sizeof *r->annotations);
     r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
@@ -167,6 +183,12 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
         alloc_env(&o, "NVIDIA_MOFED", "enabled");
     if (cfg->gdrcopy)
         alloc_env(&o, "NVIDIA_GDRCOPY", "enabled");
+    if (cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS) {
+        /* Everything a stock runtime needs: the nodes and the driver's files. */
+        alloc_device_specs(&o, p, gpus, ng);
+        for (unsigned i = 0; i < ndriver; i++)
+            alloc_mount(&o, p->driver->mounts[i].host, p->driver->mounts[i].container, true);
+    }
     unsigned non_cdi = cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS);
     if (non_cdi) {
         /* With both, the mount list wins, as in NVIDIA's plugin: one variable. */
@@ -179,16 +201,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
             for (size_t i = 0; i < ng; i++)
                 alloc_mount(&o, "/dev/null", arena_printf(a, DEVICES_DIR "/%s", ids[i]), true);
         }
-        if (cfg->pass_device_specs) {
-            for (size_t i = 0; i < sizeof control_nodes / sizeof *control_nodes; i++)
-                if (alloc_node_exists(p, control_nodes[i]))
-                    alloc_device_node(&o, p, control_nodes[i]);
-            for (size_t i = 0; i < ng; i++) {
-                char node[32];
-                snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[gpus[i]->gpu].minor);
-                alloc_device_node(&o, p, node);
-            }
-        }
+        if (cfg->pass_device_specs && !(cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
+            alloc_device_specs(&o, p, gpus, ng);
     }
     strbuf_free(&list);
     strbuf_free(&names);
@@ -232,7 +246,12 @@ int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint
     struct arena a = {0};
     const struct plugin_device ***devs = arena_alloc(&a, (r->n_container_requests + 1) * sizeof *devs);
     int status = GRPC_INVALID_ARGUMENT;
-    if (alloc_check(p, r, devs, &a, e) == 0) {
+    if (p->cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS && !p->driver) {
+        /* A container without the driver would fail later, and less clearly. */
+        err_set(e, "the driver-mounts strategy has no driver files to give (see the agent's "
+                   "log: the driver was not found under %s)", p->cfg->driver_root);
+        status = GRPC_FAILED_PRECONDITION;
+    } else if (alloc_check(p, r, devs, &a, e) == 0) {
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
         resp.n_container_responses = r->n_container_requests;
         resp.container_responses = arena_alloc(&a, (r->n_container_requests + 1) * sizeof(void *));

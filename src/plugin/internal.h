@@ -33,6 +33,7 @@ struct plugin {
     const struct gpu_inventory *inv;
     const struct gpu_device *records;    /* the agent's record of each GPU: health is read there */
     const struct plugin_resource *res;   /* the resource served, and its GPUs */
+    const struct driver *driver;         /* the driver's files (driver-mounts); NULL: not found */
     struct plugin_device *devs;
     unsigned ndevs;
     unsigned *by_id;                     /* positions in devs sorted by ID; in devs' allocation */

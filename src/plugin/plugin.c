@@ -249,10 +249,11 @@ void plugin_build_devices(struct plugin *p)
 
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_device *devs,
-                 const struct plugin_resource *res, const struct plugin_hooks *hooks,
-                 struct err *e)
+                 const struct plugin_resource *res, const struct driver *drv,
+                 const struct plugin_hooks *hooks, struct err *e)
 {
     struct plugin *p = xcalloc(1, sizeof *p);
+    p->driver = drv;
     p->loop = loop;
     p->cfg = cfg;
     p->inv = inv;

@@ -15,6 +15,7 @@
 #define PLUGIN_API_VERSION "v1beta1"
 
 struct plugin;
+struct driver;
 
 /* One resource the node advertises and the GPUs that serve it. */
 struct plugin_resource {
@@ -60,12 +61,13 @@ struct plugin_hooks {
 };
 
 /* Builds the device list of one resource, starts its gRPC server and
- * registration. cfg, inv, devs and res are the caller's and must outlive
- * the plugin; the plugin only reads them, on the loop. */
+ * registration. cfg, inv, devs, res and drv (the driver's files for the
+ * driver-mounts strategy; NULL when not found) are the caller's and must
+ * outlive the plugin; the plugin only reads them, on the loop. */
 int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
                  const struct gpu_inventory *inv, const struct gpu_device *devs,
-                 const struct plugin_resource *res, const struct plugin_hooks *hooks,
-                 struct err *e);
+                 const struct plugin_resource *res, const struct driver *drv,
+                 const struct plugin_hooks *hooks, struct err *e);
 
 /* A GPU changed (enum gpu_change bits; gpu may be GPU_DEVICE_ALL): health
  * and facts (NUMA nodes) go to every ListAndWatch stream at once. */

@@ -1,0 +1,57 @@
+/* The driver's files for containers: found when the plugins start (and
+ * again on a reload), given to the plugins for the driver-mounts strategy,
+ * and kept as a CDI spec in --cdi-spec-dir for the cdi-* strategies. */
+#include <string.h>
+
+#include "agent/internal.h"
+#include "cdi/cdi.h"
+#include "util/log.h"
+
+bool agent_cdi_wanted(const struct config *c)
+{
+    return c->write_cdi_spec == CONFIG_CDI_WRITE_TRUE ||
+           (c->write_cdi_spec == CONFIG_CDI_WRITE_AUTO &&
+            c->list_strategy & (CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI));
+}
+
+static void agent_cdi_write(struct agent *a)
+{
+    struct strbuf text = {0};
+    struct err e;
+    bool written;
+    if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, false, &text, &e) < 0 ||
+        cdi_spec_write(a->cfg.cdi_spec_dir, &text, &written, &e) < 0)
+        log_error("%s; containers asking for CDI devices will not start", e.msg);
+    else if (written)
+        log_info("CDI spec written: %s/" CDI_SPEC_FILE " (%u GPU(s), %u driver file mount(s))",
+                 a->cfg.cdi_spec_dir, a->inv.count, a->driver_ok ? a->driver.nmounts : 0);
+    strbuf_free(&text);
+}
+
+void agent_driver_start(struct agent *a)
+{
+    agent_driver_stop(a);
+    bool cdi = agent_cdi_wanted(&a->cfg);
+    if (!cdi && !(a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
+        return;
+    unsigned caps;
+    struct err e;
+    if (driver_parse_caps(a->cfg.driver_caps, &caps, &e) < 0 ||
+        driver_discover(&a->driver, a->cfg.driver_root, a->inv.driver_version, caps, &e) < 0) {
+        log_error("%s: containers get no driver files from gpulet", e.msg);
+    } else {
+        a->driver_ok = true;
+        log_info("driver %s under %s: %u librar%s, %u binar%s, %u mount(s) for containers",
+                 a->driver.version, a->driver.root, a->driver.nlibs, a->driver.nlibs == 1 ? "y" : "ies",
+                 a->driver.nbins, a->driver.nbins == 1 ? "y" : "ies", a->driver.nmounts);
+    }
+    if (cdi)
+        agent_cdi_write(a);
+}
+
+void agent_driver_stop(struct agent *a)
+{
+    if (a->driver_ok)
+        driver_free(&a->driver);
+    a->driver_ok = false;
+}

@@ -1,0 +1,250 @@
+/* Building and writing the CDI spec. The JSON tree is built once; YAML is
+ * libyaml's emitter walking the same tree. */
+#include "cdi/cdi.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "util/jsonx.h"
+#include "util/xmalloc.h"
+
+/* Control nodes a container needs, where they exist on the host. */
+static const char *const cdi_control_nodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                                "nvidia-modeset"};
+
+/* A device node: path in the container, and the host's where the dev
+ * root is not "/". NULL where must_exist and the host has none. */
+static json_t *cdi_node(const struct config *cfg, const char *name, bool must_exist)
+{
+    const char *root = cfg->dev_root[0] ? cfg->dev_root : cfg->driver_root;
+    bool slash = !root[0] || !strcmp(root, "/");
+    char path[64], host[CONFIG_PATH_MAX + 64];
+    snprintf(path, sizeof path, "/dev/%s", name);
+    snprintf(host, sizeof host, "%s/dev/%s", slash ? "" : root, name);
+    struct stat st;
+    if (must_exist && stat(host, &st) != 0)
+        return NULL;
+    json_t *n = jsonx_ok(json_object());
+    jsonx_set(n, "path", jsonx_ok(json_string(path)));
+    if (!slash)
+        jsonx_set(n, "hostPath", jsonx_ok(json_string(host)));
+    return n;
+}
+
+static json_t *cdi_gpu_device(const char *name, json_t *nodes)
+{
+    json_t *d = jsonx_ok(json_object()), *edits = jsonx_ok(json_object());
+    jsonx_set(d, "name", jsonx_ok(json_string(name)));
+    jsonx_set(edits, "deviceNodes", nodes);
+    jsonx_set(d, "containerEdits", edits);
+    return d;
+}
+
+/* A GPU's node, whether or not it exists yet: a spec names every GPU. */
+static json_t *cdi_gpu_node(const struct config *cfg, unsigned minor)
+{
+    char name[32];
+    snprintf(name, sizeof name, "nvidia%u", minor);
+    return cdi_node(cfg, name, false);
+}
+
+static json_t *cdi_common(const struct driver *drv, const struct config *cfg)
+{
+    json_t *edits = jsonx_ok(json_object()), *env = jsonx_ok(json_array());
+    json_t *nodes = jsonx_ok(json_array()), *mounts = jsonx_ok(json_array());
+    /* The toolkit's hook, if a runtime still has one, must add nothing. */
+    jsonx_append(env, jsonx_ok(json_string("NVIDIA_VISIBLE_DEVICES=void")));
+    for (size_t i = 0; i < sizeof cdi_control_nodes / sizeof *cdi_control_nodes; i++) {
+        json_t *n = cdi_node(cfg, cdi_control_nodes[i], true);
+        if (n)
+            jsonx_append(nodes, n);
+    }
+    for (unsigned i = 0; drv && i < drv->nmounts; i++) {
+        json_t *m = jsonx_ok(json_object()), *opts = jsonx_ok(json_array());
+        jsonx_set(m, "hostPath", jsonx_ok(json_string(drv->mounts[i].host)));
+        jsonx_set(m, "containerPath", jsonx_ok(json_string(drv->mounts[i].container)));
+        for (const char *const *o = (const char *const[]){"ro", "nosuid", "nodev", "bind", NULL}; *o; o++)
+            jsonx_append(opts, jsonx_ok(json_string(*o)));
+        jsonx_set(m, "options", opts);
+        jsonx_append(mounts, m);
+    }
+    jsonx_set(edits, "env", env);
+    if (json_array_size(nodes))
+        jsonx_set(edits, "deviceNodes", nodes);
+    else
+        json_decref(nodes);
+    if (json_array_size(mounts))
+        jsonx_set(edits, "mounts", mounts);
+    else
+        json_decref(mounts);
+    return edits;
+}
+
+static json_t *cdi_spec(const struct gpu_inventory *inv, const struct driver *drv,
+                        const struct config *cfg)
+{
+    json_t *spec = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
+    json_t *all = jsonx_ok(json_array());
+    jsonx_set(spec, "cdiVersion", jsonx_ok(json_string(CDI_VERSION)));
+    jsonx_set(spec, "kind", jsonx_ok(json_string("nvidia.com/gpu")));
+    for (unsigned i = 0; i < inv->count; i++) {
+        const struct gpu_info *g = &inv->gpus[i];
+        char index[16];
+        snprintf(index, sizeof index, "%u", g->index);
+        /* The names Allocate's cdi-annotations and cdi-cri give: the device
+         * ID, a UUID or an index. */
+        json_t *one = jsonx_ok(json_array());
+        jsonx_append(one, cdi_gpu_node(cfg, g->minor));
+        jsonx_append(devs, cdi_gpu_device(index, json_deep_copy(one)));
+        jsonx_append(devs, cdi_gpu_device(g->uuid, one));
+        jsonx_append(all, cdi_gpu_node(cfg, g->minor));
+    }
+    jsonx_append(devs, cdi_gpu_device("all", all));
+    jsonx_set(spec, "devices", devs);
+    jsonx_set(spec, "containerEdits", cdi_common(drv, cfg));
+    return spec;
+}
+
+/* --- YAML: the same tree through libyaml's emitter -------------------- */
+
+static int cdi_yaml_write(void *ctx, unsigned char *buf, size_t len)
+{
+    strbuf_append(ctx, (const char *)buf, len);
+    return 1;
+}
+
+/* A string YAML reads back as a string when written plain. */
+static bool cdi_yaml_plain(const char *s)
+{
+    static const char *const words[] = {"true", "false", "yes", "no", "on", "off", "null", "~"};
+    if (!*s)
+        return false;
+    char *end;
+    strtod(s, &end);
+    if (!*end)
+        return false;
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (!strcasecmp(s, words[i]))
+            return false;
+    return true;
+}
+
+static bool cdi_yaml_node(yaml_emitter_t *em, const json_t *v)
+{
+    yaml_event_t ev;
+    if (json_is_object(v)) {
+        yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
+        if (!yaml_emitter_emit(em, &ev))
+            return false;
+        const char *key;
+        const json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)key, -1, 1, 1,
+                                         YAML_PLAIN_SCALAR_STYLE);
+            if (!yaml_emitter_emit(em, &ev) || !cdi_yaml_node(em, val))
+                return false;
+        }
+        yaml_mapping_end_event_initialize(&ev);
+        return yaml_emitter_emit(em, &ev);
+    }
+    if (json_is_array(v)) {
+        yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE);
+        if (!yaml_emitter_emit(em, &ev))
+            return false;
+        size_t i;
+        const json_t *val;
+        json_array_foreach(v, i, val) if (!cdi_yaml_node(em, val)) return false;
+        yaml_sequence_end_event_initialize(&ev);
+        return yaml_emitter_emit(em, &ev);
+    }
+    /* Every scalar in a spec is a string: quoted where YAML would read it
+     * otherwise ("0" as a number), plain elsewhere. */
+    const char *s = json_string_value(v);
+    s = s ? s : "";
+    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, -1, 1, 1,
+                                 cdi_yaml_plain(s) ? YAML_PLAIN_SCALAR_STYLE
+                                                   : YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+    return yaml_emitter_emit(em, &ev);
+}
+
+static int cdi_yaml(const json_t *spec, struct strbuf *out, struct err *e)
+{
+    yaml_emitter_t em;
+    yaml_event_t ev;
+    if (!yaml_emitter_initialize(&em))
+        xmalloc_fail(sizeof em);
+    yaml_emitter_set_output(&em, cdi_yaml_write, out);
+    yaml_emitter_set_unicode(&em, 1);
+    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
+    bool ok = yaml_emitter_emit(&em, &ev);
+    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
+    ok = ok && yaml_emitter_emit(&em, &ev) && cdi_yaml_node(&em, spec);
+    yaml_document_end_event_initialize(&ev, 1);
+    ok = ok && yaml_emitter_emit(&em, &ev);
+    yaml_stream_end_event_initialize(&ev);
+    ok = ok && yaml_emitter_emit(&em, &ev);
+    if (!ok)
+        err_set(e, "CDI spec: YAML output failed: %s", em.problem ? em.problem : "unknown");
+    yaml_emitter_delete(&em);
+    return ok ? 0 : -1;
+}
+
+int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
+                  const struct config *cfg, bool yaml, struct strbuf *out, struct err *e)
+{
+    json_t *spec = cdi_spec(inv, drv, cfg);
+    int rc = 0;
+    if (yaml)
+        rc = cdi_yaml(spec, out, e);
+    else
+        jsonx_dump(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER, out), strbuf_puts(out, "\n");
+    json_decref(spec);
+    return rc;
+}
+
+/* True when path holds exactly text. */
+static bool cdi_same(const char *path, const struct strbuf *text)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char *buf = xmalloc(text->len + 2);
+    size_t n = fread(buf, 1, text->len + 1, f);
+    fclose(f);
+    bool same = n == text->len && !memcmp(buf, text->data, n);
+    free(buf);
+    return same;
+}
+
+int cdi_spec_write(const char *dir, const struct strbuf *text, bool *written, struct err *e)
+{
+    char path[CONFIG_PATH_MAX + 64], tmp[CONFIG_PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/" CDI_SPEC_FILE, dir);
+    *written = false;
+    if (cdi_same(path, text))
+        return 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return err_set(e, "CDI spec: cannot create %s: %s", dir, strerror(errno));
+    /* A name CDI loaders skip (they read *.json and *.yaml only). */
+    snprintf(tmp, sizeof tmp, "%s/.gpulet-spec.tmp", dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_set(e, "CDI spec: cannot write in %s: %s", dir, strerror(errno));
+    bool ok = write(fd, text->data, text->len) == (ssize_t)text->len;
+    ok = fsync(fd) == 0 && ok;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int saved = errno;
+        unlink(tmp);
+        return err_set(e, "CDI spec: cannot write %s: %s", path, strerror(saved));
+    }
+    *written = true;
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* gpulet cdi generate: the CDI spec the agent keeps in --cdi-spec-dir,
+ * printed or written to a file, from the same configuration. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cdi/cdi.h"
+#include "cli/cli.h"
+#include "config/config.h"
+#include "nvml/nvml.h"
+
+static const char cdi_usage[] =
+    "usage: gpulet cdi generate [-o FILE] [--format yaml|json] [AGENT OPTIONS]\n"
+    "  The node's CDI spec (kind nvidia.com/gpu; devices by index, UUID and all; the\n"
+    "  driver's files under --nvidia-driver-root as mounts, no hooks).\n"
+    "  -o, --output FILE   write it there (default: standard output)\n"
+    "  --format FORMAT     yaml (default) or json; a FILE ending .json means json\n"
+    "  Every `gpulet agent` option applies (--simulate, --nvidia-driver-root,\n"
+    "  --nvidia-dev-root, --driver-capabilities, ...): see gpulet agent --help.\n";
+
+/* Takes -o and --format out of argv (the rest are the agent's options). */
+static int cdi_take(int *argc, char **argv, const char **file, const char **format)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char **slot = !strcmp(a, "-o") || !strcmp(a, "--output") ? file
+                            : !strcmp(a, "--format")                     ? format
+                                                                         : NULL;
+        if (slot) {
+            if (i + 1 >= *argc)
+                return cli_usage_error("cdi", "%s needs a value", a);
+            *slot = argv[++i];
+        } else if (!strncmp(a, "--format=", 9)) {
+            *format = a + 9;
+        } else if (!strncmp(a, "--output=", 9)) {
+            *file = a + 9;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    *argc = out;
+    return 0;
+}
+
+static int cdi_fail(const char *msg, struct nvml *n, struct gpu_inventory *inv)
+{
+    fprintf(stderr, "gpulet cdi: %s\n", msg);
+    if (inv)
+        gpu_inventory_free(inv);
+    nvml_close(n);
+    return CLI_FAIL;
+}
+
+int cmd_cdi(int argc, char **argv)
+{
+    if (argc < 2 || (strcmp(argv[1], "generate") && strcmp(argv[1], "--help") &&
+                     strcmp(argv[1], "-h"))) {
+        fputs(cdi_usage, stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "generate")) {
+        fputs(cdi_usage, stdout);
+        return CLI_OK;
+    }
+    argc--, argv++;
+    const char *file = NULL, *format = NULL;
+    if (cdi_take(&argc, argv, &file, &format) != 0)
+        return CLI_USAGE;
+    if (!format)
+        format = file && strlen(file) > 5 && !strcmp(file + strlen(file) - 5, ".json") ? "json" : "yaml";
+    if (strcmp(format, "yaml") && strcmp(format, "json"))
+        return cli_usage_error("cdi", "--format must be yaml or json, not '%s'", format);
+    struct config_args args;
+    struct config cfg;
+    struct err e;
+    if (config_parse_args(&args, argc, argv, &e) < 0)
+        return cli_usage_error("cdi", "%s", e.msg);
+    if (args.help) {
+        fputs(cdi_usage, stdout);
+        return CLI_OK;
+    }
+    if (config_load(&cfg, &args, &e) < 0)
+        return cli_usage_error("cdi", "%s", e.msg);
+    struct nvml n;
+    struct gpu_inventory inv;
+    const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
+    const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
+    if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0)
+        return cdi_fail(e.msg, &n, NULL);
+    unsigned caps;
+    struct driver drv;
+    if (driver_parse_caps(cfg.driver_caps, &caps, &e) < 0 ||
+        driver_discover(&drv, cfg.driver_root, inv.driver_version, caps, &e) < 0)
+        return cdi_fail(e.msg, &n, &inv);
+    struct strbuf text = {0};
+    int rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);
+    driver_free(&drv);
+    if (rc == 0 && file && strcmp(file, "-")) {
+        FILE *f = fopen(file, "w");
+        if (!f || fwrite(text.data, 1, text.len, f) != text.len || fclose(f) != 0) {
+            snprintf(e.msg, sizeof e.msg, "cannot write %s: %m", file);
+            rc = -1;
+        }
+    } else if (rc == 0) {
+        fwrite(text.data, 1, text.len, stdout);
+    }
+    strbuf_free(&text);
+    if (rc < 0)
+        return cdi_fail(e.msg, &n, &inv);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+    return CLI_OK;
+}

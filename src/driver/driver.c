@@ -1,0 +1,357 @@
+/* Driver discovery: the files of one driver version under a driver root,
+ * found the way the dynamic linker would (its usual directories and those
+ * ld.so.conf.d adds), each library by its capability table row, and the
+ * mounts a container gets for them. Adding a library is one row. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "driver/driver.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+/* NVIDIA's libraries by capability (the container toolkit's grouping). */
+static const struct {
+    const char *name;
+    unsigned caps;
+} driver_libs[] = {
+    {"libnvidia-ml", DRIVER_CAP_UTILITY},
+    {"libnvidia-cfg", DRIVER_CAP_UTILITY},
+    {"libcuda", DRIVER_CAP_COMPUTE},
+    {"libcudadebugger", DRIVER_CAP_COMPUTE},
+    {"libnvidia-opencl", DRIVER_CAP_COMPUTE},
+    {"libnvidia-gpucomp", DRIVER_CAP_COMPUTE | DRIVER_CAP_GRAPHICS},
+    {"libnvidia-ptxjitcompiler", DRIVER_CAP_COMPUTE},
+    {"libnvidia-fatbinaryloader", DRIVER_CAP_COMPUTE},
+    {"libnvidia-allocator", DRIVER_CAP_COMPUTE},
+    {"libnvidia-compiler", DRIVER_CAP_COMPUTE},
+    {"libnvidia-nvvm", DRIVER_CAP_COMPUTE},
+    {"libnvidia-pkcs11", DRIVER_CAP_COMPUTE},
+    {"libnvidia-pkcs11-openssl3", DRIVER_CAP_COMPUTE},
+    {"libvdpau_nvidia", DRIVER_CAP_VIDEO},
+    {"libnvidia-encode", DRIVER_CAP_VIDEO},
+    {"libnvidia-opticalflow", DRIVER_CAP_VIDEO},
+    {"libnvcuvid", DRIVER_CAP_VIDEO},
+    {"libnvidia-eglcore", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-glcore", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-tls", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-glsi", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-fbc", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-rtcore", DRIVER_CAP_GRAPHICS},
+    {"libnvoptix", DRIVER_CAP_GRAPHICS},
+    {"libGLX_nvidia", DRIVER_CAP_GRAPHICS},
+    {"libEGL_nvidia", DRIVER_CAP_GRAPHICS},
+    {"libGLESv2_nvidia", DRIVER_CAP_GRAPHICS},
+    {"libGLESv1_CM_nvidia", DRIVER_CAP_GRAPHICS},
+    {"libnvidia-glvkspirv", DRIVER_CAP_GRAPHICS},
+};
+#define DRIVER_NLIBS (sizeof driver_libs / sizeof *driver_libs)
+
+static const struct {
+    const char *name;
+    unsigned caps;
+} driver_bins[] = {
+    {"nvidia-smi", DRIVER_CAP_UTILITY},
+    {"nvidia-debugdump", DRIVER_CAP_UTILITY},
+    {"nvidia-persistenced", DRIVER_CAP_COMPUTE},
+    {"nvidia-cuda-mps-control", DRIVER_CAP_COMPUTE},
+    {"nvidia-cuda-mps-server", DRIVER_CAP_COMPUTE},
+};
+
+/* Where the dynamic linker and distributions put them, before ld.so.conf.d's. */
+static const char *const lib_dirs[] = {
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib64",
+    "/usr/local/nvidia/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib",
+};
+static const char *const bin_dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/nvidia/bin",
+                                       "/usr/local/bin", "/bin", "/sbin"};
+static const char *const firmware_dirs[] = {"/lib/firmware/nvidia", "/usr/lib/firmware/nvidia"};
+static const char *const sockets[] = {"/run/nvidia-persistenced/socket",
+                                      "/run/nvidia-fabricmanager/socket"};
+
+#define DRIVER_MAX_DIRS 48
+
+struct discovery {
+    struct driver *d;
+    char dirs[DRIVER_MAX_DIRS][DRIVER_PATH_MAX]; /* library directories, root-relative */
+    unsigned ndirs;
+    bool found[DRIVER_NLIBS];
+    char other[32];                  /* another version seen beside ours */
+};
+
+int driver_parse_caps(const char *text, unsigned *caps, struct err *e)
+{
+    static const char *const names[] = {"compute", "utility", "video", "graphics"};
+    *caps = 0;
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        bool known = false;
+        if (n == 3 && !strncmp(p, "all", 3))
+            *caps |= DRIVER_CAP_ALL, known = true;
+        for (unsigned i = 0; i < 4 && !known; i++)
+            if (strlen(names[i]) == n && !strncmp(p, names[i], n))
+                *caps |= 1u << i, known = true;
+        if (!known)
+            return err_set(e, "unknown driver capability '%.*s' (compute, utility, video, "
+                              "graphics or all)", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    return *caps ? 0 : err_set(e, "no driver capability given");
+}
+
+static void driver_add_mount(struct driver *d, const char *host, const char *container)
+{
+    if (d->nmounts % 32 == 0)
+        d->mounts = xrealloc(d->mounts, (d->nmounts + 32) * sizeof *d->mounts);
+    struct driver_mount *m = &d->mounts[d->nmounts++];
+    size_t h = strnlen(host, sizeof m->host - 1), c = strnlen(container, sizeof m->container - 1);
+    memcpy(m->host, host, h); /* paths past DRIVER_PATH_MAX do not occur under a root */
+    m->host[h] = '\0';
+    memcpy(m->container, container, c);
+    m->container[c] = '\0';
+}
+
+/* root + path, without a doubled slash for root "/". */
+static void driver_path(const struct driver *d, char *out, size_t len, const char *path)
+{
+    snprintf(out, len, "%s%s", strcmp(d->root, "/") ? d->root : "", path);
+}
+
+static void discovery_add_dir(struct discovery *s, const char *dir)
+{
+    for (unsigned i = 0; i < s->ndirs; i++)
+        if (!strcmp(s->dirs[i], dir))
+            return;
+    if (s->ndirs < DRIVER_MAX_DIRS && dir[0] == '/')
+        snprintf(s->dirs[s->ndirs++], DRIVER_PATH_MAX, "%s", dir);
+}
+
+/* The directories ld.so.conf.d adds: one per line ('#' comments). */
+static void discovery_conf_dirs(struct discovery *s)
+{
+    char conf[DRIVER_PATH_MAX + 32];
+    driver_path(s->d, conf, sizeof conf, "/etc/ld.so.conf.d");
+    DIR *dir = opendir(conf);
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".conf"))
+            continue;
+        char path[2 * DRIVER_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", conf, e->d_name);
+        FILE *f = fopen(path, "r");
+        char line[DRIVER_PATH_MAX];
+        while (f && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "#\r\n")] = '\0';
+            char *t = line + strspn(line, " \t");
+            t[strcspn(t, " \t")] = '\0';
+            discovery_add_dir(s, t);
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(dir);
+}
+
+/* A driver version: digits and dots. */
+static bool driver_is_version(const char *v)
+{
+    if (!isdigit((unsigned char)*v))
+        return false;
+    for (; *v; v++)
+        if (!isdigit((unsigned char)*v) && *v != '.')
+            return false;
+    return true;
+}
+
+/* One directory entry: a library of ours, of another version, or neither. */
+static void discovery_entry(struct discovery *s, const char *dir, const char *host_dir,
+                            const char *name)
+{
+    struct driver *d = s->d;
+    for (unsigned k = 0; k < DRIVER_NLIBS; k++) {
+        size_t bn = strlen(driver_libs[k].name);
+        if (strncmp(name, driver_libs[k].name, bn) || strncmp(name + bn, ".so.", 4))
+            continue;
+        const char *ver = name + bn + 4;
+        if (strcmp(ver, d->version)) {
+            if (driver_is_version(ver) && strchr(ver, '.') && !s->other[0])
+                snprintf(s->other, sizeof s->other, "%s", ver);
+            continue;
+        }
+        if (s->found[k] || !(driver_libs[k].caps & d->caps))
+            return;
+        char host[2 * DRIVER_PATH_MAX], soname[128], where[2 * DRIVER_PATH_MAX];
+        snprintf(host, sizeof host, "%s/%s", host_dir, name);
+        struct stat st;
+        if (lstat(host, &st) != 0 || !S_ISREG(st.st_mode))
+            return; /* a link to the file: the file itself is found too */
+        s->found[k] = true;
+        d->nlibs++;
+        snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", name);
+        driver_add_mount(d, host, where);
+        if (driver_file_soname(host, soname, sizeof soname) == 0 && strcmp(soname, name)) {
+            snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", soname);
+            driver_add_mount(d, host, where);
+        } else if (strcmp(soname, name)) {
+            log_warn("driver: %s%s/%s has no soname: mounted under its own name only",
+                     strcmp(d->root, "/") ? d->root : "", dir, name);
+        }
+        if (!strcmp(driver_libs[k].name, "libcuda")) /* what programs that link -lcuda open */
+            driver_add_mount(d, host, DRIVER_CONTAINER_LIB "/libcuda.so");
+        return;
+    }
+}
+
+static void discovery_libs(struct discovery *s)
+{
+    for (unsigned i = 0; i < s->ndirs; i++) {
+        char host_dir[DRIVER_PATH_MAX + 32];
+        driver_path(s->d, host_dir, sizeof host_dir, s->dirs[i]);
+        DIR *dir = opendir(host_dir);
+        if (!dir)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(dir)))
+            if (!strncmp(e->d_name, "lib", 3))
+                discovery_entry(s, s->dirs[i], host_dir, e->d_name);
+        closedir(dir);
+    }
+}
+
+/* Whether path is an ELF executable (not a wrapper script, which would
+ * need the host's shell in the container). */
+static bool driver_is_elf(const char *path)
+{
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    bool elf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "\177ELF", 4);
+    if (f)
+        fclose(f);
+    return elf;
+}
+
+/* Each binary from the first directory that has it as an ELF file, else
+ * the first that has it at all. */
+static void discovery_bins(struct driver *d)
+{
+    for (size_t k = 0; k < sizeof driver_bins / sizeof *driver_bins; k++) {
+        if (!(driver_bins[k].caps & d->caps))
+            continue;
+        char best[2 * DRIVER_PATH_MAX] = "";
+        for (size_t i = 0; i < sizeof bin_dirs / sizeof *bin_dirs; i++) {
+            char rel[DRIVER_PATH_MAX], host[2 * DRIVER_PATH_MAX];
+            snprintf(rel, sizeof rel, "%s/%s", bin_dirs[i], driver_bins[k].name);
+            driver_path(d, host, sizeof host, rel);
+            struct stat st;
+            if (stat(host, &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            bool elf = driver_is_elf(host);
+            if (!best[0] || elf)
+                memcpy(best, host, sizeof best);
+            if (elf)
+                break;
+        }
+        if (!best[0])
+            continue;
+        char where[DRIVER_PATH_MAX];
+        snprintf(where, sizeof where, DRIVER_CONTAINER_BIN "/%s", driver_bins[k].name);
+        driver_add_mount(d, best, where);
+        d->nbins++;
+    }
+}
+
+/* GSP firmware of this version, and the daemons' sockets, at their own paths. */
+static void discovery_firmware_sockets(struct driver *d)
+{
+    for (size_t i = 0; i < sizeof firmware_dirs / sizeof *firmware_dirs; i++) {
+        char rel[DRIVER_PATH_MAX], host_dir[2 * DRIVER_PATH_MAX];
+        snprintf(rel, sizeof rel, "%s/%s", firmware_dirs[i], d->version);
+        driver_path(d, host_dir, sizeof host_dir, rel);
+        DIR *dir = opendir(host_dir);
+        if (!dir)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t n = strlen(e->d_name);
+            if (n < 5 || strncmp(e->d_name, "gsp", 3) || strcmp(e->d_name + n - 4, ".bin"))
+                continue;
+            char host[3 * DRIVER_PATH_MAX], where[2 * DRIVER_PATH_MAX];
+            snprintf(host, sizeof host, "%s/%s", host_dir, e->d_name);
+            snprintf(where, sizeof where, "%s/%s", rel, e->d_name);
+            driver_add_mount(d, host, where);
+        }
+        closedir(dir);
+        break;
+    }
+    for (size_t i = 0; i < sizeof sockets / sizeof *sockets; i++) {
+        char host[2 * DRIVER_PATH_MAX];
+        driver_path(d, host, sizeof host, sockets[i]);
+        struct stat st;
+        if (stat(host, &st) == 0 && S_ISSOCK(st.st_mode))
+            driver_add_mount(d, host, sockets[i]);
+    }
+}
+
+static int driver_mount_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct driver_mount *)a)->container,
+                  ((const struct driver_mount *)b)->container);
+}
+
+int driver_discover(struct driver *d, const char *root, const char *version, unsigned caps,
+                    struct err *e)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->root, sizeof d->root, "%s", root && root[0] ? root : "/");
+    if (!version || !driver_is_version(version))
+        return err_set(e, "driver root %s: no driver version to look for (got '%s')", d->root,
+                       version ? version : "");
+    snprintf(d->version, sizeof d->version, "%s", version);
+    d->caps = caps;
+    struct discovery *s = xcalloc(1, sizeof *s);
+    s->d = d;
+    for (size_t i = 0; i < sizeof lib_dirs / sizeof *lib_dirs; i++)
+        discovery_add_dir(s, lib_dirs[i]);
+    discovery_conf_dirs(s);
+    discovery_libs(s);
+    if (d->nlibs == 0) {
+        err_set(e, "driver root %s: no NVIDIA driver %s libraries (looked for libcuda.so.%s "
+                   "and the rest in /usr/lib/x86_64-linux-gnu, /usr/lib64 and %u more directories)%s%s",
+                d->root, d->version, d->version, s->ndirs - 2, s->other[0] ? "; found version " : "",
+                s->other);
+        free(s);
+        driver_free(d);
+        return -1;
+    }
+    if (s->other[0])
+        log_warn("driver root %s: libraries of driver %s beside %s's: only %s's are given to "
+                 "containers", d->root, s->other, d->version, d->version);
+    for (unsigned k = 0; k < DRIVER_NLIBS; k++)
+        if (!s->found[k] && (!strcmp(driver_libs[k].name, "libcuda") ||
+                             !strcmp(driver_libs[k].name, "libnvidia-ml")) &&
+            (driver_libs[k].caps & caps))
+            log_warn("driver root %s: %s.so.%s is missing: containers will lack it", d->root,
+                     driver_libs[k].name, d->version);
+    free(s);
+    discovery_bins(d);
+    discovery_firmware_sockets(d);
+    /* Directory order is the file system's: sorted, the same tree gives the
+     * same list, and a spec is rewritten only when something changed. */
+    qsort(d->mounts, d->nmounts, sizeof *d->mounts, driver_mount_cmp);
+    return 0;
+}
+
+void driver_free(struct driver *d)
+{
+    free(d->mounts);
+    d->mounts = NULL;
+    d->nmounts = 0;
+}

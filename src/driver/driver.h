@@ -1,0 +1,76 @@
+/* The NVIDIA driver's user-space files under a driver root: what a
+ * container needs besides its device nodes to use a GPU (libraries by
+ * capability, binaries, GSP firmware, IPC sockets), found without the
+ * container toolkit. CDI specs and direct injection read the same list
+ * (docs/containers.md). */
+#ifndef GPULET_DRIVER_H
+#define GPULET_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define DRIVER_PATH_MAX 512
+
+/* Capabilities, as NVIDIA_DRIVER_CAPABILITIES names them. */
+#define DRIVER_CAP_COMPUTE 1u
+#define DRIVER_CAP_UTILITY 2u
+#define DRIVER_CAP_VIDEO 4u
+#define DRIVER_CAP_GRAPHICS 8u
+#define DRIVER_CAP_ALL 15u
+
+/* Where a container gets the files: the CUDA images' LD_LIBRARY_PATH and
+ * PATH already hold these directories. */
+#define DRIVER_CONTAINER_LIB "/usr/local/nvidia/lib64"
+#define DRIVER_CONTAINER_BIN "/usr/local/nvidia/bin"
+
+/* One bind mount a container gets, read-only. */
+struct driver_mount {
+    char host[DRIVER_PATH_MAX];      /* with the driver root */
+    char container[DRIVER_PATH_MAX];
+};
+
+/* What discovery found. Owned by whoever called driver_discover. */
+struct driver {
+    char root[DRIVER_PATH_MAX];
+    char version[32];
+    unsigned caps;                   /* the capabilities the mounts cover */
+    struct driver_mount *mounts;     /* libraries (at their names and sonames), binaries,
+                                        firmware, sockets */
+    unsigned nmounts;
+    unsigned nlibs, nbins;           /* how many libraries and binaries were found */
+};
+
+/* Finds the files of driver `version` under root ("/" for the host) for
+ * caps. Fails with a message naming the root when no library of that
+ * version is there; warnings (another version beside it, a library with
+ * no soname) are logged. */
+int driver_discover(struct driver *d, const char *root, const char *version, unsigned caps,
+                    struct err *e);
+
+void driver_free(struct driver *d);
+
+/* Parses a comma list of capabilities ("compute,utility", "all"). */
+int driver_parse_caps(const char *text, unsigned *caps, struct err *e);
+
+/* Reads an ELF shared object's DT_SONAME through read_at(ctx, offset, buf,
+ * len), which returns the bytes it read. Returns 0 with the soname in out,
+ * or -1 when the file is not a 64-bit little-endian ELF object with one. */
+typedef size_t (*driver_read_fn)(void *ctx, uint64_t offset, void *buf, size_t len);
+int driver_elf_soname(driver_read_fn read_at, void *ctx, char *out, size_t len);
+
+/* The soname of the file at path, or -1. */
+int driver_file_soname(const char *path, char *out, size_t len);
+
+/* Writes a minimal ELF shared object whose DT_SONAME is soname (the
+ * simulator's stand-in driver libraries). */
+int driver_write_stub_elf(const char *path, const char *soname, struct err *e);
+
+/* Writes a stand-in driver tree of `version` under root: the libraries
+ * (stub ELF objects with real sonames, and their links), binaries (shell
+ * scripts) and firmware, where an installer puts them. */
+int driver_write_stub_tree(const char *root, const char *version, struct err *e);
+
+#endif

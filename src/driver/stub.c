@@ -1,0 +1,103 @@
+/* A stand-in driver tree for tests (`gpulet sim driver-root DIR`): the
+ * shape of a real installation under a driver root, with tiny files in
+ * place of the driver's. Libraries are minimal ELF objects carrying their
+ * real sonames, with the soname links an installer makes; binaries are
+ * shell scripts that say what they stand for. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "driver/driver.h"
+
+/* The libraries a compute node's driver has, with their sonames. */
+static const struct {
+    const char *name, *soname;
+} stub_libs[] = {
+    {"libcuda", "libcuda.so.1"},
+    {"libnvidia-ml", "libnvidia-ml.so.1"},
+    {"libnvidia-ptxjitcompiler", "libnvidia-ptxjitcompiler.so.1"},
+    {"libnvidia-nvvm", "libnvidia-nvvm.so.4"},
+    {"libnvidia-gpucomp", "libnvidia-gpucomp.so.1"},
+    {"libnvidia-allocator", "libnvidia-allocator.so.1"},
+    {"libnvidia-cfg", "libnvidia-cfg.so.1"},
+    {"libcudadebugger", "libcudadebugger.so.1"},
+    {"libnvidia-opencl", "libnvidia-opencl.so.1"},
+    {"libnvidia-encode", "libnvidia-encode.so.1"},
+    {"libnvcuvid", "libnvcuvid.so.1"},
+};
+static const char *const stub_bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
+                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+static const char *const stub_firmware[] = {"gsp_ga10x.bin", "gsp_tu10x.bin"};
+
+static int stub_mkdirs(const char *root, const char *rel, char *out, size_t len, struct err *e)
+{
+    snprintf(out, len, "%s/%s", root, rel);
+    for (char *p = out + strlen(root) + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(out, 0755);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return err_set(e, "cannot make %s: %m", out);
+    }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST)
+        return err_set(e, "cannot make %s: %m", out);
+    return 0;
+}
+
+static int stub_link(const char *dir, const char *target, const char *name, struct err *e)
+{
+    char path[DRIVER_PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+    return symlink(target, path) == 0 ? 0 : err_set(e, "cannot link %s: %m", path);
+}
+
+static int stub_text(const char *path, const char *text, mode_t mode, struct err *e)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return err_set(e, "cannot write %s: %m", path);
+    fputs(text, f);
+    if (fclose(f) != 0 || chmod(path, mode) != 0)
+        return err_set(e, "cannot write %s: %m", path);
+    return 0;
+}
+
+int driver_write_stub_tree(const char *root, const char *version, struct err *e)
+{
+    char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128], text[256];
+    if (mkdir(root, 0755) != 0 && errno != EEXIST)
+        return err_set(e, "cannot make %s: %m", root);
+    if (stub_mkdirs(root, "usr/lib/x86_64-linux-gnu", dir, sizeof dir, e) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof stub_libs / sizeof *stub_libs; i++) {
+        snprintf(file, sizeof file, "%s.so.%s", stub_libs[i].name, version);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        if (driver_write_stub_elf(path, stub_libs[i].soname, e) < 0 ||
+            stub_link(dir, file, stub_libs[i].soname, e) < 0)
+            return -1;
+    }
+    if (stub_link(dir, "libcuda.so.1", "libcuda.so", e) < 0 ||
+        stub_mkdirs(root, "usr/bin", dir, sizeof dir, e) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof stub_bins / sizeof *stub_bins; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, stub_bins[i]);
+        snprintf(text, sizeof text, "#!/bin/sh\necho \"gpulet stand-in %s %s\"\n", stub_bins[i],
+                 version);
+        if (stub_text(path, text, 0755, e) < 0)
+            return -1;
+    }
+    snprintf(file, sizeof file, "lib/firmware/nvidia/%s", version);
+    if (stub_mkdirs(root, file, dir, sizeof dir, e) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof stub_firmware / sizeof *stub_firmware; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, stub_firmware[i]);
+        if (stub_text(path, "gpulet stand-in firmware\n", 0644, e) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,77 @@
+"""Direct injection on the real kubelet: containerd 1.6 and plain runc, no
+NVIDIA component. A second gpulet serves nvidia.com/t4 from a simulated T4
+node with the driver-mounts strategy and a stand-in driver tree (gpulet sim
+driver-root): a pod asking for one sees its device nodes, the driver's
+libraries at their file names and sonames, and a binary it can run; a pod
+asking for none sees nothing of the driver."""
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GPULET, SIM_LIB
+
+VERSION = "580.159.04"
+CONFIG = "version: v1\nresources:\n  gpus: [{pattern: '*', name: t4}]\n"
+
+
+@pytest.fixture(scope="module")
+def injecting(cluster, gpulet):
+    base = Path(cluster.base)
+    root = base / "driver-stand-in"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, timeout=30)
+    (base / "t4.yaml").write_text(CONFIG)
+    log = open(base / "gpulet-t4.log", "w")
+    env = cluster.env
+    proc = subprocess.Popen(
+        [GPULET, "agent", "--simulate", "t4", "--kubelet-root", "/var/lib/kubelet",
+         "--nvidia-driver-root", str(root), "--nvidia-dev-root", env["K8S_DEV_ROOT"],
+         "--device-list-strategy", "driver-mounts", "--no-metrics", "--labels", "none",
+         "--config-file", str(base / "t4.yaml"), "--status-socket", str(base / "gpulet-t4.sock")],
+        stdout=log, stderr=subprocess.STDOUT,
+        env=dict(env, GPULET_SIM_LIB=SIM_LIB, GPULET_SIM_CONTROL=str(base / "sim-t4.sock")))
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        log.close()
+
+
+def run_pod(cluster, name, limits, script):
+    spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                                     "command": ["sh", "-c", script],
+                                     "resources": {"limits": limits}}]}}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(spec))
+    deadline = time.monotonic() + 90
+    while cluster.get("pod", name)["status"].get("phase") not in ("Succeeded", "Failed"):
+        assert time.monotonic() < deadline, cluster.kubectl("describe", "pod", name)
+        time.sleep(0.5)
+    out = cluster.kubectl("logs", name)
+    cluster.kubectl("delete", "pod", name, "--wait=false")
+    return out
+
+
+def test_pod_gets_the_driver(cluster, injecting):
+    deadline = time.monotonic() + 60
+    while cluster.get("node", cluster.node)["status"]["allocatable"].get("nvidia.com/t4") != "1":
+        assert time.monotonic() < deadline, "nvidia.com/t4 never became allocatable"
+        time.sleep(0.5)
+    out = run_pod(cluster, "inject", {"nvidia.com/t4": 1},
+                  "ls /dev; ls /usr/local/nvidia/lib64 /usr/local/nvidia/bin; "
+                  "/usr/local/nvidia/bin/nvidia-smi; echo done")
+    for want in ("nvidia0", "nvidiactl", f"libcuda.so.{VERSION}", "libcuda.so.1",
+                 "libnvidia-ml.so.1", "libnvidia-nvvm.so.4", "nvidia-smi",
+                 f"gpulet stand-in nvidia-smi {VERSION}", "done"):
+        assert want in out, out
+
+
+def test_pod_without_gpu_gets_nothing(cluster, injecting):
+    out = run_pod(cluster, "no-inject", {},
+                  "ls /usr/local/nvidia 2>&1; ls /dev | grep nvidia || echo no-nvidia-nodes")
+    assert "No such file or directory" in out and "no-nvidia-nodes" in out, out

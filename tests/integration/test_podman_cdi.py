@@ -1,0 +1,64 @@
+"""gpulet's CDI spec consumed by a real CDI runtime: Debian's podman runs a
+busybox image with --device nvidia.com/gpu=1 on a simulated node with the
+stand-in driver tree, and the container sees exactly its device nodes and
+the driver's files. podman reads specs only from /etc/cdi and /var/run/cdi
+(4.3 has no setting for it), so it runs in a private mount namespace with
+a tmpfs on /run: the node's own /run is never touched. Its storage lives
+under the test's directory. Needs root and podman; skips otherwise."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import GPULET
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="podman in a private mount namespace needs root"),
+    pytest.mark.skipif(not shutil.which("podman"), reason="podman is not installed"),
+    pytest.mark.skipif(not os.path.exists("/bin/busybox"), reason="no /bin/busybox for the image"),
+]
+
+
+def podman(tmp, script):
+    """Runs podman commands (script, with $P for podman and its flags) with
+    /run private; returns (rc, output)."""
+    p = f"podman --root {tmp}/storage --runroot {tmp}/run --cgroup-manager cgroupfs --events-backend file"
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        f"mount -t tmpfs tmpfs /run && mkdir -p /run/cdi && P='{p}' && {script}"],
+                       capture_output=True, text=True, timeout=180)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_podman_runs_with_the_spec(tmp_path, sim_env):
+    root = tmp_path / "driver"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env)
+    (root / "dev").mkdir()
+    for n in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia2", "nvidia3"):
+        os.mknod(root / "dev" / n, 0o666 | 0o020000, os.makedev(1, 3))  # stand-ins: /dev/null's numbers
+    spec = tmp_path / "nvidia.com-gpu.json"
+    p = subprocess.run([GPULET, "cdi", "generate", "--simulate", "l4-pcie", "--nvidia-driver-root",
+                        str(root), "-o", str(spec)], capture_output=True, text=True, env=sim_env)
+    assert p.returncode == 0, p.stderr
+    image = tmp_path / "image"
+    (image / "bin").mkdir(parents=True)
+    shutil.copy("/bin/busybox", image / "bin/busybox")
+    for tool in ("sh", "ls", "echo"):
+        os.symlink("busybox", image / "bin" / tool)
+    subprocess.run(["tar", "-C", str(image), "-cf", str(tmp_path / "image.tar"), "."], check=True)
+    rc, out = podman(tmp_path, f"$P import {tmp_path}/image.tar localhost/gpulet-bb:test >/dev/null && "
+                               "$P run --rm --network none localhost/gpulet-bb:test echo plain-ok")
+    if "plain-ok" not in out:
+        pytest.skip(f"podman cannot start a container on this machine: {out.strip()[-200:]}")
+    rc, out = podman(tmp_path, "$P run --rm --network none --device nvidia.com/gpu=1 "
+                               "localhost/gpulet-bb:test echo no-spec")
+    assert rc != 0 and "unresolvable CDI devices nvidia.com/gpu=1" in out, out
+    rc, out = podman(tmp_path, f"cp {spec} /run/cdi/ && $P run --rm --network none "
+                               "--device nvidia.com/gpu=1 localhost/gpulet-bb:test sh -c "
+                               "'ls /dev; ls /usr/local/nvidia/lib64; /usr/local/nvidia/bin/nvidia-smi'")
+    assert rc == 0, out
+    names = out.split()
+    assert "nvidia1" in names and "nvidiactl" in names and "nvidia0" not in names, out
+    assert "libcuda.so.1" in names and "libnvidia-ml.so.1" in names, out
+    assert "gpulet stand-in nvidia-smi" in out, out
