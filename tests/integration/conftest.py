@@ -47,6 +47,8 @@ def sim_env(tmp_path):
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "NODE_NAME", "GPULET_LABELS",
                 "GFD_OUTPUT_FILE"):
         env.pop(var, None)
+    # Nor the node's CDI directory.
+    env["GPULET_CDI_SPEC_DIR"] = str(tmp_path / "node-cdi")
     # Nor the node's processes and container logs (per-container usage).
     env["GPULET_PROC_ROOT"] = str(tmp_path / "node-proc")
     env["GPULET_CONTAINER_LOG_DIR"] = str(tmp_path / "node-containers")

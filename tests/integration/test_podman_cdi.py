@@ -1,10 +1,11 @@
-"""gpulet's CDI spec consumed by a real CDI runtime: Debian's podman runs a
-busybox image with --device nvidia.com/gpu=1 on a simulated node with the
-stand-in driver tree, and the container sees exactly its device nodes and
-the driver's files. podman reads specs only from /etc/cdi and /var/run/cdi
+"""gpulet's CDI spec consumed by a real CDI runtime: Debian's podman resolves
+--device nvidia.com/gpu=1 through it, and runs a busybox image that sees
+exactly its device nodes and the driver's files (a simulated node with
+the stand-in driver tree). podman reads specs only from /etc/cdi and /var/run/cdi
 (4.3 has no setting for it), so it runs in a private mount namespace with
-a tmpfs on /run: the node's own /run is never touched. Its storage lives
-under the test's directory. Needs root and podman; skips otherwise."""
+tmpfs on /run and /var/lib (where podman keeps a cache whatever --root
+says): the node's own are never touched. Its storage lives under the
+test's directory. Needs root and podman; skips otherwise."""
 import os
 import shutil
 import subprocess
@@ -26,17 +27,22 @@ def podman(tmp, script):
     /run private; returns (rc, output)."""
     p = f"podman --root {tmp}/storage --runroot {tmp}/run --cgroup-manager cgroupfs --events-backend file"
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                        f"mount -t tmpfs tmpfs /run && mkdir -p /run/cdi && P='{p}' && {script}"],
+                        f"mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /var/lib && mkdir -p /run/cdi && "
+                        f"P='{p}' && {script}"],
                        capture_output=True, text=True, timeout=180)
     return r.returncode, r.stdout + r.stderr
 
 
-def test_podman_runs_with_the_spec(tmp_path, sim_env):
+@pytest.fixture
+def node(tmp_path, sim_env):
+    """A simulated node's spec over the stand-in driver tree (device node
+    stand-ins with /dev/null's numbers), and a busybox image in storage
+    under tmp_path. Returns the spec's path."""
     root = tmp_path / "driver"
     subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env)
     (root / "dev").mkdir()
     for n in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia2", "nvidia3"):
-        os.mknod(root / "dev" / n, 0o666 | 0o020000, os.makedev(1, 3))  # stand-ins: /dev/null's numbers
+        os.mknod(root / "dev" / n, 0o666 | 0o020000, os.makedev(1, 3))
     spec = tmp_path / "nvidia.com-gpu.json"
     p = subprocess.run([GPULET, "cdi", "generate", "--simulate", "l4-pcie", "--nvidia-driver-root",
                         str(root), "-o", str(spec)], capture_output=True, text=True, env=sim_env)
@@ -47,15 +53,29 @@ def test_podman_runs_with_the_spec(tmp_path, sim_env):
     for tool in ("sh", "ls", "echo"):
         os.symlink("busybox", image / "bin" / tool)
     subprocess.run(["tar", "-C", str(image), "-cf", str(tmp_path / "image.tar"), "."], check=True)
-    rc, out = podman(tmp_path, f"$P import {tmp_path}/image.tar localhost/gpulet-bb:test >/dev/null && "
-                               "$P run --rm --network none localhost/gpulet-bb:test echo plain-ok")
+    rc, out = podman(tmp_path, f"$P import {tmp_path}/image.tar localhost/gpulet-bb:test")
+    assert rc == 0, out
+    return spec
+
+
+RUN = "$P run --rm --network none --device nvidia.com/gpu=1 localhost/gpulet-bb:test"
+
+
+def test_podman_resolves_the_spec(node, tmp_path):
+    """podman's CDI library loads and applies the spec: without it the name
+    is unresolvable; with it, podman gets past CDI to start the container."""
+    rc, out = podman(tmp_path, f"{RUN} echo ran")
+    assert rc != 0 and "unresolvable CDI devices nvidia.com/gpu=1" in out, out
+    rc, out = podman(tmp_path, f"cp {node} /run/cdi/ && {RUN} echo ran")
+    assert "CDI" not in out and "cdi" not in out, out  # no complaint about the spec
+    assert rc == 0 or "runc" in out, out               # it got as far as the runtime
+
+
+def test_podman_container_sees_the_driver(node, tmp_path):
+    rc, out = podman(tmp_path, "$P run --rm --network none localhost/gpulet-bb:test echo plain-ok")
     if "plain-ok" not in out:
         pytest.skip(f"podman cannot start a container on this machine: {out.strip()[-200:]}")
-    rc, out = podman(tmp_path, "$P run --rm --network none --device nvidia.com/gpu=1 "
-                               "localhost/gpulet-bb:test echo no-spec")
-    assert rc != 0 and "unresolvable CDI devices nvidia.com/gpu=1" in out, out
-    rc, out = podman(tmp_path, f"cp {spec} /run/cdi/ && $P run --rm --network none "
-                               "--device nvidia.com/gpu=1 localhost/gpulet-bb:test sh -c "
+    rc, out = podman(tmp_path, f"cp {node} /run/cdi/ && {RUN} sh -c "
                                "'ls /dev; ls /usr/local/nvidia/lib64; /usr/local/nvidia/bin/nvidia-smi'")
     assert rc == 0, out
     names = out.split()
