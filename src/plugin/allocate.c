@@ -125,7 +125,8 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     v1beta1__container_allocate_response__init(r);
     struct alloc_out o = {a, r};
     r->envs = arena_alloc(a, 12 * sizeof *r->envs);
-    unsigned ndriver = cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS ? p->driver->nmounts : 0;
+    bool inject = cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS && p->driver;
+    unsigned ndriver = inject ? p->driver->nmounts : 0;
     r->mounts = arena_alloc(a, (n + 3 + ndriver) * sizeof *r->mounts);
     r->devices = arena_alloc(a, (n + 4) * sizeof *r->devices);
     r->annotations = arena_alloc(a, sizeof *r->annotations);
@@ -183,7 +184,7 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
         alloc_env(&o, "NVIDIA_MOFED", "enabled");
     if (cfg->gdrcopy)
         alloc_env(&o, "NVIDIA_GDRCOPY", "enabled");
-    if (cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS) {
+    if (inject) {
         /* Everything a stock runtime needs: the nodes and the driver's files. */
         alloc_device_specs(&o, p, gpus, ng);
         for (unsigned i = 0; i < ndriver; i++)
