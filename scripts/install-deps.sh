@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 build=(
     build-essential cmake ninja-build pkg-config
     libuv1-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-    libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
+    libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcurl3-gnutls buildah
 )
 test=(
     libcmocka-dev valgrind binutils clang-14 libclang-rt-14-dev

@@ -64,7 +64,7 @@ EOF
 tmp_sockets() { find /tmp -maxdepth 1 -type s 2>/dev/null | sort; }
 sockets_before=$(tmp_sockets)
 # Only the end-to-end tests (on their own cluster) may touch the node's paths.
-node_paths=(/var/lib/kubelet/device-plugins /run/gpulet)
+node_paths=(/var/lib/kubelet/device-plugins /run/gpulet /run/cdi /run/nvidia /var/lib/containers)
 absent=()
 for d in "${node_paths[@]}"; do [ -e "$d" ] || absent+=("$d"); done
 untouched() {
@@ -122,6 +122,21 @@ release() {
     echo "Release build: ok"
 }
 check "Release build" release
+
+# The container image (scripts/image.sh, buildah), within its size target.
+image() {
+    local out=build-release/gpulet-image.tar line kib
+    line=$(scripts/image.sh localhost/gpulet:test "$out" 2>&1) || { echo "$line" >&2; return 1; }
+    echo "$line"
+    kib=$(echo "$line" | sed -n 's/.*: \([0-9]*\) KiB unpacked.*/\1/p')
+    [ -n "$kib" ] && [ "$kib" -le 19531 ] || { echo "image over 20 MB unpacked" >&2; return 1; }
+}
+if [ "$(id -u)" -eq 0 ] && command -v buildah >/dev/null; then
+    check "container image" image
+else
+    echo "SKIPPED container image: buildah with its own storage needs root here"
+    skipped=$((skipped + 1))
+fi
 
 # --- fuzzing. A fixed seed keeps this short run repeatable; long runs
 # (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.

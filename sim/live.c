@@ -2,8 +2,6 @@
  * follows its own slow wave; memory, temperature, power and clocks follow
  * the load, and the energy counter integrates power. A pinned field (gpulet
  * sim set) overrides the model until set back to auto. */
-#include <math.h>
-
 #include "sim.h"
 
 static double live_clamp(double v, double lo, double hi)
@@ -11,9 +9,22 @@ static double live_clamp(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* A smooth periodic wave in [-1, 1] of x turns: a triangle through
+ * smoothstep, close to a sine and without libm, so the simulator library
+ * needs only the C library (and the image carries no libm for it). */
+static double live_wave(double x)
+{
+    double u = x - (double)(long long)x;
+    if (u < 0)
+        u += 1.0;
+    double tri = u < 0.5 ? 2.0 * u : 2.0 - 2.0 * u; /* 0 → 1 → 0 */
+    return 2.0 * tri * tri * (3.0 - 2.0 * tri) - 1.0;
+}
+
 static double live_util(const struct nvmlDevice_st *g, double t)
 {
-    return live_clamp(50.0 + 45.0 * sin(2.0 * M_PI * t / g->period + g->phase), 0.0, 100.0);
+    return live_clamp(50.0 + 45.0 * live_wave(t / g->period + g->phase / 6.283185307179586), 0.0,
+                      100.0);
 }
 
 static double live_model(struct nvmlDevice_st *g, enum sim_field f, double util)

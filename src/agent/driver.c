@@ -37,7 +37,8 @@ void agent_driver_start(struct agent *a)
     unsigned caps;
     struct err e;
     if (driver_parse_caps(a->cfg.driver_caps, &caps, &e) < 0 ||
-        driver_discover(&a->driver, a->cfg.driver_root, a->inv.driver_version, caps, &e) < 0) {
+        driver_discover(&a->driver, a->cfg.driver_root, a->cfg.container_driver_root,
+                        a->inv.driver_version, caps, &e) < 0) {
         log_error("%s: containers get no driver files from gpulet", e.msg);
     } else {
         a->driver_ok = true;

@@ -24,12 +24,14 @@ static const char *const cdi_control_nodes[] = {"nvidiactl", "nvidia-uvm", "nvid
 static json_t *cdi_node(const struct config *cfg, const char *name, bool must_exist)
 {
     const char *root = cfg->dev_root[0] ? cfg->dev_root : cfg->driver_root;
+    const char *read_root = config_read_root(cfg, root);
     bool slash = !root[0] || !strcmp(root, "/");
-    char path[64], host[CONFIG_PATH_MAX + 64];
+    char path[64], host[CONFIG_PATH_MAX + 64], read[CONFIG_PATH_MAX + 64];
     snprintf(path, sizeof path, "/dev/%s", name);
     snprintf(host, sizeof host, "%s/dev/%s", slash ? "" : root, name);
+    snprintf(read, sizeof read, "%s/dev/%s", strcmp(read_root, "/") ? read_root : "", name);
     struct stat st;
-    if (must_exist && stat(host, &st) != 0)
+    if (must_exist && stat(read, &st) != 0)
         return NULL;
     json_t *n = jsonx_ok(json_object());
     jsonx_set(n, "path", jsonx_ok(json_string(path)));

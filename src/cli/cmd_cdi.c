@@ -90,7 +90,8 @@ int cmd_cdi(int argc, char **argv)
     unsigned caps;
     struct driver drv;
     if (driver_parse_caps(cfg.driver_caps, &caps, &e) < 0 ||
-        driver_discover(&drv, cfg.driver_root, inv.driver_version, caps, &e) < 0)
+        driver_discover(&drv, cfg.driver_root, cfg.container_driver_root, inv.driver_version,
+                        caps, &e) < 0)
         return cdi_fail(e.msg, &n, &inv);
     struct strbuf text = {0};
     int rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);

@@ -49,6 +49,9 @@ static const struct config_opt options[] = {
      F(fail_on_init_error), NULL, "true", "exit when NVML cannot start (else idle)"},
     {"nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "flags.nvidiaDriverRoot", T_STRING,
      S(driver_root), NULL, "/", "root of the driver installation on the host"},
+    {"container-driver-root", "CONTAINER_DRIVER_ROOT", "flags.plugin.containerDriverRoot", T_STRING,
+     S(container_driver_root), NULL, "",
+     "where gpulet's container mounts the driver root (default: the driver root itself)"},
     {"nvidia-dev-root", "NVIDIA_DEV_ROOT", "flags.nvidiaDevRoot", T_STRING, S(dev_root), NULL,
      "", "root of the /dev nodes on the host (default: the driver root)"},
     {"pass-device-specs", "PASS_DEVICE_SPECS", "flags.plugin.passDeviceSpecs", T_BOOL,
@@ -500,6 +503,12 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
     if (driver_parse_caps(c->driver_caps, &caps, &ce) < 0)
         return err_set(e, "--driver-capabilities: %s", ce.msg);
     return 0;
+}
+
+const char *config_read_root(const struct config *c, const char *host_root)
+{
+    return c->container_driver_root[0] && !strcmp(host_root, c->driver_root)
+               ? c->container_driver_root : host_root;
 }
 
 void config_log(const struct config *c)

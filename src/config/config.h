@@ -60,6 +60,7 @@ struct config {
     bool fail_on_init_error;
     char driver_root[CONFIG_PATH_MAX];
     char dev_root[CONFIG_PATH_MAX];     /* empty: same as driver_root */
+    char container_driver_root[CONFIG_PATH_MAX]; /* where gpulet reads driver_root; empty: there */
     bool pass_device_specs;
     unsigned list_strategy;             /* CONFIG_LIST_* bits */
     int id_strategy;                    /* enum config_id */
@@ -129,6 +130,11 @@ int config_apply_yaml(struct config *c, const char *source, const char *text, si
 
 /* Writes the agent's usage, generated from the option table. */
 void config_usage(FILE *out);
+
+/* Where gpulet reads what the host has under host_root (the driver or the
+ * dev root): inside its container, the container driver root, for the
+ * driver root and a dev root that is the driver root. */
+const char *config_read_root(const struct config *c, const char *host_root);
 
 /* Logs the effective configuration, one line. */
 void config_log(const struct config *c);

@@ -117,9 +117,20 @@ static void driver_add_mount(struct driver *d, const char *host, const char *con
 }
 
 /* root + path, without a doubled slash for root "/". */
+static void driver_join(const char *root, char *out, size_t len, const char *path)
+{
+    snprintf(out, len, "%s%s", strcmp(root, "/") ? root : "", path);
+}
+
+/* Where gpulet reads path, and the host's name for it. */
 static void driver_path(const struct driver *d, char *out, size_t len, const char *path)
 {
-    snprintf(out, len, "%s%s", strcmp(d->root, "/") ? d->root : "", path);
+    driver_join(d->read_root, out, len, path);
+}
+
+static void driver_host_path(const struct driver *d, char *out, size_t len, const char *path)
+{
+    driver_join(d->root, out, len, path);
 }
 
 static void discovery_add_dir(struct discovery *s, const char *dir)
@@ -172,7 +183,7 @@ static bool driver_is_version(const char *v)
 }
 
 /* One directory entry: a library of ours, of another version, or neither. */
-static void discovery_entry(struct discovery *s, const char *dir, const char *host_dir,
+static void discovery_entry(struct discovery *s, const char *dir, const char *read_dir,
                             const char *name)
 {
     struct driver *d = s->d;
@@ -188,16 +199,19 @@ static void discovery_entry(struct discovery *s, const char *dir, const char *ho
         }
         if (s->found[k] || !(driver_libs[k].caps & d->caps))
             return;
-        char host[2 * DRIVER_PATH_MAX], soname[128], where[2 * DRIVER_PATH_MAX];
-        snprintf(host, sizeof host, "%s/%s", host_dir, name);
+        char read[2 * DRIVER_PATH_MAX], rel[2 * DRIVER_PATH_MAX], host[3 * DRIVER_PATH_MAX];
+        char soname[128], where[2 * DRIVER_PATH_MAX];
+        snprintf(read, sizeof read, "%s/%s", read_dir, name);
+        snprintf(rel, sizeof rel, "%s/%s", dir, name);
+        driver_host_path(d, host, sizeof host, rel);
         struct stat st;
-        if (lstat(host, &st) != 0 || !S_ISREG(st.st_mode))
+        if (lstat(read, &st) != 0 || !S_ISREG(st.st_mode))
             return; /* a link to the file: the file itself is found too */
         s->found[k] = true;
         d->nlibs++;
         snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", name);
         driver_add_mount(d, host, where);
-        if (driver_file_soname(host, soname, sizeof soname) == 0 && strcmp(soname, name)) {
+        if (driver_file_soname(read, soname, sizeof soname) == 0 && strcmp(soname, name)) {
             snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", soname);
             driver_add_mount(d, host, where);
         } else if (strcmp(soname, name)) {
@@ -213,15 +227,15 @@ static void discovery_entry(struct discovery *s, const char *dir, const char *ho
 static void discovery_libs(struct discovery *s)
 {
     for (unsigned i = 0; i < s->ndirs; i++) {
-        char host_dir[DRIVER_PATH_MAX + 32];
-        driver_path(s->d, host_dir, sizeof host_dir, s->dirs[i]);
-        DIR *dir = opendir(host_dir);
+        char read_dir[DRIVER_PATH_MAX + 32];
+        driver_path(s->d, read_dir, sizeof read_dir, s->dirs[i]);
+        DIR *dir = opendir(read_dir);
         if (!dir)
             continue;
         struct dirent *e;
         while ((e = readdir(dir)))
             if (!strncmp(e->d_name, "lib", 3))
-                discovery_entry(s, s->dirs[i], host_dir, e->d_name);
+                discovery_entry(s, s->dirs[i], read_dir, e->d_name);
         closedir(dir);
     }
 }
@@ -245,25 +259,26 @@ static void discovery_bins(struct driver *d)
     for (size_t k = 0; k < sizeof driver_bins / sizeof *driver_bins; k++) {
         if (!(driver_bins[k].caps & d->caps))
             continue;
-        char best[2 * DRIVER_PATH_MAX] = "";
+        char best[DRIVER_PATH_MAX] = "";
         for (size_t i = 0; i < sizeof bin_dirs / sizeof *bin_dirs; i++) {
-            char rel[DRIVER_PATH_MAX], host[2 * DRIVER_PATH_MAX];
+            char rel[DRIVER_PATH_MAX], read[2 * DRIVER_PATH_MAX];
             snprintf(rel, sizeof rel, "%s/%s", bin_dirs[i], driver_bins[k].name);
-            driver_path(d, host, sizeof host, rel);
+            driver_path(d, read, sizeof read, rel);
             struct stat st;
-            if (stat(host, &st) != 0 || !S_ISREG(st.st_mode))
+            if (stat(read, &st) != 0 || !S_ISREG(st.st_mode))
                 continue;
-            bool elf = driver_is_elf(host);
+            bool elf = driver_is_elf(read);
             if (!best[0] || elf)
-                memcpy(best, host, sizeof best);
+                memcpy(best, rel, sizeof best);
             if (elf)
                 break;
         }
         if (!best[0])
             continue;
-        char where[DRIVER_PATH_MAX];
+        char host[2 * DRIVER_PATH_MAX], where[DRIVER_PATH_MAX];
+        driver_host_path(d, host, sizeof host, best);
         snprintf(where, sizeof where, DRIVER_CONTAINER_BIN "/%s", driver_bins[k].name);
-        driver_add_mount(d, best, where);
+        driver_add_mount(d, host, where);
         d->nbins++;
     }
 }
@@ -272,10 +287,11 @@ static void discovery_bins(struct driver *d)
 static void discovery_firmware_sockets(struct driver *d)
 {
     for (size_t i = 0; i < sizeof firmware_dirs / sizeof *firmware_dirs; i++) {
-        char rel[DRIVER_PATH_MAX], host_dir[2 * DRIVER_PATH_MAX];
+        char rel[DRIVER_PATH_MAX], read_dir[2 * DRIVER_PATH_MAX], host_dir[2 * DRIVER_PATH_MAX];
         snprintf(rel, sizeof rel, "%s/%s", firmware_dirs[i], d->version);
-        driver_path(d, host_dir, sizeof host_dir, rel);
-        DIR *dir = opendir(host_dir);
+        driver_path(d, read_dir, sizeof read_dir, rel);
+        driver_host_path(d, host_dir, sizeof host_dir, rel);
+        DIR *dir = opendir(read_dir);
         if (!dir)
             continue;
         struct dirent *e;
@@ -292,10 +308,11 @@ static void discovery_firmware_sockets(struct driver *d)
         break;
     }
     for (size_t i = 0; i < sizeof sockets / sizeof *sockets; i++) {
-        char host[2 * DRIVER_PATH_MAX];
-        driver_path(d, host, sizeof host, sockets[i]);
+        char read[2 * DRIVER_PATH_MAX], host[2 * DRIVER_PATH_MAX];
+        driver_path(d, read, sizeof read, sockets[i]);
+        driver_host_path(d, host, sizeof host, sockets[i]);
         struct stat st;
-        if (stat(host, &st) == 0 && S_ISSOCK(st.st_mode))
+        if (stat(read, &st) == 0 && S_ISSOCK(st.st_mode))
             driver_add_mount(d, host, sockets[i]);
     }
 }
@@ -306,11 +323,12 @@ static int driver_mount_cmp(const void *a, const void *b)
                   ((const struct driver_mount *)b)->container);
 }
 
-int driver_discover(struct driver *d, const char *root, const char *version, unsigned caps,
-                    struct err *e)
+int driver_discover(struct driver *d, const char *root, const char *read_root,
+                    const char *version, unsigned caps, struct err *e)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->root, sizeof d->root, "%s", root && root[0] ? root : "/");
+    snprintf(d->read_root, sizeof d->read_root, "%s", read_root && read_root[0] ? read_root : d->root);
     if (!version || !driver_is_version(version))
         return err_set(e, "driver root %s: no driver version to look for (got '%s')", d->root,
                        version ? version : "");

@@ -34,7 +34,8 @@ struct driver_mount {
 
 /* What discovery found. Owned by whoever called driver_discover. */
 struct driver {
-    char root[DRIVER_PATH_MAX];
+    char root[DRIVER_PATH_MAX];      /* the host's name for the driver root */
+    char read_root[DRIVER_PATH_MAX]; /* where gpulet reads it (its container's mount) */
     char version[32];
     unsigned caps;                   /* the capabilities the mounts cover */
     struct driver_mount *mounts;     /* libraries (at their names and sonames), binaries,
@@ -44,11 +45,13 @@ struct driver {
 };
 
 /* Finds the files of driver `version` under root ("/" for the host) for
- * caps. Fails with a message naming the root when no library of that
+ * caps, reading them under read_root (where gpulet's container mounts the
+ * host's root; NULL or empty: root itself) and naming them by the host's
+ * paths. Fails with a message naming the root when no library of that
  * version is there; warnings (another version beside it, a library with
  * no soname) are logged. */
-int driver_discover(struct driver *d, const char *root, const char *version, unsigned caps,
-                    struct err *e);
+int driver_discover(struct driver *d, const char *root, const char *read_root,
+                    const char *version, unsigned caps, struct err *e);
 
 void driver_free(struct driver *d);
 

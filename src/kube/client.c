@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KUBE_CURL_LIB "libcurl.so.4"
+/* OpenSSL's build first, then GnuTLS's (the image's: it shares GnuTLS with
+ * libmicrohttpd). Same API; GnuTLS's takes CA and client certificates as
+ * files only, which is what in-cluster credentials are. */
+static const char *const kube_curl_libs[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};
 #define KUBE_CONNECT_TIMEOUT_S 5L
 #define KUBE_TIMEOUT_S 15L
 #define KUBE_MAX_BODY (8u << 20)   /* a Node object is a few KiB; this is a runaway answer */
@@ -26,22 +29,24 @@ static struct {
 #define KUBE_FIELD(field, sym) __typeof__(&sym) field;
     KUBE_CURL_FUNCS(KUBE_FIELD)
 #undef KUBE_FIELD
-    char error[256];
+    const char *lib;
+    char error[512];
 } curl;
 
 static pthread_once_t kube_once = PTHREAD_ONCE_INIT;
 
 static void kube_load(void)
 {
-    curl.dl = dlopen(KUBE_CURL_LIB, RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < sizeof kube_curl_libs / sizeof *kube_curl_libs && !curl.dl; i++)
+        curl.dl = dlopen(curl.lib = kube_curl_libs[i], RTLD_NOW | RTLD_LOCAL);
     if (!curl.dl) {
-        snprintf(curl.error, sizeof curl.error, "cannot load %s for the Kubernetes API (install "
-                 "libcurl4): %s", KUBE_CURL_LIB, dlerror());
+        snprintf(curl.error, sizeof curl.error, "cannot load libcurl.so.4 or libcurl-gnutls.so.4 "
+                 "for the Kubernetes API (install libcurl4): %s", dlerror());
         return;
     }
 #define KUBE_RESOLVE(field, sym)                                                        \
     if (!(curl.field = (__typeof__(curl.field))dlsym(curl.dl, #sym))) {                 \
-        snprintf(curl.error, sizeof curl.error, "%s lacks %s", KUBE_CURL_LIB, #sym);     \
+        snprintf(curl.error, sizeof curl.error, "%s lacks %s", curl.lib, #sym);          \
         return;                                                                         \
     }
     KUBE_CURL_FUNCS(KUBE_RESOLVE)

@@ -55,8 +55,8 @@ static bool alloc_node_exists(const struct plugin *p, const char *name)
 {
     char path[CONFIG_PATH_MAX + 64];
     struct stat st;
-    snprintf(path, sizeof path, "%s/dev/%s", strcmp(p->cfg->dev_root, "/") ? p->cfg->dev_root : "",
-             name);
+    const char *root = config_read_root(p->cfg, p->cfg->dev_root);
+    snprintf(path, sizeof path, "%s/dev/%s", strcmp(root, "/") ? root : "", name);
     return stat(path, &st) == 0;
 }
 

@@ -75,6 +75,19 @@ def test_cdi_generate(driver_root, sim_env, tmp_path):
                                               json.loads(p.stdout)["containerEdits"]["mounts"]}
 
 
+def test_container_driver_root(driver_root, sim_env):
+    """gpulet in a container reads the host's driver root where it is
+    mounted, and names the host's paths in the spec."""
+    p = cdi_generate(sim_env, "--nvidia-driver-root", "/run/nvidia/driver",
+                     "--container-driver-root", str(driver_root), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    edits = json.loads(p.stdout)["containerEdits"]
+    assert edits["mounts"] and all(m["hostPath"].startswith("/run/nvidia/driver/")
+                                   for m in edits["mounts"])
+    assert [n["hostPath"] for n in edits["deviceNodes"]] == [
+        "/run/nvidia/driver/dev/nvidiactl", "/run/nvidia/driver/dev/nvidia-uvm"]
+
+
 def test_cdi_generate_bad_input(driver_root, sim_env, tmp_path):
     p = cdi_generate(sim_env, "--nvidia-driver-root", str(tmp_path / "nothing"))
     assert p.returncode == 1

@@ -68,7 +68,7 @@ static void test_discover(void **state)
     struct err e;
     unsigned caps;
     assert_int_equal(driver_parse_caps("compute,utility", &caps, &e), 0);
-    assert_int_equal(driver_discover(&d, dir, VERSION, caps, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, &e), 0);
     assert_int_equal(d.nlibs, 9);      /* the video libraries are left out */
     assert_int_equal(d.nbins, 5);
     assert_true(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so." VERSION));
@@ -81,25 +81,31 @@ static void test_discover(void **state)
     for (unsigned i = 1; i < d.nmounts; i++) /* sorted: the same tree, the same spec */
         assert_true(strcmp(d.mounts[i - 1].container, d.mounts[i].container) < 0);
     driver_free(&d);
-    assert_int_equal(driver_discover(&d, dir, VERSION, DRIVER_CAP_ALL, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_ALL, &e), 0);
     assert_int_equal(d.nlibs, 11);
     assert_true(has_mount(&d, DRIVER_CONTAINER_LIB "/libnvidia-encode.so.1"));
+    driver_free(&d);
+    /* read in gpulet's container, named by the host's paths */
+    assert_int_equal(driver_discover(&d, "/run/nvidia/driver", dir, VERSION, caps, &e), 0);
+    assert_int_equal(d.nlibs, 9);
+    for (unsigned i = 0; i < d.nmounts; i++)
+        assert_true(!strncmp(d.mounts[i].host, "/run/nvidia/driver/", 19));
     driver_free(&d);
     /* a second version beside it: only the asked one's files */
     struct err e2;
     assert_int_equal(driver_write_stub_tree(dir, "550.54.15", &e2), 0);
-    assert_int_equal(driver_discover(&d, dir, VERSION, caps, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, &e), 0);
     assert_int_equal(d.nlibs, 9);
     assert_false(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so.550.54.15"));
     driver_free(&d);
     /* a version with no library: the error names the root and what was found */
-    assert_int_equal(driver_discover(&d, dir, "999.1", caps, &e), -1);
+    assert_int_equal(driver_discover(&d, dir, NULL, "999.1", caps, &e), -1);
     assert_contains(e.msg, dir);
     assert_contains(e.msg, "no NVIDIA driver 999.1 libraries");
     assert_contains(e.msg, "found version");
-    assert_int_equal(driver_discover(&d, "/nonexistent-root", VERSION, caps, &e), -1);
+    assert_int_equal(driver_discover(&d, "/nonexistent-root", NULL, VERSION, caps, &e), -1);
     assert_contains(e.msg, "/nonexistent-root");
-    assert_int_equal(driver_discover(&d, dir, "", caps, &e), -1);
+    assert_int_equal(driver_discover(&d, dir, NULL, "", caps, &e), -1);
     rm_tree(dir);
 }
 
@@ -123,7 +129,7 @@ static void test_cdi_spec(void **state)
     char *dir = tree(VERSION);
     struct driver d;
     struct err e;
-    assert_int_equal(driver_discover(&d, dir, VERSION, DRIVER_CAP_COMPUTE | DRIVER_CAP_UTILITY, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_COMPUTE | DRIVER_CAP_UTILITY, &e), 0);
     struct gpu_info g[2] = {{0}};
     for (unsigned i = 0; i < 2; i++) {
         g[i].index = i;
