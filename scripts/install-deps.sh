@@ -15,12 +15,12 @@ cd "$(dirname "$0")/.."
 build=(
     build-essential cmake ninja-build pkg-config
     libuv1-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-    libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libcurl3-gnutls buildah
+    libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev
 )
 test=(
     libcmocka-dev valgrind binutils clang-14 libclang-rt-14-dev
     python3-pytest python3-grpcio python3-grpc-tools python3-jsonschema python3-yaml wrk curl
-    podman
+    podman buildah libcurl3-gnutls
     golang-go golang-google-grpc-dev golang-goprotobuf-dev protobuf-compiler
 )
 case "${1:-}" in
