@@ -486,6 +486,11 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
     }
     if (!c->dev_root[0])
         strcpy(c->dev_root, c->driver_root);
+    /* In a container, NVML is the host's, under the mounted driver root. */
+    if (!c->nvml_path[0] && !c->simulate[0] && c->container_driver_root[0] &&
+        driver_find_library(c->container_driver_root, "libnvidia-ml.so.1", c->nvml_path,
+                            sizeof c->nvml_path) < 0)
+        c->nvml_path[0] = '\0';
     if (!strcmp(c->accelerator_label, "none"))
         c->accelerator_label[0] = '\0';
     if (config_check(c, e) < 0)

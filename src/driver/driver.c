@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "driver/driver.h"
 #include "util/log.h"
@@ -365,6 +366,30 @@ int driver_discover(struct driver *d, const char *root, const char *read_root,
      * same list, and a spec is rewritten only when something changed. */
     qsort(d->mounts, d->nmounts, sizeof *d->mounts, driver_mount_cmp);
     return 0;
+}
+
+int driver_find_library(const char *read_root, const char *name, char *out, size_t len)
+{
+    struct driver d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.read_root, sizeof d.read_root, "%s", read_root);
+    struct discovery *s = xcalloc(1, sizeof *s);
+    s->d = &d;
+    for (size_t i = 0; i < sizeof lib_dirs / sizeof *lib_dirs; i++)
+        discovery_add_dir(s, lib_dirs[i]);
+    discovery_conf_dirs(s);
+    int rc = -1;
+    for (unsigned i = 0; i < s->ndirs && rc < 0; i++) {
+        char rel[2 * DRIVER_PATH_MAX], path[3 * DRIVER_PATH_MAX];
+        snprintf(rel, sizeof rel, "%s/%s", s->dirs[i], name);
+        driver_path(&d, path, sizeof path, rel);
+        if (access(path, R_OK) == 0 && strlen(path) < len) {
+            memcpy(out, path, strlen(path) + 1);
+            rc = 0;
+        }
+    }
+    free(s);
+    return rc;
 }
 
 void driver_free(struct driver *d)

@@ -55,6 +55,10 @@ int driver_discover(struct driver *d, const char *root, const char *read_root,
 
 void driver_free(struct driver *d);
 
+/* The path of library `name` (a soname such as libnvidia-ml.so.1) under
+ * read_root, in the directories discovery searches; -1 where none is. */
+int driver_find_library(const char *read_root, const char *name, char *out, size_t len);
+
 /* Parses a comma list of capabilities ("compute,utility", "all"). */
 int driver_parse_caps(const char *text, unsigned *caps, struct err *e);
 

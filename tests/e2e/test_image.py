@@ -1,9 +1,15 @@
-"""gpulet's container image (scripts/image.sh) on the real containerd: it is
-imported into the cluster's containerd, and pods run `gpulet version` and
-`gpulet list --simulate dgx-h100` from it, with no shell in the image.
-Skips where the image was not built (scripts/test.sh builds it as root)."""
+"""gpulet's container image (scripts/image.sh) and manifests (deploy/) on
+the real cluster. The image is imported into the cluster's containerd, and
+pods run `gpulet version` and `gpulet list --simulate dgx-h100` from it,
+with no shell in the image. Then `kubectl apply -k` of an overlay of
+deploy/ for this cluster runs the DaemonSet: the gpulet pod becomes Ready,
+registers its resource with the kubelet and serves metrics; `kubectl
+delete -k` takes it away. Skips where the image was not built
+(scripts/test.sh builds it as root)."""
 import json
+import os
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -48,3 +54,84 @@ def test_image_runs(cluster, image):
     phase, out = run(cluster, "gpulet-list", ["list", "--simulate", "dgx-h100", "-o", "json"])
     assert phase == "Succeeded", out
     assert len(json.loads(out)["gpus"]) == 8
+
+
+# The cluster's differences from a GPU node, and no clash with the session's
+# gpulet (which owns nvidia.com/gpu and the labels): a simulated A100 node
+# advertised as nvidia.com/a100-deployed, no labels, the host's network
+# (pods here have only loopback, so the kubelet's probes need it), and the
+# node paths under the cluster's own directory.
+OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [{deploy}]
+images: [{{name: localhost/gpulet, newTag: test}}]
+configMapGenerator:
+  - name: gpulet-config
+    namespace: gpulet
+    literals:
+      - "config.yaml=version: v1\\nresources:\\n  gpus: [{{pattern: '*', name: a100-deployed}}]\\n"
+patches:
+  - patch: |
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata: {{name: gpulet, namespace: gpulet}}
+      spec:
+        template:
+          spec:
+            hostNetwork: true
+            containers:
+              - name: gpulet
+                imagePullPolicy: Never
+                args: [agent, --simulate, a100-2x4, --labels, none, --config-file, /config/config.yaml,
+                       --metrics-listen, "127.0.0.1:9400"]
+                volumeMounts:
+                  - {{name: config, mountPath: /config}}
+                  # this machine's / is a private mount: no propagation from it
+                  - {{name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: None}}
+            volumes:
+              - {{name: config, configMap: {{name: gpulet-config}}}}
+              - {{name: pod-resources, hostPath: {{path: {base}/kubelet/pod-resources, type: Directory}}}}
+              - {{name: cdi, hostPath: {{path: {base}/deployed/cdi, type: DirectoryOrCreate}}}}
+              - {{name: mps, hostPath: {{path: {base}/deployed/mps, type: DirectoryOrCreate}}}}
+              - {{name: status, hostPath: {{path: {base}/deployed/status, type: DirectoryOrCreate}}}}
+"""
+
+
+def wait(what, fn, timeout=120):
+    """fn() once true; else fails with what() (or what)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(1)
+
+
+def test_kubectl_apply_k(cluster, image):
+    overlay = Path(cluster.base) / "deploy-overlay"
+    overlay.mkdir(exist_ok=True)
+    deploy = os.path.relpath(SOURCE / "deploy", overlay)
+    (overlay / "kustomization.yaml").write_text(OVERLAY.format(deploy=deploy, base=cluster.base))
+    # The label an operator puts on a GPU node NFD has not seen yet.
+    cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node=true", "--overwrite")
+    cluster.kubectl("apply", "-k", str(overlay))
+    try:
+        def ready():
+            pods = cluster.get("pods", "-n", "gpulet")["items"]
+            return pods and all(c.get("ready") for p in pods for c in p["status"].get("containerStatuses", []))
+        wait(lambda: cluster.kubectl("describe", "ds,pods", "-n", "gpulet", check=False)[-3000:],
+             ready)
+        wait("nvidia.com/a100-deployed never became allocatable",
+             lambda: cluster.get("node", cluster.node)["status"]["allocatable"]
+             .get("nvidia.com/a100-deployed") == "8")
+        text = urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5).read().decode()
+        assert "DCGM_FI_DEV_GPU_TEMP{" in text and "A100" in text
+        pod = cluster.get("pods", "-n", "gpulet")["items"][0]
+        assert pod["spec"]["priorityClassName"] == "system-node-critical"
+        assert pod["spec"]["hostPID"] is True
+    finally:
+        cluster.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
+        cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-", check=False)
+    wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
+         if cluster.kubectl("get", "ns", "gpulet", check=False) else True)

@@ -91,6 +91,11 @@ static void test_discover(void **state)
     for (unsigned i = 0; i < d.nmounts; i++)
         assert_true(!strncmp(d.mounts[i].host, "/run/nvidia/driver/", 19));
     driver_free(&d);
+    /* NVML for an agent in a container: the host's, under the mount */
+    char nvml[256];
+    assert_int_equal(driver_find_library(dir, "libnvidia-ml.so.1", nvml, sizeof nvml), 0);
+    assert_contains(nvml, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+    assert_int_equal(driver_find_library(dir, "libnope.so.1", nvml, sizeof nvml), -1);
     /* a second version beside it: only the asked one's files */
     struct err e2;
     assert_int_equal(driver_write_stub_tree(dir, "550.54.15", &e2), 0);
