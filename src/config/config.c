@@ -104,6 +104,8 @@ static const struct config_opt options[] = {
      "serve no /metrics endpoint (true/false)"},
     {"metrics-listen", "DCGM_EXPORTER_LISTEN", NULL, T_STRING, S(metrics_listen), NULL, ":9400",
      "address of /metrics, /healthz, /readyz"},
+    {"web-config-file", "DCGM_EXPORTER_WEB_CONFIG_FILE", NULL, T_STRING, S(web_config_file), NULL,
+     "", "exporter-toolkit web config: TLS and basic auth for /metrics (docs/metrics.md)"},
     {"collectors", "DCGM_EXPORTER_COLLECTORS", NULL, T_STRING, S(collectors), NULL, "",
      "dcgm-exporter collectors CSV (default: its default counters)"},
     {"metrics-interval-ms", "DCGM_EXPORTER_INTERVAL", NULL, T_UINT, F(metrics_interval_ms), NULL,

@@ -92,6 +92,7 @@ struct config {
     /* metrics (dcgm-exporter's variables where it has one) */
     bool no_metrics;
     char metrics_listen[128];
+    char web_config_file[CONFIG_PATH_MAX]; /* TLS and basic auth for /metrics */
     char collectors[CONFIG_PATH_MAX];
     unsigned metrics_interval_ms;
     char pod_resources_socket[CONFIG_PATH_MAX];

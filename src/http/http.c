@@ -1,4 +1,5 @@
 #include "http/http.h"
+#include "http/auth.h"
 #include "util/xmalloc.h"
 
 #include <arpa/inet.h>
@@ -22,7 +23,9 @@
     X(run, MHD_run) X(timeout, MHD_get_timeout)                                          \
     X(response, MHD_create_response_from_buffer) X(header, MHD_add_response_header)      \
     X(response_shared, MHD_create_response_from_buffer_with_free_callback_cls)          \
-    X(queue, MHD_queue_response) X(destroy, MHD_destroy_response)
+    X(queue, MHD_queue_response) X(destroy, MHD_destroy_response)                        \
+    X(auth_get, MHD_basic_auth_get_username_password)                                   \
+    X(auth_fail, MHD_queue_basic_auth_fail_response) X(free, MHD_free)
 
 struct http_mhd {
     void *dl;
@@ -39,6 +42,9 @@ struct http_server {
     int handles;
     http_handler_fn fn;
     void *ctx;
+    struct http_security sec;
+    struct http_auth auth;
+    char *tls_key, *tls_cert;  /* PEM, for libmicrohttpd's whole life */
 };
 
 static int http_load(struct http_mhd *m, const char *lib, struct err *e)
@@ -124,6 +130,24 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
     (void)upload_size;
     (void)state;
     struct http_server *s = cls;
+    /* Probes carry no data and have no credentials: only the data needs them. */
+    if (s->sec.nusers && strcmp(url, "/healthz") && strcmp(url, "/readyz")) {
+        char *pass = NULL, *user = s->mhd.auth_get(c, &pass);
+        bool ok = http_auth_check(&s->auth, user, pass);
+        if (user)
+            s->mhd.free(user);
+        if (pass)
+            s->mhd.free(pass);
+        if (!ok) {
+            static const char msg[] = "unauthorized\n";
+            struct MHD_Response *r = s->mhd.response(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+            if (!r)
+                return MHD_NO;
+            enum MHD_Result q = s->mhd.auth_fail(c, "gpulet", r);
+            s->mhd.destroy(r);
+            return q;
+        }
+    }
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char msg[] = "method not allowed: use GET or HEAD\n";
         return http_answer(s, c, 405, "text/plain; charset=utf-8", msg, sizeof msg - 1,
@@ -173,8 +197,35 @@ static void http_on_poll(uv_poll_t *p, int status, int events)
     http_rearm(s);
 }
 
+/* Reads a PEM file whole (at most 1 MiB); key names it in errors. */
+static char *http_read_pem(const char *path, const char *key, struct err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, "web config: %s %s: %s", key, path, strerror(errno)), NULL;
+    char *buf = xmalloc((1 << 20) + 1);
+    size_t n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!strstr(buf, "-----BEGIN ")) {
+        free(buf);
+        return err_set(e, "web config: %s %s is not PEM", key, path), NULL;
+    }
+    return buf;
+}
+
+static void http_free(struct http_server *s)
+{
+    http_auth_free(&s->auth);
+    free(s->tls_key);
+    free(s->tls_cert);
+    if (s->mhd.dl)
+        dlclose(s->mhd.dl);
+    free(s);
+}
+
 int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
-               http_handler_fn fn, void *ctx, struct err *e)
+               const struct http_security *sec, http_handler_fn fn, void *ctx, struct err *e)
 {
     *out = NULL;
     struct sockaddr_storage ss;
@@ -187,18 +238,29 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, cons
     }
     s->fn = fn;
     s->ctx = ctx;
+    if (sec)
+        s->sec = *sec;
+    if (http_auth_init(&s->auth, &s->sec, e) < 0 ||
+        (s->sec.tls && (!(s->tls_key = http_read_pem(s->sec.key_file, "key_file", e)) ||
+                        !(s->tls_cert = http_read_pem(s->sec.cert_file, "cert_file", e))))) {
+        http_free(s);
+        return -1;
+    }
     /* No thread of its own: one epoll fd, watched by the loop. */
-    unsigned flags = MHD_USE_EPOLL | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_EPOLL | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                     (s->sec.tls ? MHD_USE_TLS : 0);
+    /* The TLS options come last: without TLS, MHD_OPTION_END ends the list before them. */
     s->daemon = s->mhd.start(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-                             MHD_OPTION_END);
+                             s->sec.tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, s->tls_key,
+                             MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
     if (!s->daemon) {
         int errsv = errno;
-        dlclose(s->mhd.dl);
-        free(s);
-        return err_set(e, "cannot listen on %s for metrics: %s", addr,
+        http_free(s);
+        return err_set(e, "cannot listen on %s for metrics%s: %s", addr,
+                       sec && sec->tls ? " over TLS (is the key the certificate's?)" : "",
                        errsv ? strerror(errsv) : "libmicrohttpd refused");
     }
     const union MHD_DaemonInfo *info = s->mhd.info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
@@ -218,8 +280,7 @@ static void http_closed(uv_handle_t *h)
     if (--s->handles > 0)
         return;
     s->mhd.stop(s->daemon);
-    dlclose(s->mhd.dl);
-    free(s);
+    http_free(s);
 }
 
 void http_stop(struct http_server *s)

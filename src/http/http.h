@@ -5,6 +5,7 @@
 #ifndef GPULET_HTTP_H
 #define GPULET_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -12,6 +13,26 @@
 #include "util/strbuf.h"
 
 struct http_server;
+
+#define HTTP_MAX_USERS 16
+
+/* TLS and basic auth from an exporter-toolkit web config; all off when
+ * zeroed. /healthz and /readyz answer without credentials (probes), over
+ * TLS when it is on. */
+struct http_security {
+    bool tls;
+    char cert_file[1024], key_file[1024];
+    struct {
+        char name[64];
+        char hash[64];               /* bcrypt */
+    } users[HTTP_MAX_USERS];
+    unsigned nusers;
+};
+
+/* Parses web-config.yml text; relative files are taken from dir. Errors
+ * name source:line:column and the key. */
+int http_webconfig_parse(struct http_security *s, const char *source, const char *dir,
+                         const char *text, size_t len, struct err *e);
 
 /* What a handler answers: status, content type and a body, either copied
  * from body or shared: then release(release_ctx) runs once the response is
@@ -33,7 +54,7 @@ typedef void (*http_handler_fn)(void *ctx, const char *path, struct http_reply *
 /* Loads libmicrohttpd (or lib when not NULL), listens on addr (":9400",
  * "127.0.0.1:9400", "[::]:9400") and serves on the loop. */
 int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
-               http_handler_fn fn, void *ctx, struct err *e);
+               const struct http_security *sec, http_handler_fn fn, void *ctx, struct err *e);
 
 /* Stops serving and frees the server once libuv is done with it. */
 void http_stop(struct http_server *s);

@@ -1,0 +1,125 @@
+"""/metrics over TLS with basic auth, from an exporter-toolkit web config
+(--web-config-file): a real Prometheus scrapes it with its tls_config and
+basic_auth; no or wrong credentials get 401; probes need none; plain HTTP
+gets no answer; bad web configs stop metrics at start with one error naming
+the file, line and key."""
+import http.client
+import json
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from base64 import b64encode
+
+import pytest
+
+from test_metrics import free_port, metrics_agent, wait_for  # noqa: F401
+
+pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="openssl not installed")
+
+
+def bcrypt(password):
+    import crypt  # libxcrypt's bcrypt, as htpasswd -B makes (deprecated module, still in 3.11)
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+
+
+@pytest.fixture
+def web(tmp_path):
+    """A certificate for 127.0.0.1 and a web config with user prom."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem"),
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    (tmp_path / "web.yml").write_text(
+        "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"
+        f"basic_auth_users:\n  prom: {bcrypt('s3cret')}\n")
+    return tmp_path
+
+
+def fetch(url, cafile, user=None, password=None):
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    req = urllib.request.Request(url)
+    if user:
+        req.add_header("Authorization", "Basic " + b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("WWW-Authenticate", "")
+
+
+def test_tls_and_basic_auth(metrics_agent, web):
+    a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(web / "web.yml"))
+    https = url.replace("http://", "https://")
+    ca = web / "cert.pem"
+    assert fetch(https + "/metrics", ca) == (401, 'Basic realm="gpulet"')
+    assert fetch(https + "/metrics", ca, "prom", "wrong")[0] == 401
+    assert fetch(https + "/metrics", ca, "eve", "s3cret")[0] == 401
+    status, body = fetch(https + "/metrics", ca, "prom", "s3cret")
+    assert status == 200 and "DCGM_FI_DEV_GPU_TEMP{" in body
+    assert fetch(https + "/metrics", ca, "prom", "s3cret")[0] == 200  # the remembered password
+    assert fetch(https + "/healthz", ca)[0] == 200                    # probes need no credentials
+    with pytest.raises((urllib.error.URLError, http.client.HTTPException, ConnectionError)):
+        urllib.request.urlopen(url + "/metrics", timeout=5)           # no plain HTTP
+
+
+@pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")
+def test_prometheus_scrapes_over_tls(metrics_agent, web, tmp_path):
+    a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(web / "web.yml"))
+    prom_port = free_port()
+    cfg = tmp_path / "prometheus.yml"
+    target = url[len("http://"):]
+    cfg.write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: gpulet\n    scheme: https\n    tls_config: {{ca_file: {web / 'cert.pem'}}}\n"
+        f"    basic_auth: {{username: prom, password: s3cret}}\n"
+        f"    static_configs: [{{targets: ['{target}']}}]\n"
+        f"  - job_name: intruder\n    scheme: https\n    tls_config: {{ca_file: {web / 'cert.pem'}}}\n"
+        f"    basic_auth: {{username: prom, password: guess}}\n"
+        f"    static_configs: [{{targets: ['{target}']}}]\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        api = f"http://127.0.0.1:{prom_port}/api/v1/"
+
+        def targets():
+            try:
+                with urllib.request.urlopen(api + "targets", timeout=2) as r:
+                    t = {x["labels"]["job"]: x for x in json.loads(r.read())["data"]["activeTargets"]}
+                return t if all(x["health"] != "unknown" for x in t.values()) and len(t) == 2 else None
+            except (OSError, ValueError, KeyError):
+                return None
+        t = wait_for(targets, timeout=30)
+        assert t, "Prometheus never scraped"
+        assert t["gpulet"]["health"] == "up", t["gpulet"]
+        assert t["intruder"]["health"] == "down" and "401" in t["intruder"]["lastError"]
+        with urllib.request.urlopen(api + "query?query=DCGM_FI_DEV_GPU_TEMP", timeout=2) as r:
+            assert json.loads(r.read())["data"]["result"]
+    finally:
+        prom.terminate()
+        prom.wait(timeout=10)
+
+
+BAD = [
+    ("tls_server_config:\n  cert_file: cert.pem\n", "tls_server_config needs key_file"),
+    ("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  client_ca_file: ca.pem\n",
+     "unknown key 'client_ca_file'"),
+    ("tls_server_config:\n  cert_file: c\n  key_file: k\n  client_auth_type: RequireAndVerifyClientCert\n",
+     "only NoClientCert is supported"),
+    ("basic_auth_users:\n  prom: plaintext\n", "prom: not a bcrypt hash"),
+    ("tls_server_config:\n  cert_file: missing.pem\n  key_file: key.pem\n", "missing.pem"),
+    ("basic_auth_users: [a, b]\n", "basic_auth_users must map user names to bcrypt hashes"),
+    ("tls: {\n", "web.yml:"),
+]
+
+
+@pytest.mark.parametrize("text,error", BAD)
+def test_bad_web_config(metrics_agent, web, text, error):
+    (web / "web.yml").write_text(text)
+    a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(web / "web.yml"), ready=False)
+    a.wait_log("metrics are off")
+    assert error in a.log(), a.log()
+    assert a.proc.poll() is None  # the device plugin runs on; no data is served unprotected
