@@ -2,7 +2,8 @@
 # Builds gpulet's container image with Debian's buildah: the release binary,
 # the simulator library, the C library and the libraries gpulet loads
 # (libmicrohttpd for /metrics; libcurl, its GnuTLS build, which shares
-# GnuTLS with libmicrohttpd, for the API server) with theirs, and
+# GnuTLS with libmicrohttpd, for the API server; libxcrypt for basic
+# auth) with theirs, and
 # the CA certificates. No shell, no package manager.
 # usage: scripts/image.sh [TAG [OCI_ARCHIVE]]
 #   TAG          default localhost/gpulet:<version>
@@ -35,7 +36,7 @@ install -D -m 0755 -s build-release/gpulet "$root/usr/bin/gpulet"
 install -D -m 0644 -s build-release/libgpulet-nvml-sim.so "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
 copy_deps build-release/gpulet
 copy_deps build-release/libgpulet-nvml-sim.so
-for lib in libmicrohttpd.so.12 libcurl-gnutls.so.4; do
+for lib in libmicrohttpd.so.12 libcurl-gnutls.so.4 libcrypt.so.1; do
     copy "$multiarch/$lib"
     copy_deps "$multiarch/$lib"
 done

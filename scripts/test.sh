@@ -129,7 +129,7 @@ image() {
     line=$(scripts/image.sh localhost/gpulet:test "$out" 2>&1) || { echo "$line" >&2; return 1; }
     echo "$line"
     kib=$(echo "$line" | sed -n 's/.*: \([0-9]*\) KiB unpacked.*/\1/p')
-    [ -n "$kib" ] && [ "$kib" -le 19531 ] || { echo "image over 20 MB unpacked" >&2; return 1; }
+    [ -n "$kib" ] && [ "$kib" -le 20480 ] || { echo "image over 20 MiB unpacked" >&2; return 1; }
 }
 if [ "$(id -u)" -eq 0 ] && command -v buildah >/dev/null; then
     check "container image" image
