@@ -34,6 +34,9 @@ struct http_security {
 int http_webconfig_parse(struct http_security *s, const char *source, const char *dir,
                          const char *text, size_t len, struct err *e);
 
+/* Reads and parses the web config file at path. */
+int http_webconfig_load(struct http_security *s, const char *path, struct err *e);
+
 /* What a handler answers: status, content type and a body, either copied
  * from body or shared: then release(release_ctx) runs once the response is
  * done with it, so many responses in flight use one buffer. */

@@ -70,6 +70,22 @@ static int webconfig_users(struct ydoc *d, yaml_node_t *users, struct http_secur
     return 0;
 }
 
+/* The whole file's settings from a loaded document. */
+static int webconfig_doc(struct ydoc *d, struct http_security *s, const char *dir, struct err *e)
+{
+    static const char *const known[] = {"tls_server_config", "basic_auth_users", NULL};
+    yaml_node_t *root = ydoc_root(d), *n;
+    if (!root)
+        return 0;
+    if (ydoc_check_keys(d, root, "web config (tls_server_config, basic_auth_users)", known, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "tls_server_config")) && webconfig_tls(d, n, s, dir, e) < 0)
+        return -1;
+    if ((n = ydoc_get(d, root, "basic_auth_users")) && webconfig_users(d, n, s, e) < 0)
+        return -1;
+    return 0;
+}
+
 int http_webconfig_parse(struct http_security *s, const char *source, const char *dir,
                          const char *text, size_t len, struct err *e)
 {
@@ -77,15 +93,26 @@ int http_webconfig_parse(struct http_security *s, const char *source, const char
     struct ydoc d;
     if (ydoc_load(&d, source, text, len, e) < 0)
         return -1;
-    static const char *const known[] = {"tls_server_config", "basic_auth_users", NULL};
-    yaml_node_t *root = ydoc_root(&d), *n;
-    int rc = 0;
-    if (root && ydoc_check_keys(&d, root, "web config (tls_server_config, basic_auth_users)", known, e) < 0)
-        rc = -1;
-    if (rc == 0 && root && (n = ydoc_get(&d, root, "tls_server_config")))
-        rc = webconfig_tls(&d, n, s, dir, e);
-    if (rc == 0 && root && (n = ydoc_get(&d, root, "basic_auth_users")))
-        rc = webconfig_users(&d, n, s, e);
+    int rc = webconfig_doc(&d, s, dir, e);
+    ydoc_free(&d);
+    return rc;
+}
+
+int http_webconfig_load(struct http_security *s, const char *path, struct err *e)
+{
+    memset(s, 0, sizeof *s);
+    /* Relative files are taken from the config file's directory. */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    struct ydoc d;
+    if (ydoc_load_file(&d, path, e) < 0)
+        return -1;
+    int rc = webconfig_doc(&d, s, dir, e);
     ydoc_free(&d);
     return rc;
 }

@@ -3,7 +3,6 @@
  * thread's lifetime. */
 #include "metrics/metrics.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,30 +310,6 @@ void metrics_on_allocate(struct metrics *m)
 
 /* --- lifetime ------------------------------------------------------------------- */
 
-/* TLS and basic auth from the exporter-toolkit web config file, if any. */
-static int metrics_web_config(const char *path, struct http_security *sec, struct err *e)
-{
-    memset(sec, 0, sizeof *sec);
-    if (!path[0])
-        return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, "--web-config-file %s: %s", path, strerror(errno));
-    char *text = xmalloc(65537);
-    size_t n = fread(text, 1, 65536, f);
-    fclose(f);
-    char dir[CONFIG_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        strcpy(dir, ".");
-    int rc = http_webconfig_parse(sec, path, dir, text, n, e);
-    free(text);
-    return rc;
-}
-
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
                   const struct config *cfg, const struct metrics_hooks *hooks, struct err *e)
@@ -374,8 +349,8 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
         metrics_on_device(m, i, 0, &devs[i]);
     metrics_sampler_init(&m->sampler, n, inv, devs, &m->collectors, cfg->metrics_interval_ms);
     metrics_procs_init(&m->sampler.procs, cfg);
-    struct http_security sec;
-    if (metrics_web_config(cfg->web_config_file, &sec, e) < 0 ||
+    struct http_security sec = {0};
+    if ((cfg->web_config_file[0] && http_webconfig_load(&sec, cfg->web_config_file, e) < 0) ||
         http_start(&m->http, loop, cfg->metrics_listen, NULL, &sec, metrics_http, m, e) < 0) {
         metrics_sampler_free(&m->sampler);
         metrics_state_free(&m->state);
