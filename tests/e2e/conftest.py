@@ -4,6 +4,7 @@ operator sees: the Node, pods, the kubelet's own behaviour.
 
 Needs root, ../shared/k8s (or $GPULET_K8S) and kubectl; otherwise every test
 here is skipped with the reason."""
+import contextlib
 import json
 import os
 import shutil
@@ -158,6 +159,25 @@ def gpulet(cluster):
         yield proc
     finally:
         # First: its socket lives in the directory `cluster.sh down` removes.
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        log.close()
+
+
+@contextlib.contextmanager
+def extra_gpulet(cluster, name, *args):
+    """A second gpulet beside the session's (its own resource names), on a
+    simulator control socket of its own, logging to <base>/gpulet-<name>.log.
+    Yields the environment in which `gpulet sim` reaches it."""
+    base = Path(cluster.base)
+    env = dict(cluster.env, GPULET_SIM_LIB=SIM_LIB, GPULET_SIM_CONTROL=str(base / f"sim-{name}.sock"))
+    log = open(base / f"gpulet-{name}.log", "w")
+    proc = subprocess.Popen([GPULET, "agent", "--kubelet-root", "/var/lib/kubelet", "--labels", "none",
+                             "--status-socket", str(base / f"gpulet-{name}.sock"), *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield env
+    finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
         log.close()

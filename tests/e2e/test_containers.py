@@ -5,14 +5,13 @@ driver-root): a pod asking for one sees its device nodes, the driver's
 libraries at their file names and sonames, and a binary it can run; a pod
 asking for none sees nothing of the driver."""
 import json
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SIM_LIB
+from conftest import GPULET, extra_gpulet
 
 VERSION = "580.159.04"
 CONFIG = "version: v1\nresources:\n  gpus: [{pattern: '*', name: t4}]\n"
@@ -24,21 +23,11 @@ def injecting(cluster, gpulet):
     root = base / "driver-stand-in"
     subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, timeout=30)
     (base / "t4.yaml").write_text(CONFIG)
-    log = open(base / "gpulet-t4.log", "w")
-    env = cluster.env
-    proc = subprocess.Popen(
-        [GPULET, "agent", "--simulate", "t4", "--kubelet-root", "/var/lib/kubelet",
-         "--nvidia-driver-root", str(root), "--nvidia-dev-root", env["K8S_DEV_ROOT"],
-         "--device-list-strategy", "driver-mounts", "--no-metrics", "--labels", "none",
-         "--config-file", str(base / "t4.yaml"), "--status-socket", str(base / "gpulet-t4.sock")],
-        stdout=log, stderr=subprocess.STDOUT,
-        env=dict(env, GPULET_SIM_LIB=SIM_LIB, GPULET_SIM_CONTROL=str(base / "sim-t4.sock")))
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
-        log.close()
+    with extra_gpulet(cluster, "t4", "--simulate", "t4", "--nvidia-driver-root", str(root),
+                      "--nvidia-dev-root", cluster.env["K8S_DEV_ROOT"],
+                      "--device-list-strategy", "driver-mounts", "--no-metrics",
+                      "--config-file", str(base / "t4.yaml")) as env:
+        yield env
 
 
 def run_pod(cluster, name, limits, script):

@@ -8,7 +8,6 @@ sharing pods' processes through their real cgroups and the kubelet's real
 /var/log/containers links."""
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SIM_LIB
+from conftest import GPULET, extra_gpulet
 
 SHARED_METRICS = "127.0.0.1:19403"
 CONFIG = """version: v1
@@ -33,24 +32,15 @@ sharing:
 @pytest.fixture(scope="module")
 def shared(cluster, gpulet):
     env = cluster.env
-    base = Path(cluster.base)
-    (base / "sharing.yaml").write_text(CONFIG)
-    log = open(base / "gpulet-sharing.log", "w")
-    proc = subprocess.Popen(
-        [GPULET, "agent", "--simulate", "l4-pcie", "--kubelet-root", "/var/lib/kubelet",
-         "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs",
-         "--metrics-listen", SHARED_METRICS, "--metrics-interval-ms", "500",
-         "--pod-resources-kubelet-socket", env["K8S_POD_RESOURCES_SOCKET"],
-         "--pod-resources-interval-ms", "1000", "--labels", "none", "--status-socket", str(base / "gpulet-sharing.sock"),
-         "--health-probe-ms", "200", "--config-file", str(base / "sharing.yaml")],
-        stdout=log, stderr=subprocess.STDOUT,
-        env=dict(env, GPULET_SIM_LIB=SIM_LIB, GPULET_SIM_CONTROL=str(base / "sim-sharing.sock")))
-    try:
-        yield dict(env, GPULET_SIM_CONTROL=str(base / "sim-sharing.sock"))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
-        log.close()
+    config = Path(cluster.base) / "sharing.yaml"
+    config.write_text(CONFIG)
+    with extra_gpulet(cluster, "sharing", "--simulate", "l4-pcie",
+                      "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs",
+                      "--metrics-listen", SHARED_METRICS, "--metrics-interval-ms", "500",
+                      "--pod-resources-kubelet-socket", env["K8S_POD_RESOURCES_SOCKET"],
+                      "--pod-resources-interval-ms", "1000", "--health-probe-ms", "200",
+                      "--config-file", str(config)) as sim_env:
+        yield sim_env
 
 
 def resource(cluster, name, field="allocatable"):
