@@ -141,8 +141,9 @@ static void *procs_room(void *buf, unsigned *cap, unsigned want, size_t size)
     return xmalloc(*cap * size);
 }
 
-/* The compute processes of one GPU: how many, or -1 when NVML failed. */
-static int procs_list(struct metrics_sampler *s, nvmlDevice_t h, bool *lost)
+/* The compute processes of one GPU: how many, or -1 when NVML failed. A
+ * lost GPU is not counted as an error: the cheap reads have found it. */
+static int procs_list(struct metrics_sampler *s, nvmlDevice_t h)
 {
     struct metrics_procs *p = &s->procs;
     for (int tries = 0; tries < 3; tries++) {
@@ -151,9 +152,7 @@ static int procs_list(struct metrics_sampler *s, nvmlDevice_t h, bool *lost)
         if (rc == NVML_SUCCESS)
             return (int)count;
         if (rc != NVML_ERROR_INSUFFICIENT_SIZE) {
-            if (rc == NVML_ERROR_GPU_IS_LOST)
-                *lost = true;
-            else if (rc != NVML_ERROR_NOT_SUPPORTED)
+            if (rc != NVML_ERROR_GPU_IS_LOST && rc != NVML_ERROR_NOT_SUPPORTED)
                 s->nvml_errors[FN_PROCS]++;
             return -1;
         }
@@ -248,8 +247,7 @@ void metrics_procs_sample(struct metrics_sampler *s, const bool *lost)
     struct procs_pid *pids = xmalloc(cap * sizeof *pids);
     bool reread = false;
     for (unsigned i = 0; i < count; i++) {
-        bool gone = false;
-        int n = lost[i] || !s->g[i].handle ? -1 : procs_list(s, s->g[i].handle, &gone);
+        int n = lost[i] || !s->g[i].handle ? -1 : procs_list(s, s->g[i].handle);
         if (n <= 0)
             continue;
         unsigned nutil = procs_util(s, i, s->g[i].handle);
