@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics/collectors.h"
 #include "util/log.h"
@@ -20,6 +21,56 @@ static void agent_stop(struct agent *a, const char *why)
     uv_stop(&a->loop);
 }
 
+static void agent_config_applied(struct agent *a, const struct config_text *named)
+{
+    snprintf(a->config_state.name, sizeof a->config_state.name, "%s", named ? named->name : "");
+    a->config_state.last_ok = true;
+    a->config_state.last_ok_time = (double)time(NULL);
+    metrics_on_config(a->metrics, &a->config_state);
+}
+
+int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
+{
+    struct config next;
+    if (config_load(&next, &a->args, named, e) < 0)
+        return -1;
+    if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
+        strcmp(next.nvml_path, a->cfg.nvml_path) || strcmp(next.config_map, a->cfg.config_map))
+        log_warn("reload: kubelet-root, simulate, nvml and config-map changes take effect at "
+                 "restart");
+    if (strcmp(next.metrics_listen, a->cfg.metrics_listen) || strcmp(next.collectors, a->cfg.collectors) ||
+        next.metrics_interval_ms != a->cfg.metrics_interval_ms || next.no_metrics != a->cfg.no_metrics)
+        log_warn("reload: metrics settings take effect at restart");
+    strcpy(next.kubelet_root, a->cfg.kubelet_root);
+    strcpy(next.simulate, a->cfg.simulate);
+    strcpy(next.nvml_path, a->cfg.nvml_path);
+    strcpy(next.config_map, a->cfg.config_map);
+    struct config old = a->cfg;
+    a->cfg = next;
+    struct plugin_resource *check = NULL;
+    unsigned nchecked = 0;
+    if (agent_check_mig(a, e) < 0 || agent_mps_check(&a->cfg, e) < 0 ||
+        (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, e) < 0)) {
+        a->cfg = old;
+        return -1;
+    }
+    plugin_resources_free(check, nchecked);
+    log_set_level((enum log_level)a->cfg.log_level);
+    config_log(&a->cfg);
+    agent_config_applied(a, named);
+    if (a->facts_known)
+        agent_labels_start(a, &old);
+    if (!a->nplugins && !a->restart_pending)
+        return 0; /* not serving yet (start-up), or NVML never started */
+    agent_plugin_stop(a);
+    /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
+     * in the next loop iteration, after those closes have let go of the
+     * socket's directory watch. A second reload meanwhile only re-arms it. */
+    a->restart_pending = true;
+    uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
+    return 0;
+}
+
 static void agent_on_signal(uv_signal_t *s, int signum)
 {
     struct agent *a = s->data;
@@ -27,45 +78,14 @@ static void agent_on_signal(uv_signal_t *s, int signum)
         agent_stop(a, signum == SIGINT ? "received SIGINT" : "received SIGTERM");
         return;
     }
-    /* Reload: a bad new config is reported and the running one kept. */
-    struct config next;
+    struct config_text buf;
     struct err e;
-    if (config_load(&next, &a->args, &e) < 0) {
+    if (agent_reload(a, agent_nodeconfig_text(a, &buf), &e) < 0) {
         log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
-        return;
+        a->config_state.last_ok = false;
+        a->config_state.failures++;
+        metrics_on_config(a->metrics, &a->config_state);
     }
-    if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
-        strcmp(next.nvml_path, a->cfg.nvml_path))
-        log_warn("SIGHUP: kubelet-root, simulate and nvml changes take effect at restart");
-    if (strcmp(next.metrics_listen, a->cfg.metrics_listen) || strcmp(next.collectors, a->cfg.collectors) ||
-        next.metrics_interval_ms != a->cfg.metrics_interval_ms || next.no_metrics != a->cfg.no_metrics)
-        log_warn("SIGHUP: metrics settings take effect at restart");
-    strcpy(next.kubelet_root, a->cfg.kubelet_root);
-    strcpy(next.simulate, a->cfg.simulate);
-    strcpy(next.nvml_path, a->cfg.nvml_path);
-    struct config old = a->cfg;
-    a->cfg = next;
-    struct plugin_resource *check = NULL;
-    unsigned nchecked = 0;
-    if (agent_check_mig(a, &e) < 0 || agent_mps_check(&a->cfg, &e) < 0 ||
-        (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, &e) < 0)) {
-        log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
-        a->cfg = old;
-        return;
-    }
-    plugin_resources_free(check, nchecked);
-    log_set_level((enum log_level)a->cfg.log_level);
-    config_log(&a->cfg);
-    if (a->facts_known)
-        agent_labels_start(a, &old);
-    if (!a->nplugins && !a->restart_pending)
-        return; /* NVML never started (fail-on-init-error false): nothing to serve */
-    agent_plugin_stop(a);
-    /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
-     * in the next loop iteration, after those closes have let go of the
-     * socket's directory watch. A second SIGHUP meanwhile only re-arms it. */
-    a->restart_pending = true;
-    uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
 }
 
 static void agent_restart(uv_timer_t *t)
@@ -74,7 +94,8 @@ static void agent_restart(uv_timer_t *t)
     a->restart_pending = false;
     struct err e;
     if (agent_plugin_start(a, &e) < 0)
-        log_error("SIGHUP: device plugin did not restart: %s", e.msg);
+        log_error("reload: device plugin did not restart: %s", e.msg);
+    agent_labels_refresh(a); /* replicas and sharing are the restarted plugins' */
 }
 
 static void agent_close_walk(uv_handle_t *h, void *arg)
@@ -93,6 +114,7 @@ static void agent_shutdown(struct agent *a)
     agent_labels_stop(a);
     agent_health_stop(a);
     agent_status_stop(a);
+    agent_nodeconfig_stop(a);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
@@ -103,6 +125,7 @@ static void agent_shutdown(struct agent *a)
     if (uv_loop_close(&a->loop) != 0)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
+    agent_nodeconfig_free(a);
     agent_driver_stop(a);
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
@@ -118,7 +141,7 @@ int agent_run(const struct config_args *args)
     a->args = *args;
     int rc = 1;
     struct err e;
-    if (config_load(&a->cfg, &a->args, &e) < 0) {
+    if (config_load(&a->cfg, &a->args, NULL, &e) < 0) {
         log_error("%s", e.msg);
         goto out;
     }
@@ -147,6 +170,8 @@ int agent_run(const struct config_args *args)
         sigs[i]->data = a;
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
+    agent_config_applied(a, NULL);
+    agent_nodeconfig_start(a);
     rc = agent_start(a);
     if (rc == 0)
         uv_run(&a->loop, UV_RUN_DEFAULT);

@@ -64,7 +64,25 @@ struct agent {
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
     bool driver_ok;
+    struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
+    struct metrics_config config_state;  /* reloads, for metrics */
 };
+
+/* Applies the configuration again (SIGHUP, or the node's config changed):
+ * named replaces --config-file where not NULL. A config that fails is
+ * refused with e, and the running one kept. */
+int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
+
+/* Per-node configuration (nodeconfig.c): with --config-map, watches the
+ * Node's label and the ConfigMap and applies the chosen named config. start
+ * waits (up to 10 s) for the API's first answer and applies it before
+ * anything is served; stop ends the watches; free after the loop closed. */
+void agent_nodeconfig_start(struct agent *a);
+void agent_nodeconfig_stop(struct agent *a);
+void agent_nodeconfig_free(struct agent *a);
+
+/* The named config in the running configuration (buf filled), or NULL. */
+const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf);
 
 /* Start-up (start.c): 0, or 1 to exit. */
 int agent_start(struct agent *a);

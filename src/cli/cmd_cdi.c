@@ -79,7 +79,7 @@ int cmd_cdi(int argc, char **argv)
         fputs(cdi_usage, stdout);
         return CLI_OK;
     }
-    if (config_load(&cfg, &args, &e) < 0)
+    if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_usage_error("cdi", "%s", e.msg);
     struct nvml n;
     struct gpu_inventory inv;

@@ -56,7 +56,7 @@ int cmd_labels(int argc, char **argv)
         fputs(labels_usage, stdout);
         return CLI_OK;
     }
-    if (config_load(&cfg, &args, &e) < 0) {
+    if (config_load(&cfg, &args, NULL, &e) < 0) {
         fprintf(stderr, "gpulet labels: %s\n", e.msg);
         return CLI_USAGE;
     }

@@ -139,6 +139,12 @@ static const struct config_opt options[] = {
      "kubeconfig for the API server (default: the pod's service account)"},
     {"node-name", "NODE_NAME", NULL, T_STRING, S(node_name), NULL, "",
      "the Node whose labels gpulet keeps (--labels api)"},
+    {"config-map", "GPULET_CONFIG_MAP", NULL, T_STRING, S(config_map), NULL, "",
+     "[namespace/]name of a ConfigMap of named configs, one chosen per node by --config-label"},
+    {"default-config", "DEFAULT_CONFIG", NULL, T_STRING, S(default_config), NULL, "",
+     "the named config for nodes without the label (default: 'default', or the only one)"},
+    {"config-label", "NODE_LABEL", NULL, T_STRING, S(config_label), NULL,
+     "nvidia.com/device-plugin.config", "the Node label whose value names the node's config"},
 };
 #define NOPTS (sizeof options / sizeof *options)
 _Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char *),
@@ -446,6 +452,11 @@ static int config_check(const struct config *c, struct err *e)
         return err_set(e, "--accelerator-label '%s' is not a valid label key", c->accelerator_label);
     if (c->labels_output == CONFIG_LABELS_FILE && !c->output_file[0])
         return err_set(e, "--labels file needs --output-file");
+    if (c->config_map[0] && !c->node_name[0])
+        return err_set(e, "--config-map needs the Node's name: set NODE_NAME (from the downward "
+                          "API, spec.nodeName) or --node-name");
+    if (c->config_map[0] && !config_label_key_ok(c->config_label))
+        return err_set(e, "--config-label '%s' is not a valid label key", c->config_label);
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
         return err_set(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
                           "API, spec.nodeName) or --node-name");
@@ -460,7 +471,8 @@ static size_t config_index(const char *flag)
     return i;
 }
 
-int config_load(struct config *c, const struct config_args *a, struct err *e)
+int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
+                struct err *e)
 {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NOPTS; i++)
@@ -469,7 +481,10 @@ int config_load(struct config *c, const struct config_args *a, struct err *e)
     const char *file = a->values[config_index("config-file")];
     if (!file)
         file = getenv("CONFIG_FILE");
-    if (file && *file) {
+    if (named) {
+        if (config_apply_yaml(c, named->source, named->text, named->len, e) < 0)
+            return -1;
+    } else if (file && *file) {
         if (config_file(c, file, e) < 0)
             return -1;
         snprintf(c->config_file, sizeof c->config_file, "%s", file);

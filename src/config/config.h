@@ -110,20 +110,35 @@ struct config {
     char accelerator_label[64];         /* the key; empty: no accelerator label */
     char kubeconfig[CONFIG_PATH_MAX];   /* empty: in-cluster credentials */
     char node_name[128];                /* the Node to label */
+    /* per-node configuration (NVIDIA's config-manager, built in) */
+    char config_map[256];               /* [namespace/]name of the named configs; empty: off */
+    char default_config[64];            /* the config for nodes without the label */
+    char config_label[128];             /* the Node label that names a config */
+};
+
+/* A config file's text that replaces --config-file: the named config the
+ * node's label chose. source names it in errors. */
+struct config_text {
+    const char *name;                   /* the config's name */
+    const char *source;
+    const char *text;
+    size_t len;
 };
 
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */
 struct config_args {
-    const char *values[48];             /* per option; NULL when not given */
+    const char *values[64];             /* per option; NULL when not given */
     bool help;
 };
 
 /* Parses `gpulet agent` flags (argv[0] is "agent"). */
 int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e);
 
-/* Builds the configuration: defaults, then the file (from the flag or
- * CONFIG_FILE), then the environment, then the flags. */
-int config_load(struct config *c, const struct config_args *a, struct err *e);
+/* Builds the configuration: defaults, then the file (named, where not
+ * NULL, else the flag's or CONFIG_FILE's), then the environment, then the
+ * flags. */
+int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
+                struct err *e);
 
 /* Applies a `version: v1` config file's text over c (errors name source:line:col). */
 int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,
@@ -136,6 +151,38 @@ void config_usage(FILE *out);
  * dev root): inside its container, the container driver root, for the
  * driver root and a dev root that is the driver root. */
 const char *config_read_root(const struct config *c, const char *host_root);
+
+/* --- per-node configuration (named.c) ---------------------------------------- */
+
+/* One named config: a key of the ConfigMap and its text. */
+struct config_named {
+    char *name;
+    char *text;
+    size_t len;
+};
+
+/* A ConfigMap's configs, sorted by name; owns its strings. */
+struct config_named_set {
+    struct config_named *items;
+    unsigned count;
+};
+
+/* The data of a ConfigMap object (JSON from the API). */
+int config_named_parse(struct config_named_set *s, const char *json, size_t len, struct err *e);
+void config_named_free(struct config_named_set *s);
+
+/* The value of the Node's label key (JSON from the API); "" without it. */
+int config_node_label(const char *json, size_t len, const char *key, char *out, size_t outlen,
+                      struct err *e);
+
+/* Which config applies, as NVIDIA's config-manager chooses: the one the
+ * label names, else default_name, else one named "default", else the only
+ * one. *out NULL with 0: none applies (no configs, or several without a
+ * default). -1 when the label or default_name names a missing config.
+ * *why says what chose. */
+int config_named_choose(const struct config_named_set *s, const char *label,
+                        const char *default_name, const struct config_named **out,
+                        const char **why, struct err *e);
 
 /* Logs the effective configuration, one line. */
 void config_log(const struct config *c);

@@ -68,7 +68,6 @@ void kube_response_free(struct kube_response *r)
 
 struct kube_transfer {
     struct kube_response *r;
-    atomic_bool *stop;
     bool too_big;
 };
 
@@ -86,8 +85,8 @@ static size_t kube_write(char *data, size_t size, size_t n, void *ctx)
 static int kube_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     (void)dt, (void)dn, (void)ut, (void)un;
-    struct kube_transfer *t = ctx;
-    return t->stop && atomic_load(t->stop) ? 1 : 0;
+    atomic_bool *stop = ctx;
+    return stop && atomic_load(stop) ? 1 : 0;
 }
 
 /* The bearer token: the kubeconfig's, else the token file's current content. */
@@ -137,14 +136,17 @@ static void kube_tls(CURL *h, const struct kube_creds *c)
     }
 }
 
-int kube_request(const struct kube_creds *c, const char *method, const char *path,
-                 const char *content_type, const char *body, struct kube_response *r,
-                 atomic_bool *stop, struct err *e)
+/* One transfer: the common part of kube_request and kube_stream. write
+ * takes the body as it comes; timeout_s 0 is no limit (a watch). */
+static int kube_perform(const struct kube_creds *c, const char *method, const char *path,
+                        const char *content_type, const char *body, curl_write_callback write,
+                        void *write_ctx, atomic_bool *stop, long timeout_s, long *status,
+                        char *curl_err, struct err *e)
 {
-    memset(r, 0, sizeof *r);
+    *status = 0;
     if (kube_client_init(e) < 0)
         return -1;
-    char token[8192], url[KUBE_PATH_MAX + 256], header[8300];
+    char token[8192], url[1536], header[8300];
     if (kube_token(c, token, sizeof token, e) < 0)
         return -1;
     snprintf(url, sizeof url, "%s%s", c->server, path);
@@ -160,40 +162,102 @@ int kube_request(const struct kube_creds *c, const char *method, const char *pat
         snprintf(header, sizeof header, "Content-Type: %s", content_type);
         headers = curl.slist_append(headers, header);
     }
-    struct kube_transfer t = {r, stop, false};
-    char curl_err[CURL_ERROR_SIZE] = "";
+    curl_err[0] = '\0';
     curl.setopt(h, CURLOPT_URL, url);
     curl.setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl.setopt(h, CURLOPT_HTTPHEADER, headers);
     curl.setopt(h, CURLOPT_USERAGENT, "gpulet");
     curl.setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl.setopt(h, CURLOPT_CONNECTTIMEOUT, KUBE_CONNECT_TIMEOUT_S);
-    curl.setopt(h, CURLOPT_TIMEOUT, KUBE_TIMEOUT_S);
+    curl.setopt(h, CURLOPT_TIMEOUT, timeout_s);
     curl.setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl.setopt(h, CURLOPT_WRITEFUNCTION, kube_write);
-    curl.setopt(h, CURLOPT_WRITEDATA, &t);
+    curl.setopt(h, CURLOPT_WRITEFUNCTION, write);
+    curl.setopt(h, CURLOPT_WRITEDATA, write_ctx);
     curl.setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl.setopt(h, CURLOPT_XFERINFOFUNCTION, kube_progress);
-    curl.setopt(h, CURLOPT_XFERINFODATA, &t);
+    curl.setopt(h, CURLOPT_XFERINFODATA, stop);
     curl.setopt(h, CURLOPT_ERRORBUFFER, curl_err);
     if (body)
         curl.setopt(h, CURLOPT_POSTFIELDS, body);
     kube_tls(h, c);
     CURLcode rc = curl.perform(h);
     if (rc == CURLE_OK)
-        curl.getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+        curl.getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    else if (!curl_err[0])
+        snprintf(curl_err, CURL_ERROR_SIZE, "%s", curl.strerror(rc));
     curl.cleanup(h);
     curl.slist_free(headers);
-    if (rc != CURLE_OK) {
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+int kube_request(const struct kube_creds *c, const char *method, const char *path,
+                 const char *content_type, const char *body, struct kube_response *r,
+                 atomic_bool *stop, struct err *e)
+{
+    memset(r, 0, sizeof *r);
+    struct kube_transfer t = {r, false};
+    char curl_err[CURL_ERROR_SIZE];
+    struct err pe = {""};
+    if (kube_perform(c, method, path, content_type, body, kube_write, &t, stop, KUBE_TIMEOUT_S,
+                     &r->status, curl_err, &pe) < 0) {
         kube_response_free(r);
         r->status = 0;
+        if (pe.msg[0])
+            return err_set(e, "%s", pe.msg);
         if (t.too_big)
             return err_set(e, "%s %s%s: the answer is over %u bytes", method, c->server, path,
                            KUBE_MAX_BODY);
-        return err_set(e, "%s %s%s: %s", method, c->server, path,
-                       curl_err[0] ? curl_err : curl.strerror(rc));
+        return err_set(e, "%s %s%s: %s", method, c->server, path, curl_err);
     }
     if (!r->body.data)
         strbuf_append(&r->body, "", 0);
+    return 0;
+}
+
+/* A stream's lines, handed on one at a time. */
+struct kube_lines {
+    struct strbuf line;
+    kube_line_fn on_line;
+    void *ctx;
+    bool too_big;
+};
+
+static size_t kube_write_lines(char *data, size_t size, size_t n, void *arg)
+{
+    struct kube_lines *l = arg;
+    for (size_t i = 0; i < size * n; i++) {
+        if (data[i] != '\n') {
+            if (l->line.len >= KUBE_MAX_BODY) {
+                l->too_big = true;
+                return 0;
+            }
+            strbuf_append(&l->line, &data[i], 1);
+            continue;
+        }
+        if (l->line.len && l->on_line(l->ctx, l->line.data, l->line.len) < 0)
+            return 0;
+        l->line.len = 0;
+    }
+    return size * n;
+}
+
+int kube_stream(const struct kube_creds *c, const char *path, kube_line_fn on_line, void *ctx,
+                atomic_bool *stop, long *status, struct err *e)
+{
+    struct kube_lines l = {{0}, on_line, ctx, false};
+    char curl_err[CURL_ERROR_SIZE];
+    struct err pe = {""};
+    int rc = kube_perform(c, "GET", path, NULL, NULL, kube_write_lines, &l, stop, 0, status,
+                          curl_err, &pe);
+    if (rc == 0 && l.line.len && *status == 200)
+        on_line(ctx, l.line.data, l.line.len);
+    strbuf_free(&l.line);
+    if (rc < 0) {
+        if (pe.msg[0])
+            return err_set(e, "%s", pe.msg);
+        if (l.too_big)
+            return err_set(e, "GET %s%s: a line is over %u bytes", c->server, path, KUBE_MAX_BODY);
+        return err_set(e, "GET %s%s: %s", c->server, path, curl_err);
+    }
     return 0;
 }

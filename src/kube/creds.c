@@ -242,3 +242,27 @@ int kube_creds_load(struct kube_creds *c, const char *path, struct err *e)
     strbuf_free(&text);
     return rc;
 }
+
+void kube_namespace(char *out, size_t len)
+{
+    const char *env = getenv("POD_NAMESPACE");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return;
+    }
+    const char *dir = getenv("GPULET_SERVICEACCOUNT_DIR");
+    char path[KUBE_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/namespace", dir && *dir ? dir : KUBE_SA_DIR);
+    snprintf(out, len, "default");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char buf[256];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = '\0';
+    if (n)
+        snprintf(out, len, "%s", buf);
+}

@@ -61,6 +61,49 @@ int kube_request(const struct kube_creds *c, const char *method, const char *pat
 
 void kube_response_free(struct kube_response *r);
 
+/* Takes one line of a stream; -1 ends the stream. */
+typedef int (*kube_line_fn)(void *ctx, const char *line, size_t len);
+
+/* A GET whose answer is read line by line as it comes (a watch), with no
+ * time limit: it ends when the server ends it, or when stop is set (within
+ * about a second). *status gets the HTTP status. */
+int kube_stream(const struct kube_creds *c, const char *path, kube_line_fn on_line, void *ctx,
+                atomic_bool *stop, long *status, struct err *e);
+
+/* The namespace gpulet runs in: $POD_NAMESPACE, else the service
+ * account's, else "default". */
+void kube_namespace(char *out, size_t len);
+
+/* --- watching one object (watch.c) ----------------------------------------------- */
+
+/* The object as it is now, as JSON text, or NULL when there is none (not
+ * created yet, or deleted). Called on the watch's thread, at the first
+ * answer and on every change (and again after a relist). */
+typedef void (*kube_object_fn)(void *ctx, const char *json, size_t len);
+/* Why the object cannot be read now (the watch retries with backoff);
+ * called on the watch's thread, once per distinct failure. */
+typedef void (*kube_failure_fn)(void *ctx, const char *msg);
+
+struct kube_watch_spec {
+    const char *collection;         /* /api/v1/nodes, /api/v1/namespaces/NS/configmaps */
+    const char *name;
+    kube_object_fn on_object;
+    kube_failure_fn on_failure;
+    void *ctx;
+};
+
+struct kube_watch;
+
+/* Lists the one object (fieldSelector metadata.name) and then watches it,
+ * on a thread of its own, until stopped: a relist after the watch expires,
+ * backoff from 1 to 30 s while the API cannot be reached. c must outlive
+ * the watch. */
+int kube_watch_start(struct kube_watch **out, const struct kube_creds *c,
+                     const struct kube_watch_spec *spec, struct err *e);
+
+/* Ends the watch and waits for its thread (at most about a second). */
+void kube_watch_stop(struct kube_watch *w);
+
 /* Decodes base64 (the *-data fields); false on a bad character. */
 bool kube_base64_decode(const char *in, size_t len, struct strbuf *out);
 

@@ -58,6 +58,7 @@ struct metrics_state {
     unsigned long long scrapes;      /* /metrics answered; rendered at the next sample */
     unsigned long long podres_errors;
     double podres_last_ok;           /* wall seconds of the last good List; 0 never */
+    struct metrics_config config;
 };
 
 /* One GPU's reading: value per collector, and whether it has one. */

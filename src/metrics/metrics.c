@@ -100,6 +100,7 @@ void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
     d->scrapes = s->scrapes;
     d->podres_errors = s->podres_errors;
     d->podres_last_ok = s->podres_last_ok;
+    d->config = s->config;
 }
 
 /* --- the sampler thread --------------------------------------------------- */
@@ -242,6 +243,15 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
     md->last_xid = d->last_xid;
     memcpy(md->xids, d->xids, sizeof md->xids);
     memcpy(md->resource, d->resource, sizeof md->resource);
+    uv_mutex_unlock(&m->lock);
+}
+
+void metrics_on_config(struct metrics *m, const struct metrics_config *c)
+{
+    if (!m)
+        return;
+    uv_mutex_lock(&m->lock);
+    m->state.config = *c;
     uv_mutex_unlock(&m->lock);
 }
 

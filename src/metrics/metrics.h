@@ -37,6 +37,19 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
 /* Pods changed (an Allocate happened): refresh the pod labels soon. */
 void metrics_on_allocate(struct metrics *m);
 
+/* The agent's configuration reloads (SIGHUP, the node's label, its
+ * ConfigMap), for the gpulet_config_* series. */
+struct metrics_config {
+    char name[64];                   /* the named config in use; empty: none */
+    bool last_ok;                    /* the last reload was applied */
+    double last_ok_time;             /* wall seconds of the last applied config */
+    unsigned long long failures;     /* reloads refused, since start */
+};
+
+/* The configuration changed, or a reload was refused (loop thread; m may
+ * be NULL). */
+void metrics_on_config(struct metrics *m, const struct metrics_config *c);
+
 /* Stops the sampler thread and the endpoint; frees once libuv is done. */
 void metrics_stop(struct metrics *m);
 

@@ -187,6 +187,24 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
                        "# TYPE gpulet_podresources_last_success_timestamp_seconds gauge\n"
                        "gpulet_podresources_last_success_timestamp_seconds %.3f\n",
                   s->podres_errors, s->podres_last_ok);
+    const struct metrics_config *cf = &s->config;
+    strbuf_printf(out, "# HELP gpulet_config_last_reload_successful Whether the last configuration "
+                       "change (SIGHUP, the node's config label, its ConfigMap) was applied.\n"
+                       "# TYPE gpulet_config_last_reload_successful gauge\n"
+                       "gpulet_config_last_reload_successful %d\n"
+                       "# HELP gpulet_config_last_reload_success_timestamp_seconds When the "
+                       "running configuration was applied.\n"
+                       "# TYPE gpulet_config_last_reload_success_timestamp_seconds gauge\n"
+                       "gpulet_config_last_reload_success_timestamp_seconds %.3f\n"
+                       "# HELP gpulet_config_reload_failures_total Configuration changes refused "
+                       "(the running configuration was kept).\n"
+                       "# TYPE gpulet_config_reload_failures_total counter\n"
+                       "gpulet_config_reload_failures_total %llu\n"
+                       "# HELP gpulet_config_info The named config in use (empty: none).\n"
+                       "# TYPE gpulet_config_info gauge\ngpulet_config_info{",
+                  cf->last_ok ? 1 : 0, cf->last_ok_time, cf->failures);
+    render_label(out, "config", cf->name, true);
+    strbuf_puts(out, "} 1\n");
 }
 
 /* Per-container usage of each GPU: one row per family (adding one is a row). */

@@ -57,10 +57,11 @@ def test_image_runs(cluster, image):
 
 
 # The cluster's differences from a GPU node, and no clash with the session's
-# gpulet (which owns nvidia.com/gpu and the labels): a simulated A100 node
-# advertised as nvidia.com/a100-deployed, no labels, the host's network
-# (pods here have only loopback, so the kubelet's probes need it), and the
-# node paths under the cluster's own directory.
+# gpulet (which owns nvidia.com/gpu): a simulated A100 node advertised as
+# nvidia.com/a100-deployed, the host's network (pods here have only
+# loopback, so the kubelet's probes and the API server need it), and the
+# node paths under the cluster's own directory. The configs are the base's
+# ConfigMap replaced: per-node configuration through the API server.
 OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [{deploy}]
@@ -68,8 +69,11 @@ images: [{{name: localhost/gpulet, newTag: test}}]
 configMapGenerator:
   - name: gpulet-config
     namespace: gpulet
+    behavior: replace
+    options: {{disableNameSuffixHash: true}}
     literals:
-      - "config.yaml=version: v1\\nresources:\\n  gpus: [{{pattern: '*', name: a100-deployed}}]\\n"
+      - "default=version: v1\\nresources:\\n  gpus: [{{pattern: '*', name: a100-deployed}}]\\n"
+      - "ts2=version: v1\\nresources:\\n  gpus: [{{pattern: '*', name: a100-deployed}}]\\nsharing:\\n  timeSlicing:\\n    resources: [{{name: nvidia.com/a100-deployed, replicas: 2}}]\\n"
 patches:
   - patch: |
       apiVersion: apps/v1
@@ -82,14 +86,14 @@ patches:
             containers:
               - name: gpulet
                 imagePullPolicy: Never
-                args: [agent, --simulate, a100-2x4, --labels, none, --config-file, /config/config.yaml,
-                       --metrics-listen, "127.0.0.1:9400"]
+                args: [agent, --simulate, a100-2x4, --metrics-listen, "127.0.0.1:9400"]
+                env:
+                  - {{name: KUBERNETES_SERVICE_HOST, value: "{api_host}"}}
+                  - {{name: KUBERNETES_SERVICE_PORT, value: "{api_port}"}}
                 volumeMounts:
-                  - {{name: config, mountPath: /config}}
                   # this machine's / is a private mount: no propagation from it
                   - {{name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: None}}
             volumes:
-              - {{name: config, configMap: {{name: gpulet-config}}}}
               - {{name: pod-resources, hostPath: {{path: {base}/kubelet/pod-resources, type: Directory}}}}
               - {{name: cdi, hostPath: {{path: {base}/deployed/cdi, type: DirectoryOrCreate}}}}
               - {{name: mps, hostPath: {{path: {base}/deployed/mps, type: DirectoryOrCreate}}}}
@@ -108,14 +112,22 @@ def wait(what, fn, timeout=120):
         time.sleep(1)
 
 
-def test_kubectl_apply_k(cluster, image):
+def test_kubectl_apply_k(cluster, image, gpulet):
+    """The pod becomes Ready; the Node gets its GPUs, its labels and (by its
+    label) its config; metrics are served. The session's gpulet labels the
+    same Node: it publishes its labels again afterwards."""
     overlay = Path(cluster.base) / "deploy-overlay"
     overlay.mkdir(exist_ok=True)
     deploy = os.path.relpath(SOURCE / "deploy", overlay)
-    (overlay / "kustomization.yaml").write_text(OVERLAY.format(deploy=deploy, base=cluster.base))
+    server = cluster.kubectl("config", "view", "--minify", "-o",
+                             "jsonpath={.clusters[0].cluster.server}")
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    (overlay / "kustomization.yaml").write_text(
+        OVERLAY.format(deploy=deploy, base=cluster.base, api_host=host, api_port=port))
     # The label an operator puts on a GPU node NFD has not seen yet.
     cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node=true", "--overwrite")
     cluster.kubectl("apply", "-k", str(overlay))
+    node = lambda: cluster.get("node", cluster.node)
     try:
         def ready():
             pods = cluster.get("pods", "-n", "gpulet")["items"]
@@ -123,15 +135,36 @@ def test_kubectl_apply_k(cluster, image):
         wait(lambda: cluster.kubectl("describe", "ds,pods", "-n", "gpulet", check=False)[-3000:],
              ready)
         wait("nvidia.com/a100-deployed never became allocatable",
-             lambda: cluster.get("node", cluster.node)["status"]["allocatable"]
-             .get("nvidia.com/a100-deployed") == "8")
+             lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "8")
+        wait(lambda: f"the deployed gpulet's labels are not on the Node: {node()['metadata']['labels']}",
+             lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.product", "").startswith("NVIDIA-A100"))
         text = urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5).read().decode()
         assert "DCGM_FI_DEV_GPU_TEMP{" in text and "A100" in text
+        assert 'gpulet_config_info{config="default"} 1' in text
         pod = cluster.get("pods", "-n", "gpulet")["items"][0]
         assert pod["spec"]["priorityClassName"] == "system-node-critical"
         assert pod["spec"]["hostPID"] is True
+        # Per-node config: the label chooses ts2, applied live (no restart).
+        cluster.kubectl("label", "node", cluster.node, "nvidia.com/device-plugin.config=ts2")
+        wait("the node's config ts2 was not applied",
+             lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "16",
+             timeout=30)
+        wait("the replicas label did not follow",
+             lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "2", timeout=30)
+        name = pod["metadata"]["name"]
+        assert cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"] == 0
+        assert "node config: applied 'ts2'" in cluster.kubectl("logs", "-n", "gpulet", name)
     finally:
         cluster.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
-        cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-", check=False)
+        cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-",
+                        "nvidia.com/device-plugin.config-", check=False)
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if cluster.kubectl("get", "ns", "gpulet", check=False) else True)
+    # The session's gpulet takes its labels back at its next change.
+    cluster.sim("xid", "7", "79")
+    wait("the session's labels did not come back",
+         lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3",
+         timeout=30)
+    cluster.sim("recover", "7")
+    wait("GPU 7 did not recover", lambda: node()["metadata"]["labels"].get("gpulet.io/gpu.healthy") == "8",
+         timeout=30)

@@ -45,7 +45,8 @@ def sim_env(tmp_path):
     env["GPULET_STATUS_SOCKET"] = str(tmp_path / "node-status.sock")
     # Nor a real cluster: no API server credentials, no Node name, no /etc file.
     for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "NODE_NAME", "GPULET_LABELS",
-                "GFD_OUTPUT_FILE"):
+                "GFD_OUTPUT_FILE", "GPULET_CONFIG_MAP", "DEFAULT_CONFIG", "NODE_LABEL",
+                "POD_NAMESPACE"):
         env.pop(var, None)
     # Nor the node's CDI directory.
     env["GPULET_CDI_SPEC_DIR"] = str(tmp_path / "node-cdi")

@@ -1,10 +1,13 @@
 """A stand-in for the API server's Node endpoints (GET, and PATCH with a JSON
-merge patch), over plain HTTP, counting requests and able to fail on
-demand: for what the real one cannot be made to do in a test (go down,
-answer 500, be counted)."""
+merge patch) and ConfigMaps, with list and watch by name (fieldSelector),
+over plain HTTP, counting requests and able to fail on demand: for what the
+real one cannot be made to do in a test (go down, answer 500, be counted)."""
 import json
+import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 
 def merge(target, patch):
@@ -27,6 +30,10 @@ class FakeAPI:
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set
         self.cond = threading.Condition()
+        self.version = 1            # resourceVersion of the last change
+        self.configmaps = {}        # (namespace, name) -> object
+        self.events = []            # (version, collection, name, type, object)
+        self.closing = False
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,12 +56,47 @@ class FakeAPI:
                     api.cond.notify_all()
                     if api.fail:
                         return self.answer(api.fail, {"kind": "Status", "code": api.fail})
-                    if self.path != f"/api/v1/nodes/{api.node['metadata']['name']}":
+                    url = urlsplit(self.path)
+                    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                    if method == "GET" and "fieldSelector" in query:
+                        return self.list_or_watch(url.path, query)
+                    if url.path != f"/api/v1/nodes/{api.node['metadata']['name']}":
                         return self.answer(404, {"kind": "Status", "code": 404})
                     if method == "PATCH":
                         api.node = merge(api.node, json.loads(body))
-                        api.cond.notify_all()
+                        api._changed("/api/v1/nodes", api.node["metadata"]["name"], "MODIFIED",
+                                     api.node)
                     return self.answer(200, api.node)
+
+            def list_or_watch(self, path, query):
+                """Called with api.cond held."""
+                name = query["fieldSelector"].removeprefix("metadata.name=")
+                obj = api._get(path, name)
+                if obj is False:
+                    return self.answer(404, {"kind": "Status", "code": 404})
+                if query.get("watch") not in ("1", "true"):
+                    return self.answer(200, {"kind": "List", "items": [obj] if obj else [],
+                                             "metadata": {"resourceVersion": str(api.version)}})
+                since = int(query.get("resourceVersion") or 0)
+                deadline = time.monotonic() + int(query.get("timeoutSeconds") or 60)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.flush()
+                while not api.closing and time.monotonic() < deadline:
+                    for v, coll, n, kind, o in api.events:
+                        if v > since and coll == path and n == name:
+                            since = v
+                            api.cond.release()
+                            try:
+                                self.wfile.write(json.dumps({"type": kind, "object": o}).encode() + b"\n")
+                                self.wfile.flush()
+                            except OSError:
+                                return
+                            finally:
+                                api.cond.acquire()
+                    api.cond.wait(0.2)
+                self.close_connection = True
 
             def do_GET(self):
                 self.handle_one("GET")
@@ -65,6 +107,47 @@ class FakeAPI:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _get(self, path, name):
+        """The object at a collection path, None when absent, False for an unknown path."""
+        if path == "/api/v1/nodes":
+            return self.node if self.node["metadata"]["name"] == name else None
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps", path)
+        if m:
+            return self.configmaps.get((m.group(1), name))
+        return False
+
+    def _changed(self, collection, name, kind, obj):
+        self.version += 1
+        obj = json.loads(json.dumps(obj))
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+        self.events.append((self.version, collection, name, kind, obj))
+        self.cond.notify_all()
+
+    def set_label(self, key, value):
+        """Sets (or with None removes) a label on the Node, as kubectl label does."""
+        with self.cond:
+            labels = self.node["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+            self._changed("/api/v1/nodes", self.node["metadata"]["name"], "MODIFIED", self.node)
+
+    def set_configmap(self, namespace, name, data):
+        """Creates or replaces a ConfigMap (data None deletes it)."""
+        with self.cond:
+            coll = f"/api/v1/namespaces/{namespace}/configmaps"
+            had = (namespace, name) in self.configmaps
+            if data is None:
+                obj = self.configmaps.pop((namespace, name), None)
+                if obj:
+                    self._changed(coll, name, "DELETED", obj)
+                return
+            obj = {"kind": "ConfigMap", "apiVersion": "v1",
+                   "metadata": {"name": name, "namespace": namespace}, "data": dict(data)}
+            self.configmaps[(namespace, name)] = obj
+            self._changed(coll, name, "MODIFIED" if had else "ADDED", obj)
 
     def kubeconfig(self, path):
         path.write_text("apiVersion: v1\nkind: Config\ncurrent-context: x\n"
@@ -88,5 +171,8 @@ class FakeAPI:
                 self.cond.wait(left)
 
     def stop(self):
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
         self.server.shutdown()
         self.server.server_close()

@@ -34,7 +34,7 @@ static int load(struct config *c, struct err *e, int argc, const char **argv)
     struct config_args a;
     if (config_parse_args(&a, argc, (char **)argv, e) < 0)
         return -1;
-    return config_load(c, &a, e);
+    return config_load(c, &a, NULL, e);
 }
 
 static void test_defaults(void **state)
@@ -213,10 +213,98 @@ static void test_bool_flag_forms(void **state)
     assert_contains(e.msg, "unexpected argument 'maybe'");
 }
 
+/* Per-node configuration: a ConfigMap's data, the Node's label, and
+ * NVIDIA's config-manager's choice. */
+static void test_named_configs(void **state)
+{
+    (void)state;
+    struct config_named_set s;
+    struct err e;
+    const char *cm = "{\"kind\":\"ConfigMap\",\"data\":{\"ts4\":\"version: v1\\n\","
+                     "\"default\":\"version: v1\\n\",\"a100\":\"\"}}";
+    assert_int_equal(config_named_parse(&s, cm, strlen(cm), &e), 0);
+    assert_int_equal(s.count, 3);
+    assert_string_equal(s.items[0].name, "a100"); /* sorted */
+    assert_string_equal(s.items[2].text, "version: v1\n");
+    const struct config_named *n;
+    const char *why;
+    assert_int_equal(config_named_choose(&s, "ts4", "", &n, &why, &e), 0);
+    assert_string_equal(n->name, "ts4");
+    assert_string_equal(why, "the node label");
+    assert_int_equal(config_named_choose(&s, "", "a100", &n, &why, &e), 0);
+    assert_string_equal(n->name, "a100");
+    assert_int_equal(config_named_choose(&s, NULL, NULL, &n, &why, &e), 0);
+    assert_string_equal(n->name, "default");
+    assert_int_equal(config_named_choose(&s, "nope", "a100", &n, &why, &e), -1);
+    assert_null(n);
+    assert_string_equal(e.msg, "the node label names config 'nope', which the ConfigMap does not "
+                               "have (it has: a100, default, ts4)");
+    config_named_free(&s);
+
+    /* The only one; several without a default; none. */
+    const char *one = "{\"data\":{\"x\":\"version: v1\"}}";
+    assert_int_equal(config_named_parse(&s, one, strlen(one), &e), 0);
+    assert_int_equal(config_named_choose(&s, "", "", &n, &why, &e), 0);
+    assert_string_equal(n->name, "x");
+    config_named_free(&s);
+    const char *two = "{\"data\":{\"x\":\"\",\"y\":\"\"}}";
+    assert_int_equal(config_named_parse(&s, two, strlen(two), &e), 0);
+    assert_int_equal(config_named_choose(&s, "", "", &n, &why, &e), 0);
+    assert_null(n);
+    assert_string_equal(why, "several configs and none named default");
+    config_named_free(&s);
+    assert_int_equal(config_named_parse(&s, "{}", 2, &e), 0);
+    assert_int_equal(s.count, 0);
+    assert_int_equal(config_named_choose(&s, "", "d", &n, &why, &e), -1);
+    assert_string_equal(e.msg, "--default-config names config 'd', which the ConfigMap does not "
+                               "have (it has: none)");
+
+    /* Bad answers: one error each. */
+    assert_int_equal(config_named_parse(&s, "{", 1, &e), -1);
+    assert_true(strstr(e.msg, "the ConfigMap is not JSON") != NULL);
+    const char *bad = "{\"data\":{\"x\":3}}";
+    assert_int_equal(config_named_parse(&s, bad, strlen(bad), &e), -1);
+    assert_string_equal(e.msg, "the ConfigMap's data.x is not text");
+    assert_int_equal(config_named_parse(&s, "{\"data\":[]}", 11, &e), -1);
+    assert_string_equal(e.msg, "the ConfigMap's data is not a map");
+
+    char label[64];
+    const char *node = "{\"metadata\":{\"labels\":{\"nvidia.com/device-plugin.config\":\"ts4\"}}}";
+    assert_int_equal(config_node_label(node, strlen(node), "nvidia.com/device-plugin.config", label,
+                                       sizeof label, &e), 0);
+    assert_string_equal(label, "ts4");
+    assert_int_equal(config_node_label(node, strlen(node), "other", label, sizeof label, &e), 0);
+    assert_string_equal(label, "");
+    assert_int_equal(config_node_label("[", 1, "x", label, sizeof label, &e), -1);
+}
+
+/* A named config replaces the file; the environment and flags still win. */
+static void test_named_config_load(void **state)
+{
+    (void)state;
+    struct config_args a;
+    struct err e;
+    const char *argv[] = {"agent", "--device-id-strategy", "index"};
+    assert_int_equal(config_parse_args(&a, 3, (char **)argv, &e), 0);
+    const char *text = "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n"
+                       "    deviceIDStrategy: uuid\n";
+    const struct config_text named = {"x", "ConfigMap ns/m key x", text, strlen(text)};
+    struct config c;
+    assert_int_equal(config_load(&c, &a, &named, &e), 0);
+    assert_int_equal(c.mig_strategy, CONFIG_MIG_MIXED);
+    assert_int_equal(c.id_strategy, CONFIG_ID_INDEX);
+    const char *bad = "version: v1\nflags:\n  migStrategy: some\n";
+    const struct config_text named_bad = {"x", "ConfigMap ns/m key x", bad, strlen(bad)};
+    assert_int_equal(config_load(&c, &a, &named_bad, &e), -1);
+    assert_true(strstr(e.msg, "ConfigMap ns/m key x:3:16: flags.migStrategy must be one of") != NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_defaults, clear_env),
+        cmocka_unit_test_setup(test_named_configs, clear_env),
+        cmocka_unit_test_setup(test_named_config_load, clear_env),
         cmocka_unit_test_setup(test_file_env_flags_precedence, clear_env),
         cmocka_unit_test_setup(test_file_errors, clear_env),
         cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),

@@ -18,7 +18,7 @@ static void default_config(struct config *c)
     struct err e;
     char *argv[] = {"labels", NULL};
     assert_int_equal(config_parse_args(&a, 1, argv, &e), 0);
-    assert_int_equal(config_load(c, &a, &e), 0);
+    assert_int_equal(config_load(c, &a, NULL, &e), 0);
 }
 
 /* What GFD's rules give for a single-model node, plus gpulet's additions. */

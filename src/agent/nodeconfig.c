@@ -1,0 +1,298 @@
+/* Per-node configuration without a sidecar: gpulet watches its own Node
+ * (for the label that names a config) and the ConfigMap of named configs,
+ * each through one API watch on its own thread, and applies the chosen
+ * config by the same path as SIGHUP. A config that fails keeps the running
+ * one, with one error in the log and the gpulet_config_* series. */
+#include "agent/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define NODECONFIG_FIRST_WAIT_NS (10ull * 1000000000ull) /* start-up waits this for the API */
+
+/* A named config, owned. */
+struct nodeconfig_choice {
+    char name[64];                   /* empty: none */
+    char source[640];                /* where it is, for errors */
+    char *text;
+    size_t len;
+};
+
+struct agent_nodeconfig {
+    struct agent *a;
+    struct kube_creds creds;
+    char ns[128], map[256], label_key[128];
+    char source[512];                /* "ConfigMap ns/name", for messages */
+    struct kube_watch *node_watch, *map_watch;
+    uv_async_t async;
+    bool async_on;
+    /* written by the watch threads, under lock */
+    uv_mutex_t lock;
+    uv_cond_t answered;
+    bool node_known, map_known;      /* each watch has answered once */
+    char label[128];                 /* the label's value; empty: none */
+    struct config_named_set set;
+    bool map_exists;
+    char map_error[512];             /* the ConfigMap's data cannot be read */
+    /* on the loop */
+    struct nodeconfig_choice running; /* the named config in the running configuration */
+    struct nodeconfig_choice refused; /* the last one that failed: not tried again */
+    char last_error[768];            /* reported once until it changes */
+};
+
+static bool nodeconfig_same(const struct nodeconfig_choice *c, const struct config_named *n)
+{
+    if (!n)
+        return !c->name[0];
+    return !strcmp(c->name, n->name) && c->len == n->len && c->text &&
+           !memcmp(c->text, n->text, n->len);
+}
+
+static void nodeconfig_set(struct nodeconfig_choice *c, const struct config_named *n)
+{
+    free(c->text);
+    memset(c, 0, sizeof *c);
+    if (!n)
+        return;
+    snprintf(c->name, sizeof c->name, "%s", n->name);
+    c->text = xmalloc(n->len + 1);
+    memcpy(c->text, n->text, n->len + 1);
+    c->len = n->len;
+}
+
+/* --- the watch threads --------------------------------------------------------------- */
+
+static void nodeconfig_on_node(void *ctx, const char *json, size_t len)
+{
+    struct agent_nodeconfig *nc = ctx;
+    char label[sizeof nc->label] = "";
+    struct err e;
+    if (json && config_node_label(json, len, nc->label_key, label, sizeof label, &e) < 0)
+        log_warn("node config: %s", e.msg);
+    uv_mutex_lock(&nc->lock);
+    snprintf(nc->label, sizeof nc->label, "%s", label);
+    nc->node_known = true;
+    uv_cond_broadcast(&nc->answered);
+    uv_mutex_unlock(&nc->lock);
+    uv_async_send(&nc->async);
+}
+
+static void nodeconfig_on_map(void *ctx, const char *json, size_t len)
+{
+    struct agent_nodeconfig *nc = ctx;
+    struct config_named_set set = {0};
+    struct err e = {""};
+    if (json)
+        config_named_parse(&set, json, len, &e);
+    uv_mutex_lock(&nc->lock);
+    config_named_free(&nc->set);
+    nc->set = set;
+    nc->map_exists = json != NULL;
+    snprintf(nc->map_error, sizeof nc->map_error, "%s", e.msg);
+    nc->map_known = true;
+    uv_cond_broadcast(&nc->answered);
+    uv_mutex_unlock(&nc->lock);
+    uv_async_send(&nc->async);
+}
+
+static void nodeconfig_on_failure(void *ctx, const char *msg)
+{
+    (void)ctx;
+    log_warn("node config: %s; retrying", msg);
+}
+
+/* --- on the loop ------------------------------------------------------------------- */
+
+static void nodeconfig_report(struct agent_nodeconfig *nc, const char *msg)
+{
+    struct agent *a = nc->a;
+    if (!strcmp(msg, nc->last_error))
+        return;
+    snprintf(nc->last_error, sizeof nc->last_error, "%s", msg);
+    log_error("node config: %s; keeping the running configuration", msg);
+    a->config_state.last_ok = false;
+    a->config_state.failures++;
+    metrics_on_config(a->metrics, &a->config_state);
+}
+
+/* Chooses the node's config from what the watches last saw and applies it
+ * when it differs from the running one. */
+static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
+{
+    char msg[768];
+    uv_mutex_lock(&nc->lock);
+    struct config_named_set *set = &nc->set;
+    const struct config_named *named = NULL;
+    const char *why = "";
+    struct err e;
+    int rc = 0;
+    if (nc->map_error[0]) {
+        snprintf(msg, sizeof msg, "%.250s: %.500s", nc->source, nc->map_error);
+        rc = -1;
+    } else if (!nc->map_exists && (nc->label[0] || nc->a->cfg.default_config[0])) {
+        snprintf(msg, sizeof msg, "%.250s does not exist, and %s names config '%.63s'", nc->source,
+                 nc->label[0] ? "the node label" : "--default-config",
+                 nc->label[0] ? nc->label : nc->a->cfg.default_config);
+        rc = -1;
+    } else if ((rc = config_named_choose(set, nc->label, nc->a->cfg.default_config, &named, &why,
+                                         &e)) < 0) {
+        snprintf(msg, sizeof msg, "%.100s=%.63s: %.400s (%.180s)", nc->label_key, nc->label,
+                 e.msg, nc->source);
+    }
+    if (rc < 0 || nodeconfig_same(&nc->running, named) ||
+        (named && nodeconfig_same(&nc->refused, named))) {
+        bool none = rc == 0 && !named, exists = nc->map_exists;
+        uv_mutex_unlock(&nc->lock);
+        if (rc < 0)
+            nodeconfig_report(nc, msg);
+        else if (first && none)
+            log_info("node config: none applies (%s); running on flags and --config-file",
+                     exists ? why : "the ConfigMap does not exist");
+        return;
+    }
+    struct nodeconfig_choice next = {0};
+    nodeconfig_set(&next, named);
+    bool exists = nc->map_exists;
+    uv_mutex_unlock(&nc->lock);
+
+    snprintf(next.source, sizeof next.source, "%s key %s", nc->source, next.name);
+    const struct config_text text = {next.name, next.source, next.text, next.len};
+    if (agent_reload(nc->a, next.name[0] ? &text : NULL, &e) < 0) {
+        snprintf(msg, sizeof msg, "config '%s' not applied: %s", next.name, e.msg);
+        nodeconfig_report(nc, msg);
+        free(nc->refused.text);
+        nc->refused = next;
+        return;
+    }
+    nc->last_error[0] = '\0';
+    nodeconfig_set(&nc->refused, NULL);
+    free(nc->running.text);
+    nc->running = next;
+    if (next.name[0])
+        log_info("node config: applied '%s' from %s (chosen by %s)", next.name, nc->source, why);
+    else
+        log_info("node config: none applies now (%s); running on flags and --config-file",
+                 exists ? why : "the ConfigMap does not exist");
+}
+
+static void nodeconfig_on_async(uv_async_t *h)
+{
+    nodeconfig_apply(h->data, false);
+}
+
+const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf)
+{
+    const struct agent_nodeconfig *nc = a->nodeconfig;
+    if (!nc || !nc->running.name[0])
+        return NULL;
+    *buf = (struct config_text){nc->running.name, nc->running.source, nc->running.text,
+                                nc->running.len};
+    return buf;
+}
+
+const char *agent_nodeconfig_name(const struct agent *a)
+{
+    return a->nodeconfig ? a->nodeconfig->running.name : "";
+}
+
+/* The ConfigMap: "name" in gpulet's namespace, or "namespace/name". */
+static void nodeconfig_names(struct agent_nodeconfig *nc, const char *spec)
+{
+    const char *slash = strchr(spec, '/');
+    if (slash) {
+        snprintf(nc->ns, sizeof nc->ns, "%.*s", (int)(slash - spec), spec);
+        snprintf(nc->map, sizeof nc->map, "%s", slash + 1);
+    } else {
+        kube_namespace(nc->ns, sizeof nc->ns);
+        snprintf(nc->map, sizeof nc->map, "%s", spec);
+    }
+    snprintf(nc->source, sizeof nc->source, "ConfigMap %s/%s", nc->ns, nc->map);
+}
+
+/* Waits (at start-up only) until both watches answered, or the limit. */
+static bool nodeconfig_wait(struct agent_nodeconfig *nc)
+{
+    uint64_t until = uv_hrtime() + NODECONFIG_FIRST_WAIT_NS;
+    uv_mutex_lock(&nc->lock);
+    while (!(nc->node_known && nc->map_known)) {
+        uint64_t now = uv_hrtime();
+        if (now >= until || uv_cond_timedwait(&nc->answered, &nc->lock, until - now) != 0)
+            break;
+    }
+    bool ok = nc->node_known && nc->map_known;
+    uv_mutex_unlock(&nc->lock);
+    return ok;
+}
+
+void agent_nodeconfig_start(struct agent *a)
+{
+    if (!a->cfg.config_map[0])
+        return;
+    struct agent_nodeconfig *nc = xcalloc(1, sizeof *nc);
+    nc->a = a;
+    snprintf(nc->label_key, sizeof nc->label_key, "%s", a->cfg.config_label);
+    nodeconfig_names(nc, a->cfg.config_map);
+    uv_mutex_init(&nc->lock);
+    uv_cond_init(&nc->answered);
+    uv_async_init(&a->loop, &nc->async, nodeconfig_on_async);
+    nc->async.data = nc;
+    nc->async_on = true;
+    a->nodeconfig = nc;
+    struct err e;
+    if (kube_creds_load(&nc->creds, a->cfg.kubeconfig, &e) < 0) {
+        log_error("node config is off: %s", e.msg);
+        return;
+    }
+    char nodes[64], maps[KUBE_PATH_MAX];
+    snprintf(nodes, sizeof nodes, "/api/v1/nodes");
+    snprintf(maps, sizeof maps, "/api/v1/namespaces/%s/configmaps", nc->ns);
+    const struct kube_watch_spec node = {nodes, a->cfg.node_name, nodeconfig_on_node,
+                                         nodeconfig_on_failure, nc};
+    const struct kube_watch_spec map = {maps, nc->map, nodeconfig_on_map, nodeconfig_on_failure, nc};
+    if (kube_watch_start(&nc->node_watch, &nc->creds, &node, &e) < 0 ||
+        kube_watch_start(&nc->map_watch, &nc->creds, &map, &e) < 0) {
+        log_error("node config is off: %s", e.msg);
+        return;
+    }
+    log_info("node config: label %s on Node %s chooses from %s at %s", nc->label_key,
+             a->cfg.node_name, nc->source, nc->creds.server);
+    /* As NVIDIA's config-manager init container does, start on the node's
+     * config rather than re-registering moments later with another. */
+    if (!nodeconfig_wait(nc))
+        log_error("node config: no answer from the API server in %llu s; starting on flags and "
+                  "--config-file, and applying the node's config when it answers",
+                  NODECONFIG_FIRST_WAIT_NS / 1000000000ull);
+    nodeconfig_apply(nc, true);
+}
+
+void agent_nodeconfig_stop(struct agent *a)
+{
+    struct agent_nodeconfig *nc = a->nodeconfig;
+    if (!nc)
+        return;
+    kube_watch_stop(nc->node_watch);
+    kube_watch_stop(nc->map_watch);
+    nc->node_watch = nc->map_watch = NULL;
+    if (nc->async_on)
+        uv_close((uv_handle_t *)&nc->async, NULL);
+    nc->async_on = false;
+}
+
+void agent_nodeconfig_free(struct agent *a)
+{
+    struct agent_nodeconfig *nc = a->nodeconfig;
+    if (!nc)
+        return;
+    kube_creds_free(&nc->creds);
+    config_named_free(&nc->set);
+    free(nc->running.text);
+    free(nc->refused.text);
+    uv_cond_destroy(&nc->answered);
+    uv_mutex_destroy(&nc->lock);
+    free(nc);
+    a->nodeconfig = NULL;
+}
