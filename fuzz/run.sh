@@ -12,11 +12,11 @@ out=build-fuzz
 CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin fuzz_collectors fuzz_grpc fuzz_procfs fuzz_status \
-    fuzz_kubeconfig fuzz_node fuzz_cgroup fuzz_elf fuzz_webconfig fuzz_configmap \
+    fuzz_kubeconfig fuzz_node fuzz_cgroup fuzz_elf fuzz_webconfig fuzz_configmap fuzz_kmsg \
     nvml_sim >/dev/null
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
 failed=0
-for target in scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf webconfig configmap; do
+for target in scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf webconfig configmap kmsg; do
     work="$out/corpus-$target"
     mkdir -p "$work"
     cp -n fuzz/corpus/$target/* "$work/" 2>/dev/null || true

@@ -118,9 +118,10 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabr
     if (!sc->fabric)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     memcpy(info->clusterUuid, sc->cluster_uuid, sizeof info->clusterUuid);
-    info->status = NVML_SUCCESS;
+    info->status = device->fabric_down ? NVML_ERROR_NOT_READY : NVML_SUCCESS;
     info->cliqueId = sc->clique_id;
-    info->state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    info->state = device->fabric_down ? NVML_GPU_FABRIC_STATE_NOT_STARTED
+                                      : NVML_GPU_FABRIC_STATE_COMPLETED;
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -172,8 +173,52 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (!device->desc.product->mig_capable)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
-    *currentMode = *pendingMode = device->desc.mig_enabled ? NVML_DEVICE_MIG_ENABLE
-                                                           : NVML_DEVICE_MIG_DISABLE;
+    *currentMode = device->desc.mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = device->mig_pending ? !*currentMode : *currentMode;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!mode)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *mode = device->persistence_off ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* Page retirement is the pre-Ampere mechanism; row remapping replaced it. */
+SIM_API nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                            nvmlEnableState_t *isPending)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!isPending)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (device->desc.product->arch >= NVML_DEVICE_ARCH_AMPERE)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *isPending = device->pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
+                                               unsigned int *uncRows, unsigned int *isPending,
+                                               unsigned int *failureOccurred)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!corrRows || !uncRows || !isPending || !failureOccurred)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (device->desc.product->arch < NVML_DEVICE_ARCH_AMPERE)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *corrRows = 0;
+    *uncRows = device->rows_pending || device->rows_failure ? 1 : 0;
+    *isPending = device->rows_pending;
+    *failureOccurred = device->rows_failure;
     return sim_leave(NVML_SUCCESS);
 }
 

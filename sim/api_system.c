@@ -10,6 +10,28 @@
 
 #define SIM_DEFAULT_SCENARIO "dgx-h100"
 
+/* Faults present from the start, for a process that cannot be reached in
+ * time over the control socket (`gpulet doctor` runs its own NVML):
+ * GPULET_SIM_FAULTS holds `gpulet sim` commands separated by ';'. A bad
+ * one fails the init, naming it. */
+static nvmlReturn_t system_faults(void)
+{
+    const char *all = getenv("GPULET_SIM_FAULTS");
+    if (!all || !*all)
+        return NVML_SUCCESS;
+    char buf[2048], reply[512];
+    snprintf(buf, sizeof buf, "%s", all);
+    char *save = NULL;
+    for (char *cmd = strtok_r(buf, ";", &save); cmd; cmd = strtok_r(NULL, ";", &save)) {
+        if (sim_fault_command_locked(cmd, reply, sizeof reply) < 0) {
+            fprintf(stderr, "gpulet simulator: GPULET_SIM_FAULTS '%s': %s\n", cmd, reply);
+            sim_state.loaded = false;
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
 /* Loads the scenario named by GPULET_SIM_SCENARIO on the first init. Later
  * inits keep the GPUs' state, as the real driver outlives an NVML session. */
 static nvmlReturn_t system_load(void)
@@ -43,7 +65,7 @@ static nvmlReturn_t system_load(void)
         g->nprocs = g->desc.nprocs;
     }
     sim_state.loaded = true;
-    return NVML_SUCCESS;
+    return system_faults();
 }
 
 SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)

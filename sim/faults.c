@@ -3,6 +3,7 @@
  * events through the NVML event API, counters, lost GPUs, resets. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,25 @@ static int fault_set_one(struct nvmlDevice_st *g, char *assign, char *reply, siz
         return snprintf(reply, len, "error: %s must be a non-negative number, not '%s'", field,
                         value), -1;
     unsigned long long n = (unsigned long long)v;
+    static const struct {
+        const char *name;
+        size_t offset;
+    } flags[] = {
+        {"persistence.off", offsetof(struct nvmlDevice_st, persistence_off)},
+        {"pages.pending", offsetof(struct nvmlDevice_st, pages_pending)},
+        {"rows.pending", offsetof(struct nvmlDevice_st, rows_pending)},
+        {"rows.failure", offsetof(struct nvmlDevice_st, rows_failure)},
+        {"mig.pending", offsetof(struct nvmlDevice_st, mig_pending)},
+        {"fabric.down", offsetof(struct nvmlDevice_st, fabric_down)},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        if (strcmp(field, flags[i].name))
+            continue;
+        if (n > 1)
+            return snprintf(reply, len, "error: %s must be 0 or 1, not '%s'", field, value), -1;
+        *(bool *)((char *)g + flags[i].offset) = n == 1;
+        return 0;
+    }
     if (!strcmp(field, "ecc.corrected") || !strcmp(field, "ecc.uncorrected")) {
         int k = field[4] == 'u';
         g->ecc_volatile[k] = n;
@@ -75,7 +95,8 @@ static int fault_set_one(struct nvmlDevice_st *g, char *assign, char *reply, siz
         return snprintf(reply, len,
                         "error: unknown field '%s' (fields: utilization.gpu, utilization.memory, "
                         "memory.used, temperature.gpu, power.draw, clocks.sm, clocks.mem, "
-                        "ecc.corrected, ecc.uncorrected, pcie.replays, energy)", field), -1;
+                        "ecc.corrected, ecc.uncorrected, pcie.replays, energy, persistence.off, "
+                        "pages.pending, rows.pending, rows.failure, mig.pending, fabric.down)", field), -1;
     }
     return 0;
 }
@@ -150,6 +171,8 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         sim_event_post(g, nvmlEventTypeXidCriticalError, XID_DBE);
     } else if (!strcmp(cmd, "lose") && argc == 2) {
         fault_lose(g);
+    } else if (!strcmp(cmd, "hang") && argc == 2) {
+        g->hung = true;
     } else if (!strcmp(cmd, "recover") && argc == 2) {
         sim_live_reset(g, false);
     } else if (!strcmp(cmd, "proc") && argc >= 3) {
@@ -164,11 +187,24 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         *g = next;
     } else {
         return snprintf(reply, len, "error: unknown command '%s' with %d argument(s) (commands: "
-                        "xid GPU XID, ecc GPU, lose GPU, recover GPU, set GPU FIELD=VALUE..., "
+                        "xid GPU XID, ecc GPU, lose GPU, hang GPU, recover GPU, set GPU FIELD=VALUE..., "
                         "proc GPU add|del|clear ...)",
                         cmd, argc - 1), -1;
     }
     return snprintf(reply, len, "ok"), 0;
+}
+
+int sim_fault_command_locked(const char *line, char *reply, size_t len)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", line);
+    char *argv[16], *save = NULL;
+    int argc = 0;
+    for (char *t = strtok_r(buf, " \t\r\n", &save); t && argc < 16; t = strtok_r(NULL, " \t\r\n", &save))
+        argv[argc++] = t;
+    if (argc == 0)
+        return snprintf(reply, len, "error: empty command"), -1;
+    return fault_apply(argv, argc, reply, len);
 }
 
 int sim_fault_command(const char *line, char *reply, size_t len)

@@ -91,6 +91,12 @@ void sim_live_reset(struct nvmlDevice_st *g, bool first_boot)
             g->pinned[f] = false;
     }
     g->lost = false;
+    g->hung = false;
+    /* A reset applies what waited for it. */
+    g->pages_pending = g->rows_pending = false;
+    if (g->mig_pending)
+        g->desc.mig_enabled = !g->desc.mig_enabled;
+    g->mig_pending = false;
     g->ecc_volatile[0] = g->ecc_volatile[1] = 0;
     g->pcie_replays = 0;
 }

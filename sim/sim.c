@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 struct sim sim_state = {
@@ -40,6 +41,12 @@ nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
         return rc;
     if (!sim_is_device(dev))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    /* A hung GPU: the call blocks (without the lock) until a reset. */
+    while (dev->hung) {
+        pthread_mutex_unlock(&sim_state.lock);
+        usleep(10000);
+        pthread_mutex_lock(&sim_state.lock);
+    }
     if (dev->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);
     return NVML_SUCCESS;

@@ -45,6 +45,13 @@ struct nvmlDevice_st {
     unsigned pcie_replays;
     double phase, period;               /* the utilization wave of this GPU */
     nvmlComputeMode_t compute_mode;     /* DEFAULT until set */
+    /* node-check faults (`gpulet sim set`): what `gpulet doctor` looks for */
+    bool persistence_off;               /* persistence mode disabled */
+    bool pages_pending;                 /* a page retirement waits for a reset (pre-Ampere) */
+    bool rows_pending, rows_failure;    /* a row remap waits for a reset; one failed */
+    bool mig_pending;                   /* the MIG mode flips at the next reset */
+    bool fabric_down;                   /* the fabric manager has not registered it */
+    bool hung;                          /* calls on it block until a reset */
     struct sim_proc procs[SIM_MAX_PROCS];
     unsigned nprocs;
 };
@@ -124,6 +131,9 @@ void sim_events_clear(void);
 
 /* Applies one control command line; writes the one-line answer to reply. */
 int sim_fault_command(const char *line, char *reply, size_t reply_len);
+
+/* The same, with the simulator's lock held (at load: GPULET_SIM_FAULTS). */
+int sim_fault_command_locked(const char *line, char *reply, size_t reply_len);
 
 /* Starts the control socket thread (best effort: a warning on failure). */
 void sim_control_start(void);

@@ -13,6 +13,7 @@ static const char main_usage[] =
     "  health    the running agent's GPU health; clear a GPU\n"
     "  labels    print the node labels the agent publishes\n"
     "  cdi       generate the node's CDI spec\n"
+    "  doctor    check the node: driver, GPUs, runtime, kubelet, gpulet, Node\n"
     "  sim       inject faults into simulated GPUs; list simulator presets\n"
     "  version   print the version\n"
     "Run gpulet COMMAND --help for a command's options.\n";
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         return cmd_labels(argc - 1, argv + 1);
     if (!strcmp(cmd, "cdi"))
         return cmd_cdi(argc - 1, argv + 1);
+    if (!strcmp(cmd, "doctor"))
+        return cmd_doctor(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))
         return cmd_sim(argc - 1, argv + 1);
     fprintf(stderr, "gpulet: unknown command '%s'\n%s", cmd, main_usage);

@@ -7,13 +7,6 @@
 #include "cdi/cdi.h"
 #include "util/log.h"
 
-bool agent_cdi_wanted(const struct config *c)
-{
-    return c->write_cdi_spec == CONFIG_CDI_WRITE_TRUE ||
-           (c->write_cdi_spec == CONFIG_CDI_WRITE_AUTO &&
-            c->list_strategy & (CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI));
-}
-
 static void agent_cdi_write(struct agent *a)
 {
     struct strbuf text = {0};
@@ -31,7 +24,7 @@ static void agent_cdi_write(struct agent *a)
 void agent_driver_start(struct agent *a)
 {
     agent_driver_stop(a);
-    bool cdi = agent_cdi_wanted(&a->cfg);
+    bool cdi = config_cdi_wanted(&a->cfg);
     if (!cdi && !(a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
         return;
     unsigned caps;

@@ -93,7 +93,6 @@ int agent_plugin_start(struct agent *a, struct err *e);
 
 /* The driver's files (driver.c): found again, and the CDI spec written
  * where wanted, each time the plugins start; freed on stop. */
-bool agent_cdi_wanted(const struct config *c);
 void agent_driver_start(struct agent *a);
 void agent_driver_stop(struct agent *a);
 void agent_plugin_stop(struct agent *a);

@@ -100,7 +100,7 @@ static const char *agent_proc_root(const struct agent *a)
 {
     if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE ||
         a->cfg.nresources > 0 || /* per-model resources need the product names */
-        a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS || agent_cdi_wanted(&a->cfg))
+        a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS || config_cdi_wanted(&a->cfg))
         return NULL;             /* the driver's files need NVML's driver version */
     if (strcmp(a->cfg.proc_root, "/proc"))
         return a->cfg.proc_root;

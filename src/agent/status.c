@@ -64,6 +64,22 @@ static void status_health(struct agent *a, struct strbuf *out)
         health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
 }
 
+/* "plugins": one line per resource served: name, socket, registered or
+ * unregistered, devices (replicas counted); "none" when none is served. */
+static void status_plugins(struct agent *a, struct strbuf *out)
+{
+    for (unsigned r = 0; r < a->nplugins; r++) {
+        const struct plugin_resource *res = &a->resources[r];
+        unsigned devices = 0;
+        for (unsigned k = 0; k < res->ngpus; k++)
+            devices += res->replicas[k];
+        strbuf_printf(out, "%s %s %s %u\n", res->name, res->socket,
+                      plugin_registered(a->plugins[r]) ? "registered" : "unregistered", devices);
+    }
+    if (!a->nplugins)
+        strbuf_puts(out, "none\n");
+}
+
 static void status_answer(struct status_conn *c)
 {
     struct agent *a = c->s->a;
@@ -74,12 +90,14 @@ static void status_answer(struct status_conn *c)
     struct err e;
     if (!strcmp(c->line, "health"))
         status_health(a, &out);
+    else if (!strcmp(c->line, "plugins"))
+        status_plugins(a, &out);
     else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, &e) == 0)
         strbuf_puts(&out, "ok\n");
     else if (!strncmp(c->line, "clear ", 6))
         strbuf_printf(&out, "error: %s\n", e.msg);
     else
-        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, clear GPU)\n", c->line);
+        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, clear GPU)\n", c->line);
     if (out.len && out.data[out.len - 1] != '\n')
         strbuf_puts(&out, "\n");
     c->answered = true;

@@ -11,11 +11,6 @@
 #define CLI_FAIL 1   /* the command ran and failed */
 #define CLI_USAGE 2  /* the command line was wrong */
 
-/* Sends one line to a unix socket and reads the whole answer into reply.
- * Fails, naming the socket, when it cannot connect. */
-int cli_unix_request(const char *path, const char *line, char *reply, size_t len,
-                     struct err *e);
-
 /* The agent's status socket: --status-socket, $GPULET_STATUS_SOCKET or the default. */
 const char *cli_status_socket(const char *flag);
 
@@ -36,5 +31,6 @@ int cmd_sim(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_cdi(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "util/unixsock.h"
 #include "gpu/health.h"
 #include "nvml/nvml_abi.h"
 #include "util/opts.h"
@@ -48,7 +49,7 @@ int cmd_health(int argc, char **argv)
         return cli_usage_error("health", "expected no command or 'clear GPU'");
     }
     char reply[16384];
-    if (cli_unix_request(cli_status_socket(socket), line, reply, sizeof reply, &e) < 0) {
+    if (unixsock_request(cli_status_socket(socket), line, reply, sizeof reply, &e) < 0) {
         fprintf(stderr, "gpulet health: %s (is the agent running?)\n", e.msg);
         return CLI_FAIL;
     }

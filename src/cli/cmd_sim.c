@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "util/unixsock.h"
 #include "driver/driver.h"
 #include "sim/control.h"
 #include "sim/scenario.h"
@@ -19,8 +20,12 @@ static const char sim_usage[] =
     "                          (XID 79 also loses the GPU, as a real one does)\n"
     "  ecc GPU                 a double-bit ECC error (counter, event, XID 48)\n"
     "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
-    "  recover GPU             GPU reset: answers again, volatile counters zeroed\n"
-    "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter\n"
+    "  hang GPU                calls on the GPU block until it is recovered (a hung GPU)\n"
+    "  recover GPU             GPU reset: answers again, volatile counters zeroed,\n"
+    "                          pending retirements, remaps and MIG mode applied\n"
+    "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter, or a\n"
+    "                          node-check fault (persistence.off, pages.pending,\n"
+    "                          rows.pending, rows.failure, mig.pending, fabric.down: 0 or 1)\n"
     "  proc GPU add PID MEM_MIB [SM%]  a process on the GPU, as NVML lists them\n"
     "  proc GPU del PID | proc GPU clear\n"
     "  ping                    check the simulator answers\n"
@@ -40,7 +45,7 @@ static int sim_send(int argc, char **argv)
     strbuf_puts(&line, "\n");
     char reply[1024];
     struct err e;
-    int rc = cli_unix_request(sim_control_path(), line.data, reply, sizeof reply, &e);
+    int rc = unixsock_request(sim_control_path(), line.data, reply, sizeof reply, &e);
     strbuf_free(&line);
     if (rc < 0) {
         fprintf(stderr, "gpulet sim: %s (is a process running with --simulate?)\n", e.msg);
@@ -96,7 +101,7 @@ int cmd_sim(int argc, char **argv)
             return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
         return CLI_OK;
     }
-    static const char *const remote[] = {"xid", "ecc", "lose", "recover", "set", "proc", "ping",
+    static const char *const remote[] = {"xid", "ecc", "lose", "hang", "recover", "set", "proc", "ping",
                                          NULL};
     for (size_t i = 0; remote[i]; i++)
         if (!strcmp(cmd, remote[i]))

@@ -527,6 +527,13 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     return 0;
 }
 
+bool config_cdi_wanted(const struct config *c)
+{
+    return c->write_cdi_spec == CONFIG_CDI_WRITE_TRUE ||
+           (c->write_cdi_spec == CONFIG_CDI_WRITE_AUTO &&
+            c->list_strategy & (CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI));
+}
+
 const char *config_read_root(const struct config *c, const char *host_root)
 {
     return c->container_driver_root[0] && !strcmp(host_root, c->driver_root)

@@ -184,6 +184,10 @@ int config_named_choose(const struct config_named_set *s, const char *label,
                         const char *default_name, const struct config_named **out,
                         const char **why, struct err *e);
 
+/* Whether a CDI spec is kept in cdi_spec_dir: --write-cdi-spec true, or
+ * auto with a cdi-* device list strategy. */
+bool config_cdi_wanted(const struct config *c);
+
 /* Logs the effective configuration, one line. */
 void config_log(const struct config *c);
 

@@ -46,6 +46,10 @@
       "nvmlDeviceGetCudaComputeCapability")                                           \
     X(DeviceGetArchitecture, nvmlDeviceGetArchitecture, "nvmlDeviceGetArchitecture")  \
     X(DeviceGetMigMode, nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode")                 \
+    X(DeviceGetPersistenceMode, nvmlDeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode") \
+    X(DeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRetiredPagesPendingStatus,     \
+      "nvmlDeviceGetRetiredPagesPendingStatus")                                       \
+    X(DeviceGetRemappedRows, nvmlDeviceGetRemappedRows, "nvmlDeviceGetRemappedRows")  \
     X(DeviceGetNvLinkState, nvmlDeviceGetNvLinkState, "nvmlDeviceGetNvLinkState")     \
     X(DeviceGetNvLinkRemotePciInfo, nvmlDeviceGetNvLinkRemotePciInfo_v2,              \
       "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                          \

@@ -210,3 +210,8 @@ void plugin_lifecycle_stop(struct plugin *p)
         p->watching = false;
     }
 }
+
+bool plugin_registered(const struct plugin *p)
+{
+    return p->registered_id.ino != 0;
+}

@@ -81,4 +81,7 @@ void plugin_set_available(struct plugin *p, bool available);
  * plugin once libuv is done with its handles. */
 void plugin_stop(struct plugin *p);
 
+/* Whether the kubelet took its registration (for the status socket). */
+bool plugin_registered(const struct plugin *p);
+
 #endif

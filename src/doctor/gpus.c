@@ -1,0 +1,292 @@
+/* The GPUs through NVML: it initialises and every GPU answers; then what
+ * the driver says of each (pending retirements and remaps, uncorrected
+ * ECC, persistence, the fabric, MIG). Every NVML call is named in the step
+ * first, so a call that hangs is named when the check runs out of time. */
+#include "doctor/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "util/strbuf.h"
+#include "util/xmalloc.h"
+
+/* Which library: the simulator or --nvml where given, else the driver's
+ * under the root (on the host: the linker's search). */
+static int gpus_start(struct doctor *d, struct err *e)
+{
+    const struct config *c = d->o->cfg;
+    char read_root[CONFIG_PATH_MAX * 2], lib[CONFIG_PATH_MAX * 3];
+    const char *path = c->nvml_path[0] ? c->nvml_path : NULL;
+    doctor_path(d, read_root, sizeof read_root, c->driver_root, NULL);
+    if (!path && !c->simulate[0] && strcmp(d->o->root, "/") &&
+        driver_find_library(read_root, "libnvidia-ml.so.1", lib, sizeof lib) == 0)
+        path = lib;
+    doctor_step(d, "loading NVML and nvmlInit");
+    return nvml_start(&d->nvml, c->simulate[0] ? c->simulate : NULL, path, e);
+}
+
+/* One GPU's IDs; "" or what failed. */
+static void gpus_read_one(struct doctor *d, unsigned i, struct gpu_info *g, char *why, size_t len)
+{
+    struct nvml *n = &d->nvml;
+    g->index = i;
+    why[0] = '\0';
+    doctor_step(d, "GPU %u: nvmlDeviceGetHandleByIndex", i);
+    nvmlReturn_t rc = n->DeviceGetHandleByIndex(i, &g->handle);
+    if (rc == NVML_SUCCESS) {
+        doctor_step(d, "GPU %u: nvmlDeviceGetUUID", i);
+        rc = n->DeviceGetUUID(g->handle, g->uuid, sizeof g->uuid);
+    }
+    if (rc == NVML_SUCCESS) {
+        doctor_step(d, "GPU %u: nvmlDeviceGetName", i);
+        rc = n->DeviceGetName(g->handle, g->name, sizeof g->name);
+    }
+    nvmlPciInfo_t pci;
+    if (rc == NVML_SUCCESS) {
+        doctor_step(d, "GPU %u: nvmlDeviceGetPciInfo", i);
+        rc = n->DeviceGetPciInfo(g->handle, &pci);
+        snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", pci.busId);
+    }
+    if (rc == NVML_SUCCESS) {
+        doctor_step(d, "GPU %u: nvmlDeviceGetMinorNumber", i);
+        rc = n->DeviceGetMinorNumber(g->handle, &g->minor);
+    }
+    g->lost = rc == NVML_ERROR_GPU_IS_LOST;
+    if (rc != NVML_SUCCESS)
+        snprintf(why, len, "%s", nvml_strerror(n, rc));
+}
+
+void doctor_nvml(struct doctor *d, struct doctor_result *r)
+{
+    struct err e;
+    if (gpus_start(d, &e) < 0) {
+        bool mismatch = strstr(e.msg, "mismatch") != NULL;
+        doctor_set(r, DOCTOR_FAIL, mismatch ? "reboot the node (or reload the nvidia modules) so "
+                   "that the module is the installed driver's" : "see the kernel module and "
+                   "driver library checks above", "%s", e.msg);
+        return;
+    }
+    struct nvml *n = &d->nvml;
+    struct gpu_inventory *inv = &d->inv;
+    doctor_step(d, "nvmlSystemGetDriverVersion");
+    n->SystemGetDriverVersion(inv->driver_version, sizeof inv->driver_version);
+    snprintf(inv->library, sizeof inv->library, "%s", n->path);
+    unsigned count = 0;
+    doctor_step(d, "nvmlDeviceGetCount");
+    nvmlReturn_t rc = n->DeviceGetCount(&count);
+    if (rc != NVML_SUCCESS || count == 0) {
+        doctor_set(r, DOCTOR_FAIL, "check the GPUs are on the PCI bus (lspci -d 10de:) and not "
+                   "excluded (NVreg_ExcludedGpus)", "NVML %s sees no GPU%s%s", inv->driver_version,
+                   rc ? ": " : "", rc ? nvml_strerror(n, rc) : "");
+        d->nvml_ok = true;
+        return;
+    }
+    inv->gpus = xcalloc(count, sizeof *inv->gpus);
+    inv->count = count;
+    struct strbuf bad = {0};
+    unsigned lost = 0;
+    for (unsigned i = 0; i < count; i++) {
+        char why[128];
+        gpus_read_one(d, i, &inv->gpus[i], why, sizeof why);
+        if (why[0]) {
+            strbuf_printf(&bad, "%sGPU %u: %s", bad.len ? "; " : "", i, why);
+            lost += inv->gpus[i].lost;
+        }
+    }
+    d->nvml_ok = true;
+    if (d->kernel_version[0] && strcmp(d->kernel_version, inv->driver_version))
+        doctor_set(r, DOCTOR_FAIL, "reboot the node so that the kernel module is the installed "
+                   "driver's", "NVML reports driver %s, the kernel module is %s",
+                   inv->driver_version, d->kernel_version);
+    else if (bad.len)
+        doctor_set(r, DOCTOR_FAIL, lost ? "a GPU fell off the bus: drain the node and reboot it "
+                   "(a reset rarely brings it back)" : "drain the node, reset the GPU "
+                   "(nvidia-smi -r -i N) or reboot", "%u of %u GPUs do not answer: %s",
+                   lost ? lost : 1, count, bad.data);
+    else
+        doctor_set(r, DOCTOR_PASS, NULL, "NVML from %s, driver %s: %u GPU(s) answer (%s)",
+                   n->path, inv->driver_version, count, inv->gpus[0].name);
+    strbuf_free(&bad);
+}
+
+/* GPUs NVML gave a handle for. */
+static bool gpus_usable(const struct doctor *d, unsigned i)
+{
+    return d->inv.gpus[i].handle && !d->inv.gpus[i].lost;
+}
+
+static bool gpus_skip(struct doctor *d, struct doctor_result *r)
+{
+    if (d->nvml_ok && d->inv.count)
+        return false;
+    doctor_set(r, DOCTOR_SKIP, NULL, "not run: NVML did not start or sees no GPU");
+    return true;
+}
+
+void doctor_gpu_health(struct doctor *d, struct doctor_result *r)
+{
+    if (gpus_skip(d, r))
+        return;
+    struct nvml *n = &d->nvml;
+    struct strbuf msg = {0};
+    enum doctor_status worst = DOCTOR_PASS;
+    const char *fix = NULL;
+    for (unsigned i = 0; i < d->inv.count; i++) {
+        if (!gpus_usable(d, i))
+            continue;
+        nvmlDevice_t h = d->inv.gpus[i].handle;
+        nvmlEnableState_t pending;
+        unsigned corr, unc, remap_pending, remap_failed;
+        unsigned long long ecc;
+        doctor_step(d, "GPU %u: nvmlDeviceGetRemappedRows", i);
+        if (n->DeviceGetRemappedRows &&
+            n->DeviceGetRemappedRows(h, &corr, &unc, &remap_pending, &remap_failed) == NVML_SUCCESS) {
+            if (remap_failed) {
+                strbuf_printf(&msg, "%sGPU %u: a row remap failed", msg.len ? "; " : "", i);
+                worst = DOCTOR_FAIL;
+                fix = "a failed row remap means the GPU needs replacing: drain the node and "
+                      "return the GPU";
+            } else if (remap_pending) {
+                strbuf_printf(&msg, "%sGPU %u: a row remap waits for a reset", msg.len ? "; " : "", i);
+                worst = worst > DOCTOR_WARN ? worst : DOCTOR_WARN;
+                fix = fix ? fix : "drain the node and reset the GPU (nvidia-smi -r -i N) to "
+                                  "apply the pending remap or retirement";
+            }
+        }
+        doctor_step(d, "GPU %u: nvmlDeviceGetRetiredPagesPendingStatus", i);
+        if (n->DeviceGetRetiredPagesPendingStatus &&
+            n->DeviceGetRetiredPagesPendingStatus(h, &pending) == NVML_SUCCESS &&
+            pending == NVML_FEATURE_ENABLED) {
+            strbuf_printf(&msg, "%sGPU %u: a page retirement waits for a reset", msg.len ? "; " : "", i);
+            worst = worst > DOCTOR_WARN ? worst : DOCTOR_WARN;
+            fix = fix ? fix : "drain the node and reset the GPU (nvidia-smi -r -i N) to apply "
+                              "the pending remap or retirement";
+        }
+        doctor_step(d, "GPU %u: nvmlDeviceGetTotalEccErrors", i);
+        if (n->DeviceGetTotalEccErrors &&
+            n->DeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                       &ecc) == NVML_SUCCESS && ecc) {
+            strbuf_printf(&msg, "%sGPU %u: %llu uncorrected ECC error(s) since its last reset",
+                          msg.len ? "; " : "", i, ecc);
+            worst = DOCTOR_FAIL;
+            fix = "drain the node and reset the GPU; replace it if the errors come back";
+        }
+    }
+    if (worst == DOCTOR_PASS)
+        doctor_set(r, DOCTOR_PASS, NULL, "no pending retirement or remap, no uncorrected ECC "
+                   "error, on %u GPU(s)", d->inv.count);
+    else
+        doctor_set(r, worst, fix, "%s", msg.data);
+    strbuf_free(&msg);
+}
+
+/* "0, 1, 5" into out. */
+static void gpus_list(struct strbuf *out, const bool *which, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++)
+        if (which[i])
+            strbuf_printf(out, "%s%u", out->len ? ", " : "", i);
+}
+
+void doctor_persistence(struct doctor *d, struct doctor_result *r)
+{
+    if (gpus_skip(d, r))
+        return;
+    bool *off = xcalloc(d->inv.count, sizeof *off);
+    unsigned answered = 0, noff = 0;
+    for (unsigned i = 0; i < d->inv.count; i++) {
+        nvmlEnableState_t mode;
+        doctor_step(d, "GPU %u: nvmlDeviceGetPersistenceMode", i);
+        if (!gpus_usable(d, i) || !d->nvml.DeviceGetPersistenceMode ||
+            d->nvml.DeviceGetPersistenceMode(d->inv.gpus[i].handle, &mode) != NVML_SUCCESS)
+            continue;
+        answered++;
+        noff += off[i] = mode == NVML_FEATURE_DISABLED;
+    }
+    struct strbuf list = {0};
+    gpus_list(&list, off, d->inv.count);
+    if (!answered)
+        doctor_set(r, DOCTOR_SKIP, NULL, "NVML does not report persistence mode here");
+    else if (noff)
+        doctor_set(r, DOCTOR_WARN, "run the persistence daemon: systemctl enable --now "
+                   "nvidia-persistenced", "persistence mode is off on GPU(s) %s: the driver "
+                   "tears the GPU down between jobs, and each start pays for bringing it up",
+                   list.data);
+    else
+        doctor_set(r, DOCTOR_PASS, NULL, "persistence mode is on on %u GPU(s)", answered);
+    strbuf_free(&list);
+    free(off);
+}
+
+void doctor_fabric(struct doctor *d, struct doctor_result *r)
+{
+    if (gpus_skip(d, r))
+        return;
+    struct strbuf bad = {0};
+    unsigned on_fabric = 0;
+    static const char *const states[] = {"not supported", "not started", "in progress", "completed"};
+    for (unsigned i = 0; i < d->inv.count; i++) {
+        nvmlGpuFabricInfo_t f;
+        doctor_step(d, "GPU %u: nvmlDeviceGetGpuFabricInfo", i);
+        if (!gpus_usable(d, i) || !d->nvml.DeviceGetGpuFabricInfo ||
+            d->nvml.DeviceGetGpuFabricInfo(d->inv.gpus[i].handle, &f) != NVML_SUCCESS ||
+            f.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
+            continue;
+        on_fabric++;
+        if (f.state != NVML_GPU_FABRIC_STATE_COMPLETED)
+            strbuf_printf(&bad, "%sGPU %u: registration %s", bad.len ? "; " : "", i,
+                          f.state < 4 ? states[f.state] : "unknown");
+        else if (f.status != NVML_SUCCESS)
+            strbuf_printf(&bad, "%sGPU %u: registration failed: %s", bad.len ? "; " : "", i,
+                          nvml_strerror(&d->nvml, (nvmlReturn_t)f.status));
+    }
+    if (!on_fabric)
+        doctor_set(r, DOCTOR_SKIP, NULL, "no GPU on an NVSwitch fabric");
+    else if (bad.len)
+        doctor_set(r, DOCTOR_FAIL, "start the fabric manager, of the driver's version: "
+                   "systemctl enable --now nvidia-fabricmanager; its log says why it stopped",
+                   "the fabric manager has not registered every GPU: %s (CUDA fails on them)",
+                   bad.data);
+    else
+        doctor_set(r, DOCTOR_PASS, NULL, "%u GPU(s) registered in the NVSwitch fabric", on_fabric);
+    strbuf_free(&bad);
+}
+
+void doctor_mig(struct doctor *d, struct doctor_result *r)
+{
+    if (gpus_skip(d, r))
+        return;
+    bool *on = xcalloc(d->inv.count, sizeof *on), *pending = xcalloc(d->inv.count, sizeof *pending);
+    unsigned capable = 0, non = 0, npending = 0;
+    for (unsigned i = 0; i < d->inv.count; i++) {
+        unsigned cur, next;
+        doctor_step(d, "GPU %u: nvmlDeviceGetMigMode", i);
+        if (!gpus_usable(d, i) || !d->nvml.DeviceGetMigMode ||
+            d->nvml.DeviceGetMigMode(d->inv.gpus[i].handle, &cur, &next) != NVML_SUCCESS)
+            continue;
+        capable++;
+        non += on[i] = cur == NVML_DEVICE_MIG_ENABLE;
+        npending += pending[i] = cur != next;
+    }
+    struct strbuf a = {0}, b = {0};
+    gpus_list(&a, pending, d->inv.count);
+    gpus_list(&b, on, d->inv.count);
+    if (!capable)
+        doctor_set(r, DOCTOR_SKIP, NULL, "no MIG-capable GPU");
+    else if (npending)
+        doctor_set(r, DOCTOR_WARN, "reset the GPU with no process on it (nvidia-smi -r -i N), or "
+                   "reboot, to apply it", "a MIG mode change waits for a reset on GPU(s) %s",
+                   a.data);
+    else if (non && d->o->cfg->mig_strategy == CONFIG_MIG_NONE)
+        doctor_set(r, DOCTOR_WARN, "disable MIG on them, or use a MIG strategy once gpulet has "
+                   "one (single, mixed)", "MIG is on on GPU(s) %s with --mig-strategy none: they "
+                   "are advertised whole, and CUDA in a container sees no device on them", b.data);
+    else
+        doctor_set(r, DOCTOR_PASS, NULL, "MIG is %s on %u capable GPU(s), no change pending",
+                   non ? "on on some" : "off", capable);
+    strbuf_free(&a);
+    strbuf_free(&b);
+    free(on);
+    free(pending);
+}

@@ -1,0 +1,64 @@
+/* Shared between the files of src/doctor; not a public interface. The
+ * checks run one after another, each on its own thread; a check reads what
+ * earlier checks left in struct doctor and writes only its own fields. */
+#ifndef GPULET_DOCTOR_INTERNAL_H
+#define GPULET_DOCTOR_INTERNAL_H
+
+#include <pthread.h>
+
+#include "doctor/doctor.h"
+#include "gpu/inventory.h"
+#include "nvml/nvml.h"
+
+struct doctor {
+    const struct doctor_options *o;
+    /* kernel-module */
+    char kernel_version[64];         /* empty: the module is not loaded */
+    /* device-nodes and nvidia-uvm: majors from /proc/devices, 0 unknown */
+    unsigned nvidia_major, uvm_major;
+    /* nvml: usable by later checks only where nvml_ok and not nvml_stuck */
+    struct nvml nvml;
+    bool nvml_ok;
+    bool nvml_stuck;                 /* an NVML call did not return in time */
+    struct gpu_inventory inv;        /* IDs, names, bus ids, minors, handles */
+    /* registration: devices the agent serves, for the Node's allocatable */
+    unsigned served;
+    bool agent_up;
+    /* what a check is doing now, for the message when it runs out of time */
+    pthread_mutex_t lock;
+    char step[160];
+};
+
+/* Notes what the running check is doing (thread-safe). */
+void doctor_step(struct doctor *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sets r's status and message (and fix, unless NULL). */
+void doctor_set(struct doctor_result *r, enum doctor_status s, const char *fix, const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+
+/* path under the root: root + host_path (the root "/" adds nothing). */
+void doctor_path(const struct doctor *d, char *out, size_t len, const char *host_path,
+                 const char *rest);
+
+/* Reads a whole small file; NULL (errno set) when it cannot. */
+char *doctor_read(const char *path, size_t max, size_t *len);
+
+/* The checks, in the order they run: host.c, gpus.c, node.c. */
+void doctor_kernel_module(struct doctor *d, struct doctor_result *r);
+void doctor_library(struct doctor *d, struct doctor_result *r);
+void doctor_device_nodes(struct doctor *d, struct doctor_result *r);
+void doctor_uvm(struct doctor *d, struct doctor_result *r);
+void doctor_nvml(struct doctor *d, struct doctor_result *r);
+void doctor_gpu_health(struct doctor *d, struct doctor_result *r);
+void doctor_kernel_log(struct doctor *d, struct doctor_result *r);
+void doctor_persistence(struct doctor *d, struct doctor_result *r);
+void doctor_fabric(struct doctor *d, struct doctor_result *r);
+void doctor_mig(struct doctor *d, struct doctor_result *r);
+void doctor_runtime(struct doctor *d, struct doctor_result *r);
+void doctor_cdi(struct doctor *d, struct doctor_result *r);
+void doctor_kubelet(struct doctor *d, struct doctor_result *r);
+void doctor_registration(struct doctor *d, struct doctor_result *r);
+void doctor_pod_resources(struct doctor *d, struct doctor_result *r);
+void doctor_node(struct doctor *d, struct doctor_result *r);
+
+#endif
