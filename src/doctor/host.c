@@ -76,7 +76,7 @@ void doctor_kernel_module(struct doctor *d, struct doctor_result *r)
  * libnvidia-ml.so.580.159.04. */
 static bool host_lib_version(const char *path, char *out, size_t len)
 {
-    char target[CONFIG_PATH_MAX];
+    char target[CONFIG_PATH_MAX * 3];
     ssize_t n = readlink(path, target, sizeof target - 1);
     const char *name = path;
     if (n > 0) {
@@ -89,7 +89,7 @@ static bool host_lib_version(const char *path, char *out, size_t len)
     if (so && host_version_token(so + 4, out, len) && strcmp(out, "1"))
         return true;
     /* Not a link to a versioned file: the versioned file beside it. */
-    char dir[CONFIG_PATH_MAX];
+    char dir[CONFIG_PATH_MAX * 3];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash)
