@@ -366,7 +366,7 @@ void doctor_node(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_WARN, "check the kubeconfig or the pod's service account",
                    "cannot read the Node: %s", e.msg);
     } else if (resp.status != 200) {
-        doctor_set(r, DOCTOR_WARN, resp.status == 403 ? "grant get on nodes (deploy/rbac.yaml)"
+        doctor_set(r, DOCTOR_WARN, resp.status == 403 ? "grant get on nodes (deploy/base/rbac.yaml)"
                    : resp.status == 404 ? "check NODE_NAME" : NULL,
                    "GET %s: HTTP %ld", path, resp.status);
     } else {

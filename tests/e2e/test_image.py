@@ -154,13 +154,33 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         name = pod["metadata"]["name"]
         assert cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"] == 0
         assert "node config: applied 'ts2'" in cluster.kubectl("logs", "-n", "gpulet", name)
+        # gpulet doctor in the pod, on the host's filesystem (this host has no
+        # NVIDIA driver: the host checks fail; the node's side passes).
+        out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "--root",
+                              "/driver-root", "-o", "json", "--simulate", "a100-2x4",
+                              "--status-socket", f"{cluster.base}/deployed/status/status.sock",
+                              "--pod-resources-kubelet-socket",
+                              f"{cluster.base}/kubelet/pod-resources/kubelet.sock", check=False)
+        checks = {c["id"]: c for c in json.loads(out)["checks"]}
+        assert checks["kernel-module"]["status"] == "FAIL"
+        assert checks["nvml"]["status"] == "PASS"
+        for ok in ("kubelet", "registration", "pod-resources"):
+            assert checks[ok]["status"] == "PASS", checks[ok]
+        assert "nvidia.com/a100-deployed (16 device(s))" in checks["registration"]["message"]
+        assert checks["node"]["status"] in ("PASS", "WARN"), checks["node"]
+        assert f"Node {cluster.node}" in checks["node"]["message"]
     finally:
         cluster.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
         cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-",
                         "nvidia.com/device-plugin.config-", check=False)
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if cluster.kubectl("get", "ns", "gpulet", check=False) else True)
-    # The session's gpulet takes its labels back at its next change.
+    restore_session_labels(cluster)
+
+
+def restore_session_labels(cluster):
+    """The session's gpulet takes the Node's labels back at its next change."""
+    node = lambda: cluster.get("node", cluster.node)
     cluster.sim("xid", "7", "79")
     wait("the session's labels did not come back",
          lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3",
@@ -168,3 +188,81 @@ def test_kubectl_apply_k(cluster, image, gpulet):
     cluster.sim("recover", "7")
     wait("GPU 7 did not recover", lambda: node()["metadata"]["labels"].get("gpulet.io/gpu.healthy") == "8",
          timeout=30)
+
+
+# A stand-in for NVIDIA's device plugin DaemonSet: gpulet's image serving
+# the same simulated A100s under the same resource name, as NVIDIA's plugin
+# would serve a real node's.
+STAND_IN = {
+    "apiVersion": "apps/v1", "kind": "DaemonSet",
+    "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "nvidia-device-plugin"},
+    "spec": {
+        "selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+        "template": {
+            "metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
+            "spec": {
+                "hostNetwork": True, "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "Never",
+                    "args": ["agent", "--simulate", "a100-2x4", "--labels", "none", "--no-metrics",
+                             "--config-file", "/config/config.yaml", "--status-socket", "/tmp/s.sock"],
+                    "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"},
+                                     {"name": "config", "mountPath": "/config"}]}],
+                "volumes": [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
+                            {"name": "config", "configMap": {"name": "stand-in-config"}}]}}}}
+
+
+def test_replace_nvidia_node_by_node(cluster, image, gpulet):
+    """deploy/replace-nvidia: label the node, patch NVIDIA's DaemonSet; its
+    pod leaves, gpulet's comes, the resource stays, and a pod that holds a
+    GPU keeps running through the change."""
+    k = cluster.kubectl
+    node = lambda: cluster.get("node", cluster.node)
+    alloc = lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed")
+    k("create", "namespace", "nvidia-device-plugin")
+    k("-n", "nvidia-device-plugin", "create", "configmap", "stand-in-config",
+      "--from-literal=config.yaml=version: v1\nresources:\n  gpus: [{pattern: '*', name: a100-deployed}]\n")
+    k("apply", "-f", "-", stdin=json.dumps(STAND_IN))
+    overlay = Path(cluster.base) / "replace-overlay"
+    overlay.mkdir(exist_ok=True)
+    server = k("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    (overlay / "kustomization.yaml").write_text(OVERLAY.format(
+        deploy=os.path.relpath(SOURCE / "deploy" / "replace-nvidia", overlay), base=cluster.base,
+        api_host=host, api_port=port))
+    holder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holds-an-a100"},
+              "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                  "name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                  "command": ["sh", "-c", "sleep 3600"],
+                  "resources": {"limits": {"nvidia.com/a100-deployed": 1}}}]}}
+    try:
+        wait("the stand-in never served", lambda: alloc() == "8")
+        k("apply", "-f", "-", stdin=json.dumps(holder))
+        cluster.wait_phase("holds-an-a100", "Running")
+        uid = cluster.get("pod", "holds-an-a100")["metadata"]["uid"]
+        # gpulet is installed but runs nowhere until a node is labelled.
+        k("apply", "-k", str(overlay))
+        assert cluster.get("ds", "gpulet", "-n", "gpulet")["status"]["desiredNumberScheduled"] == 0
+        k("-n", "nvidia-device-plugin", "patch", "daemonset", "nvidia-device-plugin-daemonset",
+          "--type", "strategic", "--patch-file",
+          str(SOURCE / "deploy" / "replace-nvidia" / "nvidia-daemonsets-patch.yaml"))
+        k("label", "node", cluster.node, "gpulet.io/replaces-nvidia=true")
+        wait("NVIDIA's pod did not leave the node",
+             lambda: not cluster.get("pods", "-n", "nvidia-device-plugin")["items"])
+        wait(lambda: k("describe", "pods", "-n", "gpulet", check=False)[-3000:],
+             lambda: [p for p in cluster.get("pods", "-n", "gpulet")["items"]
+                      if all(c.get("ready") for c in p["status"].get("containerStatuses", [{}]))])
+        wait("gpulet did not take over the resource", lambda: alloc() == "8")
+        logs = k("logs", "-n", "gpulet", "ds/gpulet")
+        assert "registered nvidia.com/a100-deployed with the kubelet" in logs, logs
+        held = cluster.get("pod", "holds-an-a100")
+        assert held["metadata"]["uid"] == uid and held["status"]["phase"] == "Running"
+        assert held["status"]["containerStatuses"][0]["restartCount"] == 0
+    finally:
+        k("delete", "pod", "holds-an-a100", "--wait=false", check=False)
+        k("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
+        k("delete", "namespace", "nvidia-device-plugin", "--wait=true", "--timeout=60s", check=False)
+        k("label", "node", cluster.node, "gpulet.io/replaces-nvidia-", check=False)
+    wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
+         if k("get", "ns", "gpulet", check=False) else True)
+    restore_session_labels(cluster)

@@ -318,7 +318,7 @@ def test_node_not_allocatable(node):
         node.api.node["status"]["allocatable"] = {"nvidia.com/gpu": "8"}
     node.api.fail = 403
     try:
-        fault(node, "node", "WARN", "HTTP 403", "deploy/rbac.yaml")
+        fault(node, "node", "WARN", "HTTP 403", "deploy/base/rbac.yaml")
     finally:
         node.api.fail = 0
 
