@@ -209,18 +209,10 @@ int sim_fault_command_locked(const char *line, char *reply, size_t len)
 
 int sim_fault_command(const char *line, char *reply, size_t len)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", line);
-    char *argv[16], *save = NULL;
-    int argc = 0;
-    for (char *t = strtok_r(buf, " \t\r\n", &save); t && argc < 16; t = strtok_r(NULL, " \t\r\n", &save))
-        argv[argc++] = t;
-    if (argc == 0)
-        return snprintf(reply, len, "error: empty command"), -1;
     pthread_mutex_lock(&sim_state.lock);
     int rc = sim_state.refcount == 0
                  ? (snprintf(reply, len, "error: NVML is not initialized in this process"), -1)
-                 : fault_apply(argv, argc, reply, len);
+                 : sim_fault_command_locked(line, reply, len);
     pthread_mutex_unlock(&sim_state.lock);
     return rc;
 }

@@ -4,6 +4,7 @@
  * first, so a call that hangs is named when the check runs out of time. */
 #include "doctor/internal.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,14 +125,40 @@ static bool gpus_skip(struct doctor *d, struct doctor_result *r)
     return true;
 }
 
+/* Adds one GPU's finding to a check's message; the worst finding's fix is
+ * the check's. */
+struct gpus_findings {
+    struct strbuf msg;
+    enum doctor_status worst;
+    const char *fix;
+};
+
+static void gpus_found(struct gpus_findings *f, enum doctor_status s, const char *fix,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void gpus_found(struct gpus_findings *f, enum doctor_status s, const char *fix,
+                       const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    strbuf_printf(&f->msg, "%s%s", f->msg.len ? "; " : "", line);
+    if (s > f->worst) {
+        f->worst = s;
+        f->fix = fix;
+    }
+}
+
 void doctor_gpu_health(struct doctor *d, struct doctor_result *r)
 {
     if (gpus_skip(d, r))
         return;
+    static const char *const reset = "drain the node and reset the GPU (nvidia-smi -r -i N) to "
+                                     "apply the pending remap or retirement";
     struct nvml *n = &d->nvml;
-    struct strbuf msg = {0};
-    enum doctor_status worst = DOCTOR_PASS;
-    const char *fix = NULL;
+    struct gpus_findings f = {{0}, DOCTOR_PASS, NULL};
     for (unsigned i = 0; i < d->inv.count; i++) {
         if (!gpus_usable(d, i))
             continue;
@@ -142,43 +169,31 @@ void doctor_gpu_health(struct doctor *d, struct doctor_result *r)
         doctor_step(d, "GPU %u: nvmlDeviceGetRemappedRows", i);
         if (n->DeviceGetRemappedRows &&
             n->DeviceGetRemappedRows(h, &corr, &unc, &remap_pending, &remap_failed) == NVML_SUCCESS) {
-            if (remap_failed) {
-                strbuf_printf(&msg, "%sGPU %u: a row remap failed", msg.len ? "; " : "", i);
-                worst = DOCTOR_FAIL;
-                fix = "a failed row remap means the GPU needs replacing: drain the node and "
-                      "return the GPU";
-            } else if (remap_pending) {
-                strbuf_printf(&msg, "%sGPU %u: a row remap waits for a reset", msg.len ? "; " : "", i);
-                worst = worst > DOCTOR_WARN ? worst : DOCTOR_WARN;
-                fix = fix ? fix : "drain the node and reset the GPU (nvidia-smi -r -i N) to "
-                                  "apply the pending remap or retirement";
-            }
+            if (remap_failed)
+                gpus_found(&f, DOCTOR_FAIL, "a failed row remap means the GPU needs replacing: "
+                           "drain the node and return the GPU", "GPU %u: a row remap failed", i);
+            else if (remap_pending)
+                gpus_found(&f, DOCTOR_WARN, reset, "GPU %u: a row remap waits for a reset", i);
         }
         doctor_step(d, "GPU %u: nvmlDeviceGetRetiredPagesPendingStatus", i);
         if (n->DeviceGetRetiredPagesPendingStatus &&
             n->DeviceGetRetiredPagesPendingStatus(h, &pending) == NVML_SUCCESS &&
-            pending == NVML_FEATURE_ENABLED) {
-            strbuf_printf(&msg, "%sGPU %u: a page retirement waits for a reset", msg.len ? "; " : "", i);
-            worst = worst > DOCTOR_WARN ? worst : DOCTOR_WARN;
-            fix = fix ? fix : "drain the node and reset the GPU (nvidia-smi -r -i N) to apply "
-                              "the pending remap or retirement";
-        }
+            pending == NVML_FEATURE_ENABLED)
+            gpus_found(&f, DOCTOR_WARN, reset, "GPU %u: a page retirement waits for a reset", i);
         doctor_step(d, "GPU %u: nvmlDeviceGetTotalEccErrors", i);
         if (n->DeviceGetTotalEccErrors &&
             n->DeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
-                                       &ecc) == NVML_SUCCESS && ecc) {
-            strbuf_printf(&msg, "%sGPU %u: %llu uncorrected ECC error(s) since its last reset",
-                          msg.len ? "; " : "", i, ecc);
-            worst = DOCTOR_FAIL;
-            fix = "drain the node and reset the GPU; replace it if the errors come back";
-        }
+                                       &ecc) == NVML_SUCCESS && ecc)
+            gpus_found(&f, DOCTOR_FAIL, "drain the node and reset the GPU; replace it if the "
+                       "errors come back", "GPU %u: %llu uncorrected ECC error(s) since its last "
+                       "reset", i, ecc);
     }
-    if (worst == DOCTOR_PASS)
+    if (f.worst == DOCTOR_PASS)
         doctor_set(r, DOCTOR_PASS, NULL, "no pending retirement or remap, no uncorrected ECC "
                    "error, on %u GPU(s)", d->inv.count);
     else
-        doctor_set(r, worst, fix, "%s", msg.data);
-    strbuf_free(&msg);
+        doctor_set(r, f.worst, f.fix, "%s", f.msg.data);
+    strbuf_free(&f.msg);
 }
 
 /* "0, 1, 5" into out. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/deadline.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -161,14 +162,7 @@ static bool doctor_one(struct doctor *d, unsigned k, struct doctor_result *r)
         doctor_job_free(j);
         return true;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += d->o->timeout_ms / 1000;
-    until.tv_nsec += (long)(d->o->timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = deadline_in(d->o->timeout_ms);
     pthread_mutex_lock(&j->lock);
     while (!j->done && pthread_cond_timedwait(&j->done_cond, &j->lock, &until) != ETIMEDOUT)
         ;

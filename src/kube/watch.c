@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/deadline.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -166,14 +167,7 @@ static int watch_stream(struct kube_watch *w)
 /* Waits ms, or less when stopped. */
 static void watch_sleep(struct kube_watch *w, unsigned ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = deadline_in(ms);
     pthread_mutex_lock(&w->lock);
     while (!atomic_load(&w->stop) && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
         ;

@@ -104,7 +104,9 @@ class Node:
             time.sleep(0.05)
 
     def doctor(self, *args, faults="", preset=PRESET, root=None):
-        env = dict(self.env, GPULET_SIM_FAULTS=faults)
+        # Its simulator takes faults from GPULET_SIM_FAULTS; the control
+        # socket is the agent's.
+        env = dict(self.env, GPULET_SIM_FAULTS=faults, GPULET_SIM_CONTROL="off")
         p = subprocess.run(
             [GPULET, "doctor", "--root", str(root or self.root), "-o", "json", "--simulate", preset,
              "--kubelet-root", "/var/lib/kubelet", "--status-socket", "/run/gpulet/status.sock",
@@ -352,7 +354,8 @@ def test_partly_readable_proc(node):
 def test_text_output_and_bad_input(node, tmp_path):
     p = subprocess.run([GPULET, "doctor", "--root", str(node.root), "--simulate", PRESET,
                         "--kubelet-root", "/var/lib/kubelet", "--status-socket",
-                        "/run/gpulet/status.sock"], capture_output=True, text=True, env=node.env)
+                        "/run/gpulet/status.sock"], capture_output=True, text=True,
+                       env=dict(node.env, GPULET_SIM_CONTROL="off"))
     assert p.stdout.startswith(f"gpulet doctor: the node at {node.root}\n")
     assert "PASS  kernel-module  NVIDIA open kernel module 580.159.04 is loaded" in p.stdout
     assert p.stdout.splitlines()[-1].startswith("16 checks in ")
@@ -361,7 +364,8 @@ def test_text_output_and_bad_input(node, tmp_path):
                       (["-o", "xml"], "-o must be text or json, not 'xml'"),
                       (["--timeout-ms", "0"], "--timeout-ms must be from 10 to 600000"),
                       (["--root"], "--root needs a value")]:
-        p = subprocess.run([GPULET, "doctor", *args], capture_output=True, text=True, env=node.env)
+        p = subprocess.run([GPULET, "doctor", *args], capture_output=True, text=True,
+                           env=dict(node.env, GPULET_SIM_CONTROL="off"))
         assert p.returncode == 3, (args, p.stderr)
         assert msg in p.stderr and p.stdout == "", (args, p.stderr)
 
@@ -369,7 +373,7 @@ def test_text_output_and_bad_input(node, tmp_path):
 @pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
 def test_valgrind_doctor(node):
     """Every check, the API server's included, under valgrind."""
-    env = dict(node.env, GPULET_SIM_FAULTS="set 2 rows.pending=1")
+    env = dict(node.env, GPULET_SIM_FAULTS="set 2 rows.pending=1", GPULET_SIM_CONTROL="off")
     p = subprocess.run(["valgrind", "--error-exitcode=9", "--leak-check=full",
                         "--errors-for-leak-kinds=definite,indirect", "-q", GPULET, "doctor",
                         "--root", str(node.root), "--simulate", PRESET, "--kubelet-root",
