@@ -109,8 +109,8 @@ static double doctor_now(void)
 }
 
 /* One check on its thread. Whoever of the thread and the waiter is last
- * frees the job: the waiter when the check finished in time, else the
- * thread. */
+ * frees the job: the waiter (after joining) when the check finished in
+ * time, else the thread, then detached. */
 struct doctor_job {
     struct doctor *d;
     void (*fn)(struct doctor *d, struct doctor_result *r);
@@ -152,11 +152,7 @@ static bool doctor_one(struct doctor *d, unsigned k, struct doctor_result *r)
     pthread_cond_init(&j->done_cond, NULL);
     doctor_step(d, "starting");
     pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, doctor_job_main, j);
-    pthread_attr_destroy(&attr);
+    int rc = pthread_create(&t, NULL, doctor_job_main, j);
     if (rc) {
         doctor_set(r, DOCTOR_FAIL, NULL, "cannot start a thread: %s", strerror(rc));
         doctor_job_free(j);
@@ -171,10 +167,14 @@ static bool doctor_one(struct doctor *d, unsigned k, struct doctor_result *r)
         j->abandoned = true;
     pthread_mutex_unlock(&j->lock);
     if (done) {
+        /* Joined, so that its thread-local state (libcurl's TLS library
+         * keeps some) is gone before the process ends. */
+        pthread_join(t, NULL);
         *r = j->r;
         doctor_job_free(j);
         return true;
     }
+    pthread_detach(t);
     pthread_mutex_lock(&d->lock);
     doctor_set(r, DOCTOR_FAIL,
                "a GPU or the driver is hung: drain the node, then reset the GPU "
