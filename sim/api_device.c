@@ -11,7 +11,21 @@ SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned
 
 SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
+    struct nvmlDevice_st *g;
+    const struct sim_mig_device *m;
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    bool mig = sim_is_mig_handle(device);
+    sim_leave(NVML_SUCCESS);
+    if (mig) {
+        if ((rc = sim_enter_mig(device, &g, &m)))
+            return rc;
+        char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        sim_mig_uuid(g->desc.uuid, m->gi, id, sizeof id);
+        return sim_leave(sim_copy_string(uuid, length, id));
+    }
+    rc = sim_enter_device(device);
     return rc ? rc : sim_leave(sim_copy_string(uuid, length, device->desc.uuid));
 }
 

@@ -59,6 +59,46 @@ static const struct sim_preset presets[] = {
      "gpus:\n"
      "  - product: a100-80gb\n"
      "    count: 8\n"},
+    {"a100-mig-mixed",
+     "# 8 A100 40GB, MIG on all but GPU 7, in the layouts mig-parted's\n"
+     "# named configs make: balanced, all 1g, one 7g, and one with media\n"
+     "# extensions. For --mig-strategy mixed.\n"
+     "name: a100-mig-mixed\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "numa_nodes: 2\n"
+     "gpus_per_pcie_switch: 2\n"
+     "nvlink: nvswitch\n"
+     "gpus:\n"
+     "  - {product: a100-40gb, count: 4, mig: true, mig_devices: [3g.20gb, 2g.10gb, 1g.5gb, 1g.5gb]}\n"
+     "  - {product: a100-40gb, mig: true, mig_devices: [1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb]}\n"
+     "  - {product: a100-40gb, mig: true, mig_devices: [4g.20gb, 1g.5gb+me, 1g.5gb, 1g.5gb]}\n"
+     "  - {product: a100-40gb, mig: true, mig_devices: [7g.40gb]}\n"
+     "  - {product: a100-40gb}\n"},
+    {"h100-mig-single",
+     "# A DGX H100 with every GPU in seven 1g.10gb MIG devices: the uniform\n"
+     "# layout --mig-strategy single needs (56 nvidia.com/gpu).\n"
+     "name: h100-mig-single\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "numa_nodes: 2\n"
+     "nvlink: nvswitch\n"
+     "gpus:\n"
+     "  - product: h100-sxm\n"
+     "    count: 8\n"
+     "    mig: true\n"
+     "    mig_devices: [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb]\n"},
+    {"h200-mig-mixed",
+     "# 4 H200 (the lent machine's model): two balanced, one in seven 1g,\n"
+     "# and one whole. For --mig-strategy mixed beside a non-MIG GPU.\n"
+     "name: h200-mig-mixed\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "nvlink: nvswitch\n"
+     "gpus:\n"
+     "  - {product: h200, count: 2, mig: true, mig_devices: [3g.71gb, 2g.35gb, 1g.18gb, 1g.18gb]}\n"
+     "  - {product: h200, mig: true, mig_devices: [1g.18gb, 1g.18gb, 1g.18gb, 1g.18gb, 1g.18gb, 1g.18gb, 1g.18gb]}\n"
+     "  - {product: h200}\n"},
     {"l4-pcie",
      "# 4 L4 on PCIe only: two per NUMA node, each pair behind one PCIe switch.\n"
      "name: l4-pcie\n"
@@ -101,7 +141,9 @@ static const struct sim_preset presets[] = {
      "    count: 64\n"},
 };
 
-const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "a100-2x4", "l4-pcie",
+const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "a100-2x4",
+                                        "a100-mig-mixed", "h100-mig-single", "h200-mig-mixed",
+                                        "l4-pcie",
                                         "t4",       "mixed-pcie", "scale-64", NULL};
 
 const char *sim_preset_text(const char *name)

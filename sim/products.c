@@ -9,7 +9,7 @@ static const struct sim_product h100_sxm = {
     .cc_major = 9, .cc_minor = 0, .pci_device_id = 0x233010DE, .pci_subsystem_id = 0x16C110DE,
     .memory_mib = 81559, .reserved_mib = 530, .nvlinks = 18, .power_idle_w = 70,
     .power_max_w = 700, .sm_clock_idle = 345, .sm_clock_max = 1980, .mem_clock = 2619,
-    .mig_capable = true,
+    .mig_capable = true, .mig = sim_mig_h100_80gb,
 };
 
 static const struct sim_product h100_pcie = {
@@ -17,7 +17,7 @@ static const struct sim_product h100_pcie = {
     .cc_major = 9, .cc_minor = 0, .pci_device_id = 0x233110DE, .pci_subsystem_id = 0x162610DE,
     .memory_mib = 81559, .reserved_mib = 530, .nvlinks = 0, .power_idle_w = 50,
     .power_max_w = 350, .sm_clock_idle = 345, .sm_clock_max = 1755, .mem_clock = 1593,
-    .mig_capable = true,
+    .mig_capable = true, .mig = sim_mig_h100_80gb,
 };
 
 static const struct sim_product h200 = {
@@ -25,7 +25,7 @@ static const struct sim_product h200 = {
     .cc_minor = 0, .pci_device_id = 0x233510DE, .pci_subsystem_id = 0x18BF10DE,
     .memory_mib = 143771, .reserved_mib = 616, .nvlinks = 18, .power_idle_w = 75,
     .power_max_w = 700, .sm_clock_idle = 345, .sm_clock_max = 1980, .mem_clock = 3201,
-    .mig_capable = true,
+    .mig_capable = true, .mig = sim_mig_h200,
 };
 
 static const struct sim_product a100_80gb = {
@@ -33,7 +33,15 @@ static const struct sim_product a100_80gb = {
     .cc_major = 8, .cc_minor = 0, .pci_device_id = 0x20B210DE, .pci_subsystem_id = 0x147F10DE,
     .memory_mib = 81920, .reserved_mib = 480, .nvlinks = 12, .power_idle_w = 60,
     .power_max_w = 400, .sm_clock_idle = 210, .sm_clock_max = 1410, .mem_clock = 1593,
-    .mig_capable = true,
+    .mig_capable = true, .mig = sim_mig_a100_80gb,
+};
+
+static const struct sim_product a100_40gb = {
+    .key = "a100-40gb", .name = "NVIDIA A100-SXM4-40GB", .arch = NVML_DEVICE_ARCH_AMPERE,
+    .cc_major = 8, .cc_minor = 0, .pci_device_id = 0x20B010DE, .pci_subsystem_id = 0x134F10DE,
+    .memory_mib = 40536, .reserved_mib = 420, .nvlinks = 12, .power_idle_w = 55,
+    .power_max_w = 400, .sm_clock_idle = 210, .sm_clock_max = 1410, .mem_clock = 1215,
+    .mig_capable = true, .mig = sim_mig_a100_40gb,
 };
 
 static const struct sim_product l4 = {
@@ -52,8 +60,8 @@ static const struct sim_product t4 = {
     .mig_capable = false,
 };
 
-const struct sim_product *const sim_products[] = {&h100_sxm, &h100_pcie, &h200, &a100_80gb, &l4,
-                                                    &t4,        NULL};
+const struct sim_product *const sim_products[] = {&h100_sxm, &h100_pcie, &h200, &a100_80gb,
+                                                    &a100_40gb, &l4, &t4, NULL};
 
 const struct sim_product *sim_product_find(const char *key)
 {

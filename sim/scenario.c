@@ -134,11 +134,31 @@ static int scenario_parse_procs(struct ydoc *d, yaml_node_t *n, const struct sim
     return 0;
 }
 
+/* mig_devices: [1g.10gb, 3g.40gb, ...]: the MIG devices each GPU of the
+ * entry has (one GPU instance with one compute instance spanning it). */
+static int scenario_parse_mig(struct ydoc *d, yaml_node_t *n, bool mig, const char **out,
+                              unsigned *count, struct err *e)
+{
+    if (!mig)
+        return ydoc_error(d, n, e, "mig_devices needs mig: true");
+    if (n->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, n, e, "mig_devices must be a list of MIG profiles (1g.10gb, ...)");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        if (*count >= SIM_MIG_MAX)
+            return ydoc_error(d, n, e, "mig_devices: a GPU holds at most %d MIG devices",
+                              SIM_MIG_MAX);
+        if (ydoc_scalar(d, ydoc_node(d, *it), "a MIG profile", &out[(*count)++], e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario *sc,
                                 struct scenario_src *src, struct err *e)
 {
     static const char *const keys[] = {"product", "count", "uuid", "pci_bus_id", "numa_node",
-                                       "mig", "processes", NULL};
+                                       "mig", "mig_devices", "processes", NULL};
     if (ydoc_check_keys(d, n, "a gpus entry", keys, e) < 0)
         return -1;
     char known[128];
@@ -174,6 +194,11 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
         return -1;
     if (mig && !p->mig_capable)
         return ydoc_error(d, mn, e, "product %s does not support MIG", p->key);
+    const char *profiles[SIM_MIG_MAX + 1];
+    unsigned nprofiles = 0;
+    yaml_node_t *dn = ydoc_get(d, n, "mig_devices");
+    if (dn && scenario_parse_mig(d, dn, mig, profiles, &nprofiles, e) < 0)
+        return -1;
     for (long i = 0; i < count; i++) {
         struct sim_gpu *g = &sc->gpus[sc->count];
         memset(g, 0, sizeof *g);
@@ -188,6 +213,9 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
             return -1;
         if (procs && scenario_parse_procs(d, procs, p, g, e) < 0)
             return -1;
+        char why[256];
+        if (dn && sim_mig_layout(g, profiles, nprofiles, why, sizeof why) < 0)
+            return ydoc_error(d, dn, e, "mig_devices: %s", why);
         src->uuid[sc->count] = un;
         src->bus[sc->count] = bn;
         sc->count++;

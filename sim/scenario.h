@@ -12,6 +12,21 @@
 
 #define SIM_MAX_GPUS 64
 
+/* One GPU instance profile of a MIG-capable model, as
+ * nvmlDeviceGetGpuInstanceProfileInfo and nvidia-smi mig -lgip give it. */
+struct sim_mig_profile {
+    const char *name;        /* "1g.10gb": the driver's name (the device plugin derives it) */
+    unsigned index;          /* NVML_GPU_INSTANCE_PROFILE_*: what the API is asked with */
+    unsigned id;             /* the profile ID (-lgip's ID; -cgi takes it) */
+    unsigned slices, instances, sms, ce, dec, enc, jpeg, ofa;
+    unsigned long long memory_mib;
+    unsigned size;           /* memory units (of 8) a placement spans */
+    unsigned starts;         /* bit k: a placement may start at unit k */
+};
+
+#define SIM_MIG_UNITS 8      /* memory units of a MIG GPU; 7 compute slices */
+#define SIM_MIG_MAX 7        /* MIG devices on one GPU */
+
 /* A GPU model: identity and the limits its live values move within. */
 struct sim_product {
     const char *key;         /* scenario name: "h100-sxm" */
@@ -25,6 +40,14 @@ struct sim_product {
     unsigned power_idle_w, power_max_w;
     unsigned sm_clock_idle, sm_clock_max, mem_clock;
     bool mig_capable;
+    const struct sim_mig_profile *mig; /* its profiles, ended by one without a name */
+};
+
+/* A MIG device: one GPU instance with one compute instance spanning it. */
+struct sim_mig_device {
+    const struct sim_mig_profile *profile;
+    unsigned start;          /* its placement's first memory unit */
+    unsigned gi, ci;         /* GPU and compute instance IDs */
 };
 
 /* One NVLink of a GPU: to a peer GPU or to an NVSwitch. */
@@ -54,6 +77,8 @@ struct sim_gpu {
     int pcie_switch;         /* GPUs with the same value share a PCIe switch; -1: none,
                                 the GPU sits on the host bridge */
     bool mig_enabled;
+    struct sim_mig_device mig[SIM_MIG_MAX];
+    unsigned nmig;
     struct sim_proc procs[SIM_SCENARIO_PROCS];
     unsigned nprocs;
     unsigned nlinks;
@@ -80,6 +105,24 @@ int scenario_load(const char *spec, struct scenario *sc, struct err *e);
 
 /* The product with this scenario key, or NULL. */
 const struct sim_product *sim_product_find(const char *key);
+
+/* The profile of product p called name ("3g.40gb"), or NULL. */
+const struct sim_mig_profile *sim_mig_profile_find(const struct sim_product *p, const char *name);
+
+/* Lays out MIG devices of the named profiles on g, replacing what it had,
+ * larger placements first, each at the first placement that leaves room
+ * for the rest; GPU instance IDs in that order from 1; MIG UUIDs from the
+ * GPU's (sim_mig_uuid). -1 with why (a sentence) when a profile is unknown to the model,
+ * more than its instances are asked for, or they do not fit. */
+int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char *why, size_t len);
+
+/* The UUID of the MIG device with GPU instance gi on the GPU with this
+ * UUID: MIG-..., stable across runs. */
+void sim_mig_uuid(const char *gpu_uuid, unsigned gi, char *out, size_t len);
+
+/* MIG profile tables (mig.c). */
+extern const struct sim_mig_profile sim_mig_a100_40gb[], sim_mig_a100_80gb[], sim_mig_h100_80gb[],
+    sim_mig_h200[];
 
 /* All products, NULL-terminated. */
 extern const struct sim_product *const sim_products[];

@@ -64,6 +64,12 @@ struct nvmlEventSet_st {
     unsigned head, len;
 };
 
+/* A MIG device's handle: what nvmlDeviceGetMigDeviceHandleByIndex gives.
+ * NVML uses one handle type for GPUs and MIG devices; ours point here. */
+struct sim_mig_handle {
+    unsigned gpu, k;                    /* the GPU, and its k-th MIG device */
+};
+
 struct sim {
     pthread_mutex_t lock;
     pthread_cond_t events;              /* signalled when an event is queued */
@@ -72,6 +78,7 @@ struct sim {
     char spec[512];                     /* the scenario it was loaded from */
     struct scenario sc;
     struct nvmlDevice_st gpus[SIM_MAX_GPUS];
+    struct sim_mig_handle mig_handles[SIM_MAX_GPUS][SIM_MIG_MAX];
     struct nvmlEventSet_st *sets;
     double t0;                          /* CLOCK_MONOTONIC seconds at first init */
     /* control socket */
@@ -91,6 +98,13 @@ bool sim_is_device(nvmlDevice_t dev);
 
 /* sim_enter plus a valid, present device handle. */
 nvmlReturn_t sim_enter_device(nvmlDevice_t dev);
+
+/* sim_enter plus a handle of a present MIG device: its GPU and record. */
+nvmlReturn_t sim_enter_mig(nvmlDevice_t dev, struct nvmlDevice_st **gpu,
+                           const struct sim_mig_device **mig);
+
+/* True if dev is a MIG device handle (present or not). Caller holds the lock. */
+bool sim_is_mig_handle(nvmlDevice_t dev);
 
 /* Unlocks the state and passes rc through. */
 nvmlReturn_t sim_leave(nvmlReturn_t rc);

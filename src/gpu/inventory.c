@@ -88,6 +88,9 @@ static void inventory_read_ids(struct nvml *n, struct gpu_info *g)
     if (!g->lost && n->DeviceGetMigMode &&
         inventory_check(n, g, "MIG mode", n->DeviceGetMigMode(g->handle, &cur, &pending)))
         g->mig_mode = (int)cur;
+    /* MIG devices are what the MIG strategies advertise. */
+    if (!g->lost)
+        gpu_mig_read(n, g);
     /* The product name picks a GPU's resource (resources.gpus). */
     if (!g->lost)
         inventory_check(n, g, "name", n->DeviceGetName(g->handle, g->name, sizeof g->name));

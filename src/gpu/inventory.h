@@ -11,6 +11,18 @@
 
 #include "nvml/nvml.h"
 
+#define GPU_MIG_MAX 7
+
+/* A MIG device of a GPU with MIG enabled: one GPU instance and one compute
+ * instance, as NVML lists them (nvmlDeviceGetMigDeviceHandleByIndex). */
+struct gpu_mig {
+    nvmlDevice_t handle;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE]; /* MIG-... */
+    unsigned gi, ci;                /* GPU and compute instance IDs */
+    char profile[32];               /* "1g.10gb", "1g.10gb+me", "1c.3g.40gb": NVIDIA's names */
+    nvmlDeviceAttributes_t attr;    /* SMs, engines, slices, memory (MiB) */
+};
+
 struct gpu_info {
     nvmlDevice_t handle;            /* as found when built; a running agent uses its device model's */
     unsigned index;
@@ -23,6 +35,8 @@ struct gpu_info {
     int cc_major, cc_minor;         /* -1: unknown */
     const char *architecture;       /* "hopper"; "unknown" when NVML cannot say */
     int mig_mode;                   /* -1: not supported, else NVML_DEVICE_MIG_* */
+    struct gpu_mig mig[GPU_MIG_MAX]; /* with MIG enabled: its MIG devices */
+    unsigned nmig;
     int pci_class;                  /* base << 8 | sub: 0x0302 compute, 0x0300 graphics; -1 unknown */
     char clique[64];                /* "<fabric cluster UUID>.<clique ID>"; empty: no fabric */
     bool lost;                      /* NVML answered GPU_IS_LOST */
@@ -73,6 +87,16 @@ const struct gpu_link *gpu_inventory_link(const struct gpu_inventory *inv, unsig
 
 /* Fills inv->links from NVML (NVLink counts, PCIe common ancestors). */
 void gpu_topology_read(struct nvml *n, struct gpu_inventory *inv);
+
+/* The MIG devices of g, where MIG is enabled (gpu/mig.c). */
+void gpu_mig_read(struct nvml *n, struct gpu_info *g);
+
+/* A MIG device's profile name as NVIDIA's plugin and GFD spell it: slices
+ * and memory in GB as a fraction of the GPU's (gpu_total_mib), "+me" for
+ * a 1g-6g instance with the media engines (OFA), "Nc." before when the
+ * compute instance is smaller than its GPU instance. */
+void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttributes_t *a,
+                          char *out, size_t len);
 
 /* nvidia-smi topo's short name for a PCIe level: PIX, PXB, PHB, NODE, SYS. */
 const char *gpu_topology_level_name(int level);

@@ -35,6 +35,15 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
         if (h && h->reason != HEALTH_OK)
             strbuf_printf(out, " (%s)", h->detail);
         strbuf_puts(out, "\n");
+        /* MIG devices under their GPU: index i:k, as nvidia-smi -L and NVIDIA's index IDs. */
+        for (unsigned k = 0; k < g->nmig; k++) {
+            const struct gpu_mig *m = &g->mig[k];
+            char idx[16], mmem[32];
+            snprintf(idx, sizeof idx, "%u:%u", g->index, k);
+            snprintf(mmem, sizeof mmem, "%llu MiB", m->attr.memorySizeMB);
+            strbuf_printf(out, "%-5s %-40s MIG %-20s %10s GI %u CI %u\n", idx, m->uuid, m->profile,
+                          mmem, m->gi, m->ci);
+        }
     }
     strbuf_printf(out, "%u GPU%s, driver %s, CUDA %d.%d\n", inv->count, inv->count == 1 ? "" : "s",
                   inv->driver_version[0] ? inv->driver_version : "unknown",
@@ -65,6 +74,21 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
     jsonx_set(o, "mig_mode", g->mig_mode < 0 ? json_null()
                               : json_string(g->mig_mode ? "enabled" : "disabled"));
     jsonx_set(o, "health", json_string(gpu_render_health(g, h)));
+    if (g->mig_mode == NVML_DEVICE_MIG_ENABLE) {
+        json_t *migs = jsonx_ok(json_array());
+        for (unsigned k = 0; k < g->nmig; k++) {
+            const struct gpu_mig *m = &g->mig[k];
+            json_t *x = jsonx_ok(json_object());
+            jsonx_set(x, "uuid", json_string(m->uuid));
+            jsonx_set(x, "profile", json_string(m->profile));
+            jsonx_set(x, "gpu_instance_id", json_integer(m->gi));
+            jsonx_set(x, "compute_instance_id", json_integer(m->ci));
+            jsonx_set(x, "memory_mib", json_integer((json_int_t)m->attr.memorySizeMB));
+            jsonx_set(x, "multiprocessors", json_integer(m->attr.multiprocessorCount));
+            jsonx_append(migs, x);
+        }
+        jsonx_set(o, "mig_devices", migs);
+    }
     if (h && h->reason != HEALTH_OK)
         jsonx_set(o, "health_reason", json_string(h->detail));
     if (g->problem[0])

@@ -46,6 +46,14 @@
       "nvmlDeviceGetCudaComputeCapability")                                           \
     X(DeviceGetArchitecture, nvmlDeviceGetArchitecture, "nvmlDeviceGetArchitecture")  \
     X(DeviceGetMigMode, nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode")                 \
+    X(DeviceGetMaxMigDeviceCount, nvmlDeviceGetMaxMigDeviceCount, "nvmlDeviceGetMaxMigDeviceCount") \
+    X(DeviceGetMigDeviceHandleByIndex, nvmlDeviceGetMigDeviceHandleByIndex,           \
+      "nvmlDeviceGetMigDeviceHandleByIndex")                                          \
+    X(DeviceGetGpuInstanceId, nvmlDeviceGetGpuInstanceId, "nvmlDeviceGetGpuInstanceId") \
+    X(DeviceGetComputeInstanceId, nvmlDeviceGetComputeInstanceId,                     \
+      "nvmlDeviceGetComputeInstanceId")                                               \
+    X(DeviceGetAttributes, nvmlDeviceGetAttributes_v2, "nvmlDeviceGetAttributes_v2",  \
+      "nvmlDeviceGetAttributes")                                                      \
     X(DeviceGetPersistenceMode, nvmlDeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode") \
     X(DeviceGetRetiredPagesPendingStatus, nvmlDeviceGetRetiredPagesPendingStatus,     \
       "nvmlDeviceGetRetiredPagesPendingStatus")                                       \

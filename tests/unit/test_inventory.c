@@ -9,6 +9,7 @@
 #include "gpu/inventory.h"
 #include "gpu/procfs.h"
 #include "gpu/render.h"
+#include "sim/scenario.h"
 #include "testutil.h"
 
 static void build(const char *preset, struct nvml *n, struct gpu_inventory *inv)
@@ -230,6 +231,92 @@ static void test_procfs_read(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Every profile of every MIG-capable model: the name gpulet derives from
+ * its attributes is the driver's (the H200's checked on the real card). */
+static void test_mig_profile_names(void **state)
+{
+    (void)state;
+    for (size_t i = 0; sim_products[i]; i++) {
+        const struct sim_product *p = sim_products[i];
+        for (const struct sim_mig_profile *m = p->mig; m && m->name; m++) {
+            nvmlDeviceAttributes_t a = {.multiprocessorCount = m->sms, .sharedOfaCount = m->ofa,
+                                        .gpuInstanceSliceCount = m->slices,
+                                        .computeInstanceSliceCount = m->slices,
+                                        .memorySizeMB = m->memory_mib};
+            char name[32];
+            gpu_mig_profile_name(p->memory_mib, &a, name, sizeof name);
+            if (strcmp(name, m->name))
+                fail_msg("%s: %s named %s", p->key, m->name, name);
+        }
+    }
+    nvmlDeviceAttributes_t ci = {.gpuInstanceSliceCount = 3, .computeInstanceSliceCount = 1,
+                                 .memorySizeMB = 40448};
+    char name[32];
+    gpu_mig_profile_name(81559, &ci, name, sizeof name);
+    assert_string_equal(name, "1c.3g.40gb");
+}
+
+/* The MIG presets' devices, as NVML lists them and gpulet reads them. */
+static void test_mig_presets(void **state)
+{
+    (void)state;
+    struct nvml n;
+    struct gpu_inventory inv;
+    build("h200-mig-mixed", &n, &inv);
+    assert_int_equal(inv.count, 4);
+    assert_int_equal(inv.gpus[0].mig_mode, NVML_DEVICE_MIG_ENABLE);
+    assert_int_equal(inv.gpus[0].nmig, 4);
+    assert_string_equal(inv.gpus[0].mig[0].profile, "3g.71gb");
+    assert_int_equal(inv.gpus[0].mig[0].gi, 1);
+    assert_int_equal(inv.gpus[0].mig[0].attr.multiprocessorCount, 60);
+    assert_true(!strncmp(inv.gpus[0].mig[0].uuid, "MIG-", 4));
+    assert_int_equal(inv.gpus[2].nmig, 7);
+    assert_int_equal(inv.gpus[3].mig_mode, NVML_DEVICE_MIG_DISABLE);
+    assert_int_equal(inv.gpus[3].nmig, 0);
+    /* MIG UUIDs are distinct and stable. */
+    for (unsigned g = 0; g < 3; g++)
+        for (unsigned k = 0; k < inv.gpus[g].nmig; k++)
+            for (unsigned h = 0; h < 3; h++)
+                for (unsigned j = 0; j < inv.gpus[h].nmig; j++)
+                    if ((g != h || k != j) &&
+                        !strcmp(inv.gpus[g].mig[k].uuid, inv.gpus[h].mig[j].uuid))
+                        fail_msg("GPU %u:%u and %u:%u share a MIG UUID", g, k, h, j);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+}
+
+/* Layouts: what fits (after backtracking), and what does not, with why. */
+static void test_mig_layouts(void **state)
+{
+    (void)state;
+    struct sim_gpu g = {.product = sim_product_find("a100-40gb")};
+    char why[256];
+    const char *balanced[] = {"3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"};
+    assert_int_equal(sim_mig_layout(&g, balanced, 4, why, sizeof why), 0);
+    assert_int_equal(g.nmig, 4);
+    assert_int_equal(g.mig[0].start, 4); /* 3g at 0 would strand the second 1g */
+    const char *eight[] = {"1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb", "1g.5gb",
+                           "1g.5gb"};
+    assert_int_equal(sim_mig_layout(&g, eight, 8, why, sizeof why), -1);
+    assert_string_equal(why, "8 MIG devices asked for; a GPU holds at most 7");
+    const char *slices[] = {"4g.20gb", "2g.10gb", "2g.10gb"};
+    assert_int_equal(sim_mig_layout(&g, slices, 3, why, sizeof why), -1);
+    assert_string_equal(why, "the profiles take 8 compute slices; a GPU has 7");
+    const char *two7[] = {"7g.40gb", "1g.5gb"};
+    assert_int_equal(sim_mig_layout(&g, two7, 2, why, sizeof why), -1);
+    assert_string_equal(why, "the profiles take 8 compute slices; a GPU has 7");
+    const char *overlap[] = {"3g.20gb", "3g.20gb", "1g.5gb"}; /* 7 slices, 9 memory units */
+    assert_int_equal(sim_mig_layout(&g, overlap, 3, why, sizeof why), -1);
+    assert_true(strstr(why, "do not fit together") != NULL);
+    const char *me[] = {"1g.5gb+me", "1g.5gb+me"};
+    assert_int_equal(sim_mig_layout(&g, me, 2, why, sizeof why), -1);
+    assert_string_equal(why, "a100-40gb allows 1 instance(s) of 1g.5gb+me, not 2");
+    const char *wrong[] = {"1g.10gb+me"};
+    assert_int_equal(sim_mig_layout(&g, wrong, 1, why, sizeof why), -1);
+    assert_true(strstr(why, "a100-40gb has no MIG profile '1g.10gb+me' (its profiles: 1g.5gb,") != NULL);
+    assert_int_equal(g.nmig, 4); /* a refused layout changes nothing */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_l4_pcie),  cmocka_unit_test(test_lost_gpu),
         cmocka_unit_test(test_h200x4_vm_matches_the_real_machine),
         cmocka_unit_test(test_procfs_parse), cmocka_unit_test(test_procfs_read),
+        cmocka_unit_test(test_mig_profile_names), cmocka_unit_test(test_mig_presets),
+        cmocka_unit_test(test_mig_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,58 @@
+/* MIG devices from NVML, and their profile names. A MIG device is what a
+ * container gets: NVML lists them per GPU by index, each with a MIG UUID,
+ * its GPU and compute instance IDs and its attributes. */
+#include "gpu/inventory.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttributes_t *a,
+                          char *out, size_t len)
+{
+    /* go-nvlib's rule, which names the H200's seven profiles as its driver
+     * does: the fraction of memory rounded up to eighths, times the GPU's
+     * memory in whole GB (rounded up), rounded. */
+    unsigned long long gb = 0;
+    if (gpu_total_mib) {
+        unsigned long long eighths = (a->memorySizeMB * 8 + gpu_total_mib - 1) / gpu_total_mib;
+        unsigned long long total_gb = (gpu_total_mib + 1023) / 1024;
+        gb = (eighths * total_gb * 2 + 8) / 16; /* rounded, halves up */
+    }
+    char ci[16] = "";
+    if (a->computeInstanceSliceCount && a->computeInstanceSliceCount < a->gpuInstanceSliceCount)
+        snprintf(ci, sizeof ci, "%uc.", a->computeInstanceSliceCount);
+    bool me = a->sharedOfaCount && a->gpuInstanceSliceCount < 7;
+    snprintf(out, len, "%s%ug.%llugb%s", ci, a->gpuInstanceSliceCount, gb, me ? "+me" : "");
+}
+
+void gpu_mig_read(struct nvml *n, struct gpu_info *g)
+{
+    g->nmig = 0;
+    unsigned max = 0;
+    if (g->mig_mode != NVML_DEVICE_MIG_ENABLE || !n->DeviceGetMaxMigDeviceCount ||
+        !n->DeviceGetMigDeviceHandleByIndex ||
+        n->DeviceGetMaxMigDeviceCount(g->handle, &max) != NVML_SUCCESS)
+        return;
+    /* The GPU's memory names the profiles. */
+    unsigned long long total_mib = 0;
+    nvmlMemory_t mem;
+    if (n->DeviceGetMemoryInfo && n->DeviceGetMemoryInfo(g->handle, &mem) == NVML_SUCCESS)
+        total_mib = mem.total >> 20;
+    for (unsigned k = 0; k < max && g->nmig < GPU_MIG_MAX; k++) {
+        struct gpu_mig *m = &g->mig[g->nmig];
+        memset(m, 0, sizeof *m);
+        /* Indexes may have holes: NOT_FOUND is an empty slot. */
+        if (n->DeviceGetMigDeviceHandleByIndex(g->handle, k, &m->handle) != NVML_SUCCESS ||
+            n->DeviceGetUUID(m->handle, m->uuid, sizeof m->uuid) != NVML_SUCCESS)
+            continue;
+        if (n->DeviceGetGpuInstanceId)
+            n->DeviceGetGpuInstanceId(m->handle, &m->gi);
+        if (n->DeviceGetComputeInstanceId)
+            n->DeviceGetComputeInstanceId(m->handle, &m->ci);
+        if (n->DeviceGetAttributes && n->DeviceGetAttributes(m->handle, &m->attr) == NVML_SUCCESS)
+            gpu_mig_profile_name(total_mib, &m->attr, m->profile, sizeof m->profile);
+        else
+            snprintf(m->profile, sizeof m->profile, "unknown");
+        g->nmig++;
+    }
+}
