@@ -17,6 +17,12 @@ static bool events_valid_set(nvmlEventSet_t set)
 
 void sim_event_post(struct nvmlDevice_st *g, unsigned long long type, unsigned long long data)
 {
+    sim_event_post_instance(g, type, data, 0xFFFFFFFFU, 0xFFFFFFFFU);
+}
+
+void sim_event_post_instance(struct nvmlDevice_st *g, unsigned long long type,
+                             unsigned long long data, unsigned gi, unsigned ci)
+{
     unsigned i = g->desc.index;
     for (struct nvmlEventSet_st *s = sim_state.sets; s; s = s->next) {
         if (!(s->mask[i] & type))
@@ -30,8 +36,8 @@ void sim_event_post(struct nvmlDevice_st *g, unsigned long long type, unsigned l
         ev->device = g;
         ev->eventType = type;
         ev->eventData = data;
-        ev->gpuInstanceId = 0xFFFFFFFFU;
-        ev->computeInstanceId = 0xFFFFFFFFU;
+        ev->gpuInstanceId = gi;
+        ev->computeInstanceId = ci;
     }
     pthread_cond_broadcast(&sim_state.events);
 }

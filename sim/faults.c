@@ -101,6 +101,35 @@ static int fault_set_one(struct nvmlDevice_st *g, char *assign, char *reply, siz
     return 0;
 }
 
+static bool fault_has_gi(const struct nvmlDevice_st *g, unsigned gi)
+{
+    for (unsigned k = 0; k < g->desc.nmig; k++)
+        if (g->desc.mig[k].gi == gi)
+            return true;
+    return false;
+}
+
+/* mig GPU PROFILE,PROFILE...|none: a new MIG layout, as mig-parted applies
+ * one (the GPU must have MIG enabled); nothing changes on an error. */
+static int fault_mig(struct nvmlDevice_st *g, char *list, char *reply, size_t len)
+{
+    if (!g->desc.mig_enabled)
+        return snprintf(reply, len, "error: GPU %u has MIG disabled", g->desc.index), -1;
+    const char *names[SIM_MIG_MAX + 1];
+    unsigned n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t && strcmp(t, "none"); t = strtok_r(NULL, ",", &save)) {
+        if (n == SIM_MIG_MAX)
+            return snprintf(reply, len, "error: a GPU holds at most %d MIG devices", SIM_MIG_MAX),
+                   -1;
+        names[n++] = t;
+    }
+    char why[256];
+    if (sim_mig_layout(&g->desc, names, n, why, sizeof why) < 0)
+        return snprintf(reply, len, "error: %s", why), -1;
+    return 0;
+}
+
 /* The GPU falls off the bus: XID 79, then GPU_IS_LOST on every call. */
 static void fault_lose(struct nvmlDevice_st *g)
 {
@@ -157,13 +186,24 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         return snprintf(reply, len, "error: no GPU '%s' (this node has GPUs 0-%u)", argv[1],
                         sim_state.sc.count - 1), -1;
     if (!strcmp(cmd, "xid")) {
-        double xid;
-        if (argc != 3 || fault_number(argv[2], 65535, &xid) < 0 || xid < 1)
-            return snprintf(reply, len, "error: usage: xid GPU XID (XID from 1 to 65535)"), -1;
+        double xid, gi = -1;
+        if (argc < 3 || argc > 4 || fault_number(argv[2], 65535, &xid) < 0 || xid < 1 ||
+            (argc == 4 && fault_number(argv[3], 14, &gi) < 0))
+            return snprintf(reply, len, "error: usage: xid GPU XID [GI] (XID from 1 to 65535, "
+                            "GPU instance ID from 0 to 14)"), -1;
+        if (argc == 4 && !fault_has_gi(g, (unsigned)gi))
+            return snprintf(reply, len, "error: GPU %u has no GPU instance %.0f", g->desc.index,
+                            gi), -1;
         if (xid == XID_OFF_BUS)
             fault_lose(g); /* a real XID 79 comes with the GPU gone */
+        else if (argc == 4)
+            sim_event_post_instance(g, nvmlEventTypeXidCriticalError, (unsigned long long)xid,
+                                    (unsigned)gi, 0);
         else
             sim_event_post(g, nvmlEventTypeXidCriticalError, (unsigned long long)xid);
+    } else if (!strcmp(cmd, "mig") && argc == 3) {
+        if (fault_mig(g, argv[2], reply, len) < 0)
+            return -1;
     } else if (!strcmp(cmd, "ecc") && argc == 2) {
         g->ecc_volatile[1]++;
         g->ecc_aggregate[1]++;
@@ -187,7 +227,8 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         *g = next;
     } else {
         return snprintf(reply, len, "error: unknown command '%s' with %d argument(s) (commands: "
-                        "xid GPU XID, ecc GPU, lose GPU, hang GPU, recover GPU, set GPU FIELD=VALUE..., "
+                        "xid GPU XID [GI], ecc GPU, lose GPU, hang GPU, recover GPU, mig GPU PROFILE,..., "
+                        "set GPU FIELD=VALUE..., "
                         "proc GPU add|del|clear ...)",
                         cmd, argc - 1), -1;
     }

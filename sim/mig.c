@@ -81,12 +81,12 @@ static int mig_cmp(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-void sim_mig_uuid(const char *gpu_uuid, unsigned gi, char *out, size_t len)
+void sim_mig_uuid(const char *gpu_uuid, unsigned generation, unsigned gi, char *out, size_t len)
 {
     unsigned long long h = 1469598103934665603ull;
+    h = (h ^ (gi * 31u + generation * 977u)) * 1099511628211ull;
     for (const char *c = gpu_uuid; *c; c++)
         h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    h = (h ^ gi) * 1099511628211ull;
     unsigned long long h2 = (h ^ 0x9e3779b97f4a7c15ull) * 1099511628211ull;
     snprintf(out, len, "MIG-%08llx-%04llx-%04llx-%04llx-%012llx", h >> 32, (h >> 16) & 0xffff,
              (h & 0x0fff) | 0x5000, (h2 >> 48 & 0x3fff) | 0x8000, h2 & 0xffffffffffffull);
@@ -147,5 +147,6 @@ int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char
         next[i].gi = i + 1;
     memcpy(g->mig, next, n * sizeof *next);
     g->nmig = n;
+    g->mig_generation++;
     return 0;
 }

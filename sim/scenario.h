@@ -79,6 +79,7 @@ struct sim_gpu {
     bool mig_enabled;
     struct sim_mig_device mig[SIM_MIG_MAX];
     unsigned nmig;
+    unsigned mig_generation;   /* layouts made so far: new MIG devices get new UUIDs */
     struct sim_proc procs[SIM_SCENARIO_PROCS];
     unsigned nprocs;
     unsigned nlinks;
@@ -116,9 +117,9 @@ const struct sim_mig_profile *sim_mig_profile_find(const struct sim_product *p, 
  * more than its instances are asked for, or they do not fit. */
 int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char *why, size_t len);
 
-/* The UUID of the MIG device with GPU instance gi on the GPU with this
- * UUID: MIG-..., stable across runs. */
-void sim_mig_uuid(const char *gpu_uuid, unsigned gi, char *out, size_t len);
+/* The UUID of the MIG device with GPU instance gi, made by layout number
+ * generation on the GPU with this UUID: MIG-..., stable across runs. */
+void sim_mig_uuid(const char *gpu_uuid, unsigned generation, unsigned gi, char *out, size_t len);
 
 /* MIG profile tables (mig.c). */
 extern const struct sim_mig_profile sim_mig_a100_40gb[], sim_mig_a100_80gb[], sim_mig_h100_80gb[],

@@ -137,6 +137,10 @@ void sim_live_reset(struct nvmlDevice_st *g, bool first_boot);
 /* Queues an event for every set registered for it. Caller holds the lock. */
 void sim_event_post(struct nvmlDevice_st *g, unsigned long long type, unsigned long long data);
 
+/* The same, naming the GPU and compute instance it happened in (MIG). */
+void sim_event_post_instance(struct nvmlDevice_st *g, unsigned long long type,
+                             unsigned long long data, unsigned gi, unsigned ci);
+
 /* Marks a GPU lost in every event set. Caller holds the lock. */
 void sim_event_lost(struct nvmlDevice_st *g);
 

@@ -49,7 +49,7 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     a->cfg = next;
     struct plugin_resource *check = NULL;
     unsigned nchecked = 0;
-    if (agent_check_mig(a, e) < 0 || agent_mps_check(&a->cfg, e) < 0 ||
+    if (agent_mps_check(&a->cfg, e) < 0 ||
         (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, e) < 0)) {
         a->cfg = old;
         return -1;
@@ -62,13 +62,18 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
         agent_labels_start(a, &old);
     if (!a->nplugins && !a->restart_pending)
         return 0; /* not serving yet (start-up), or NVML never started */
+    agent_plugins_restart(a);
+    return 0;
+}
+
+void agent_plugins_restart(struct agent *a)
+{
     agent_plugin_stop(a);
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
      * in the next loop iteration, after those closes have let go of the
-     * socket's directory watch. A second reload meanwhile only re-arms it. */
+     * socket's directory watch. A second restart meanwhile only re-arms it. */
     a->restart_pending = true;
     uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
-    return 0;
 }
 
 static void agent_on_signal(uv_signal_t *s, int signum)
@@ -92,6 +97,7 @@ static void agent_restart(uv_timer_t *t)
 {
     struct agent *a = t->data;
     a->restart_pending = false;
+    agent_mig_apply(a); /* the plugins are gone: their devices may change now */
     struct err e;
     if (agent_plugin_start(a, &e) < 0)
         log_error("reload: device plugin did not restart: %s", e.msg);
@@ -113,6 +119,7 @@ static void agent_shutdown(struct agent *a)
     agent_plugin_stop(a);
     agent_labels_stop(a);
     agent_health_stop(a);
+    agent_mig_stop(a);
     agent_status_stop(a);
     agent_nodeconfig_stop(a);
     uv_close((uv_handle_t *)&a->sigint, NULL);
@@ -126,6 +133,7 @@ static void agent_shutdown(struct agent *a)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
     agent_nodeconfig_free(a);
+    free(a->mig_seen);
     agent_driver_stop(a);
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);

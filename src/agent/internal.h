@@ -64,6 +64,13 @@ struct agent {
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
     bool driver_ok;
+    /* MIG reconfiguration (mig.c): a periodic read of each MIG GPU's devices */
+    uv_timer_t mig_timer;
+    bool mig_timer_on;
+    uv_work_t mig_work;
+    bool mig_checking;                   /* mig_work in flight */
+    struct gpu_info *mig_seen;           /* per GPU: what mig_work read (written by it) */
+    bool mig_update;                     /* mig_seen differs: taken when the plugins restart */
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
 };
@@ -72,6 +79,18 @@ struct agent {
  * named replaces --config-file where not NULL. A config that fails is
  * refused with e, and the running one kept. */
 int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
+
+/* Stops the plugins and starts them again on the next loop iteration (a
+ * reload, a MIG change). */
+void agent_plugins_restart(struct agent *a);
+
+/* MIG reconfiguration without a restart (mig.c): with a MIG strategy and a
+ * GPU in MIG mode, every 2 s reads each such GPU's MIG devices off the
+ * loop; a change restarts the plugins, which take it (agent_mig_apply)
+ * before they serve again, and relabels. */
+void agent_mig_start(struct agent *a);
+void agent_mig_apply(struct agent *a);
+void agent_mig_stop(struct agent *a);
 
 /* Per-node configuration (nodeconfig.c): with --config-map, watches the
  * Node's label and the ConfigMap and applies the chosen named config. start
@@ -96,10 +115,6 @@ int agent_plugin_start(struct agent *a, struct err *e);
 void agent_driver_start(struct agent *a);
 void agent_driver_stop(struct agent *a);
 void agent_plugin_stop(struct agent *a);
-
-/* Refuses MIG strategies other than none on a node with MIG enabled: they
- * arrive with the MIG issue. */
-int agent_check_mig(const struct agent *a, struct err *e);
 
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
  * watcher, metrics, the plugin. The one way news of a device travels. */

@@ -26,20 +26,6 @@ static void agent_log_inventory(const struct agent *a)
         log_warn("no GPUs found: advertising an empty %s list", PLUGIN_RESOURCE);
 }
 
-/* MIG devices as resources arrive with the MIG strategies; until then a
- * strategy other than none must not pretend to work. */
-int agent_check_mig(const struct agent *a, struct err *e)
-{
-    if (a->cfg.mig_strategy == CONFIG_MIG_NONE)
-        return 0;
-    for (unsigned i = 0; i < a->inv.count; i++)
-        if (a->inv.gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE)
-            return err_set(e, "GPU %u has MIG enabled, and MIG strategy single/mixed is not "
-                              "supported yet: use --mig-strategy none (MIG GPUs are then "
-                              "advertised whole)", i);
-    return 0;
-}
-
 static void agent_on_allocate(void *ctx)
 {
     struct agent *a = ctx;
@@ -205,6 +191,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
     agent_labels_start(a, NULL);
     if (agent_mps_start(a, &e) < 0)
         log_error("%s; the MPS resources stay unavailable", e.msg);
+    agent_mig_start(a);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
@@ -231,7 +218,9 @@ static int agent_find_ids(struct agent *a)
     struct err e;
     const char *simulate = a->cfg.simulate[0] ? a->cfg.simulate : NULL;
     const char *path = a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL;
-    const char *proc = agent_proc_root(a);
+    /* The driver's procfs lists GPUs, not MIG devices: a MIG strategy waits
+     * for NVML. */
+    const char *proc = a->cfg.mig_strategy == CONFIG_MIG_NONE ? agent_proc_root(a) : NULL;
     if (proc && gpu_procfs_read(proc, &a->inv, &e) == 0) {
         if (nvml_select(&a->nvml, simulate, path, &e) == 0) {
             a->early = true;
@@ -278,7 +267,7 @@ int agent_start(struct agent *a)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
-    if (agent_check_mig(a, &e) < 0 || agent_mps_check(&a->cfg, &e) < 0) {
+    if (agent_mps_check(&a->cfg, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }

@@ -16,11 +16,12 @@ static const char sim_usage[] =
     "usage: gpulet sim COMMAND [ARGS]\n"
     "Fault injection into a process that has the simulator loaded (socket from\n"
     "GPULET_SIM_CONTROL, default /tmp/gpulet-sim.sock). GPU is an index or a UUID.\n"
-    "  xid GPU XID             deliver an XID event through the NVML event API\n"
-    "                          (XID 79 also loses the GPU, as a real one does)\n"
+    "  xid GPU XID [GI]        deliver an XID event through the NVML event API, in GPU\n"
+    "                          instance GI where given (XID 79 also loses the GPU)\n"
     "  ecc GPU                 a double-bit ECC error (counter, event, XID 48)\n"
     "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
     "  hang GPU                calls on the GPU block until it is recovered (a hung GPU)\n"
+    "  mig GPU PROFILE,...|none  a new MIG layout on a GPU with MIG on, as mig-parted makes\n"
     "  recover GPU             GPU reset: answers again, volatile counters zeroed,\n"
     "                          pending retirements, remaps and MIG mode applied\n"
     "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter, or a\n"
@@ -101,7 +102,7 @@ int cmd_sim(int argc, char **argv)
             return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
         return CLI_OK;
     }
-    static const char *const remote[] = {"xid", "ecc", "lose", "hang", "recover", "set", "proc", "ping",
+    static const char *const remote[] = {"xid", "ecc", "lose", "hang", "mig", "recover", "set", "proc", "ping",
                                          NULL};
     for (size_t i = 0; remote[i]; i++)
         if (!strcmp(cmd, remote[i]))

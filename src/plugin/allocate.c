@@ -101,8 +101,20 @@ static void alloc_device_specs(struct alloc_out *o, const struct plugin *p,
         if (alloc_node_exists(p, control_nodes[i]))
             alloc_device_node(o, p, control_nodes[i]);
     for (size_t i = 0; i < ng; i++) {
-        char node[32];
-        snprintf(node, sizeof node, "nvidia%u", p->inv->gpus[gpus[i]->gpu].minor);
+        const struct gpu_info *g = &p->inv->gpus[gpus[i]->gpu];
+        char node[48];
+        snprintf(node, sizeof node, "nvidia%u", g->minor);
+        alloc_device_node(o, p, node);
+        if (!gpus[i]->mig)
+            continue;
+        /* A MIG device: its GPU's node, and the access capabilities of its
+         * GPU instance and compute instance (NVIDIA's device specs). */
+        const struct gpu_mig *m = &g->mig[gpus[i]->mig - 1];
+        snprintf(node, sizeof node, "nvidia-caps/nvidia-cap%u",
+                 plugin_mig_cap_minor(p->cfg, g->minor, m->gi, -1));
+        alloc_device_node(o, p, node);
+        snprintf(node, sizeof node, "nvidia-caps/nvidia-cap%u",
+                 plugin_mig_cap_minor(p->cfg, g->minor, m->gi, (int)m->ci));
         alloc_device_node(o, p, node);
     }
 }
@@ -114,8 +126,8 @@ static const char *alloc_gpu_id(struct arena *a, const struct plugin_device *d)
     return sep ? arena_printf(a, "%.*s", (int)(sep - d->id), d->id) : d->id;
 }
 
-/* One container's response for devices devs[0..n): each physical GPU once,
- * however many of its replicas were asked for. */
+/* One container's response for devices devs[0..n): each GPU or MIG device
+ * once, however many of its replicas were asked for. */
 static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *p, struct arena *a,
                                                            const struct plugin_device **devs,
                                                            size_t n)
@@ -128,7 +140,7 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     bool inject = cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS && p->driver;
     unsigned ndriver = inject ? p->driver->nmounts : 0;
     r->mounts = arena_alloc(a, (n + 3 + ndriver) * sizeof *r->mounts);
-    r->devices = arena_alloc(a, (n + 4) * sizeof *r->devices);
+    r->devices = arena_alloc(a, (3 * n + 4) * sizeof *r->devices);
     r->annotations = arena_alloc(a, sizeof *r->annotations);
     r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
 
@@ -136,7 +148,7 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
         size_t j = 0;
-        while (j < ng && gpus[j]->gpu != devs[i]->gpu)
+        while (j < ng && (gpus[j]->gpu != devs[i]->gpu || gpus[j]->mig != devs[i]->mig))
             j++;
         if (j == ng)
             gpus[ng++] = devs[i];

@@ -20,12 +20,41 @@ struct plugin_file_id {
 };
 
 /* One advertised device: its ID and which GPU of the inventory it is (a
- * whole GPU, or replica `replica` of a shared one: ID "<GPU ID>::<n>"). */
+ * whole GPU, its MIG device mig - 1, or replica `replica` of either when
+ * shared: ID "<ID>::<n>"). */
 struct plugin_device {
     char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE + 16];
     unsigned gpu;
+    unsigned mig;                        /* 0: the whole GPU */
     unsigned replica;
 };
+
+/* --- resources (resources.c) and MIG (mig.c) --------------------------------- */
+
+#define PLUGIN_MIG_RESOURCES 16          /* mig-<profile> resources a node may have */
+
+/* Adds a resource with room for every GPU and MIG device; puts an entry. */
+struct plugin_resource *plugin_resources_add(struct plugin_resource *r, unsigned *n,
+                                             const char *full_name, unsigned max_gpus);
+void plugin_resources_put(struct plugin_resource *x, unsigned gpu, unsigned mig);
+
+/* A GPU advertised as its MIG devices, not whole: MIG enabled, strategy
+ * single or mixed. */
+bool plugin_mig_skips(const struct config *cfg, const struct gpu_info *g);
+
+/* Adds the MIG devices under the strategy's resources (NVIDIA's rules:
+ * single needs MIG on every GPU, each with MIG devices of one profile). */
+int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *inv,
+                         struct plugin_resource *r, unsigned *n, struct err *e);
+
+/* The minor of /dev/nvidia-caps/nvidia-cap<N> for a MIG device's GPU
+ * instance (ci < 0) or compute instance access: the driver's
+ * <proc-root>/driver/nvidia-caps/mig-minors, else its fixed numbering. */
+unsigned plugin_mig_cap_minor(const struct config *cfg, unsigned gpu_minor, unsigned gi, int ci);
+
+/* True when some GPU of the resource serves more than one device
+ * (replicas, or MIG devices): preferred allocation spreads over GPUs. */
+bool plugin_many_per_gpu(const struct plugin *p);
 
 struct plugin {
     uv_loop_t *loop;

@@ -214,6 +214,14 @@ bool plugin_shared(const struct plugin *p)
     return false;
 }
 
+bool plugin_many_per_gpu(const struct plugin *p)
+{
+    for (unsigned k = 0; k < p->res->ngpus; k++)
+        if (p->res->replicas[k] > 1 || p->res->migs[k])
+            return true;
+    return false;
+}
+
 void plugin_build_devices(struct plugin *p)
 {
     const struct gpu_inventory *inv = p->inv;
@@ -225,15 +233,19 @@ void plugin_build_devices(struct plugin *p)
     p->by_id = (unsigned *)(p->devs + total + 1);
     p->ndevs = 0;
     for (unsigned k = 0; k < p->res->ngpus; k++) {
-        unsigned i = p->res->gpus[k], replicas = p->res->replicas[k];
+        unsigned i = p->res->gpus[k], replicas = p->res->replicas[k], mig = p->res->migs[k];
         char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        if (p->cfg->id_strategy == CONFIG_ID_INDEX)
+        /* NVIDIA's IDs: a MIG device by its MIG UUID, or "<GPU>:<MIG index>". */
+        if (p->cfg->id_strategy == CONFIG_ID_INDEX && mig)
+            snprintf(id, sizeof id, "%u:%u", inv->gpus[i].index, mig - 1);
+        else if (p->cfg->id_strategy == CONFIG_ID_INDEX)
             snprintf(id, sizeof id, "%u", inv->gpus[i].index);
         else
-            snprintf(id, sizeof id, "%s", inv->gpus[i].uuid);
+            snprintf(id, sizeof id, "%s", mig ? inv->gpus[i].mig[mig - 1].uuid : inv->gpus[i].uuid);
         for (unsigned n = 0; n < replicas; n++) {
             struct plugin_device *d = &p->devs[p->ndevs++];
             d->gpu = i;
+            d->mig = mig;
             d->replica = n;
             /* NVIDIA's replica IDs: <ID>::<n>, for shared resources only. */
             if (replicas > 1)

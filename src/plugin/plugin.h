@@ -23,6 +23,7 @@ struct plugin_resource {
     char socket[96];                 /* its socket's file name: gpulet-nvidia-gpu.sock */
     unsigned *gpus;                  /* inventory positions */
     unsigned *replicas;              /* per entry of gpus: 1 for a whole GPU */
+    unsigned *migs;                  /* per entry of gpus: 0 the GPU, k + 1 its MIG device k */
     unsigned ngpus;
     int sharing;                     /* enum config_sharing: how its replicas share a GPU */
     bool renamed;                    /* a shared resource under another name than its GPUs' */
@@ -39,11 +40,14 @@ unsigned long long plugin_mps_memory_mib(const struct plugin_resource *r, unsign
 
 /* The resources of the node: nvidia.com/gpu for every GPU, or with
  * resources.gpus each GPU under the one pattern its product name matches;
+ * with MIG strategy single, every MIG device as nvidia.com/gpu; with
+ * mixed, each MIG device under nvidia.com/mig-<profile> (plugin/mig.c);
  * then sharing (time-slicing, MPS) gives the GPUs its devices select
  * replicas, under <name>.shared where whole GPUs of the name remain (or
  * renameByDefault, or rename). Fails, naming the GPU or the config key,
  * when a GPU matches no resource or two, a sharing entry names a GPU or
- * resource the node lacks, or two entries select one GPU. The caller frees
+ * resource the node lacks, two entries select one GPU, or MIG single
+ * finds GPUs unlike each other (NVIDIA's rule). The caller frees
  * the array with plugin_resources_free. */
 int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
                      struct plugin_resource **out, unsigned *count, struct err *e);

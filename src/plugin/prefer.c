@@ -220,7 +220,7 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
         size_t size = (size_t)cr->allocation_size;
         unsigned *chosen = arena_alloc(&a, (size + 1) * sizeof *chosen);
         /* chosen ends up holding device positions, whichever path chose. */
-        if (plugin_shared(p)) {
+        if (plugin_many_per_gpu(p)) {
             if (plugin_prefer_replicas(p, cr->available_deviceids, cr->n_available_deviceids,
                                        cr->must_include_deviceids, cr->n_must_include_deviceids,
                                        size, chosen, e) < 0) {

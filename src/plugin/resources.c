@@ -4,7 +4,7 @@
  * time-slicing or MPS replicas for the GPUs each sharing entry selects
  * (NVIDIA's plugin also ignores `devices` and gives every GPU the same
  * count). */
-#include "plugin/plugin.h"
+#include "plugin/internal.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -24,22 +24,26 @@ static struct plugin_resource *resources_find(struct plugin_resource *r, unsigne
     return NULL;
 }
 
-static struct plugin_resource *resources_add(struct plugin_resource *r, unsigned *n,
+struct plugin_resource *plugin_resources_add(struct plugin_resource *r, unsigned *n,
                                              const char *full_name, unsigned max_gpus)
 {
     struct plugin_resource *x = &r[(*n)++];
     snprintf(x->name, sizeof x->name, "%s", full_name);
     snprintf(x->socket, sizeof x->socket, "gpulet-nvidia-%s.sock", full_name + 11);
-    x->gpus = xcalloc(max_gpus + 1, sizeof *x->gpus);
-    x->replicas = xcalloc(max_gpus + 1, sizeof *x->replicas);
-    x->memory_mib = xcalloc(max_gpus + 1, sizeof *x->memory_mib);
+    /* Room for every GPU's MIG devices too. */
+    size_t room = (size_t)max_gpus * (GPU_MIG_MAX + 1) + 1;
+    x->gpus = xcalloc(room, sizeof *x->gpus);
+    x->replicas = xcalloc(room, sizeof *x->replicas);
+    x->migs = xcalloc(room, sizeof *x->migs);
+    x->memory_mib = xcalloc(room, sizeof *x->memory_mib);
     return x;
 }
 
-static void resources_put(struct plugin_resource *x, unsigned gpu, unsigned replicas)
+void plugin_resources_put(struct plugin_resource *x, unsigned gpu, unsigned mig)
 {
     x->gpus[x->ngpus] = gpu;
-    x->replicas[x->ngpus++] = replicas;
+    x->migs[x->ngpus] = mig;
+    x->replicas[x->ngpus++] = 1;
 }
 
 /* MPS limits of the k-th GPU of x under entry s: the configured memory
@@ -61,9 +65,10 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
 {
     char full[80];
     if (cfg->nresources == 0) {
-        struct plugin_resource *all = resources_add(r, n, "nvidia.com/gpu", inv->count);
+        struct plugin_resource *all = plugin_resources_add(r, n, "nvidia.com/gpu", inv->count);
         for (unsigned i = 0; i < inv->count; i++)
-            resources_put(all, i, 1);
+            if (!plugin_mig_skips(cfg, &inv->gpus[i]))
+                plugin_resources_put(all, i, 0);
         return 0;
     }
     /* Every named resource is advertised, even with no GPU of its model:
@@ -71,11 +76,13 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
     for (unsigned k = 0; k < cfg->nresources; k++) {
         snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
         if (!resources_find(r, *n, full))
-            resources_add(r, n, full, inv->count);
+            plugin_resources_add(r, n, full, inv->count);
     }
     for (unsigned i = 0; i < inv->count; i++) {
         const struct gpu_info *g = &inv->gpus[i];
         struct plugin_resource *mine = NULL;
+        if (plugin_mig_skips(cfg, g))
+            continue;
         for (unsigned k = 0; k < cfg->nresources; k++) {
             if (fnmatch(cfg->resources[k].pattern, g->name, 0) != 0)
                 continue;
@@ -90,7 +97,7 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
         if (!mine)
             return err_set(e, "GPU %u (%s, %s) matches no resources.gpus pattern: every GPU "
                               "needs one", i, g->name[0] ? g->name : "name unknown", g->uuid);
-        resources_put(mine, i, 1);
+        plugin_resources_put(mine, i, 0);
     }
     return 0;
 }
@@ -193,6 +200,7 @@ static int resources_share_base(const struct config *cfg, const struct gpu_inven
         unsigned g = base->gpus[k];
         if (entry[k] < 0) {
             base->gpus[keep] = g;
+            base->migs[keep] = base->migs[k];
             base->replicas[keep++] = 1;
             continue;
         }
@@ -212,9 +220,10 @@ static int resources_share_base(const struct config *cfg, const struct gpu_inven
         }
         struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
         if (!x)
-            x = resources_add(r, n, name, inv->count);
+            x = plugin_resources_add(r, n, name, inv->count);
         unsigned at = x == base ? keep++ : x->ngpus++;
         x->gpus[at] = g;
+        x->migs[at] = base->migs[k];
         x->replicas[at] = s->replicas;
         if (cfg->sharing == CONFIG_SHARING_MPS)
             resources_mps_limits(x, at, s);
@@ -251,6 +260,7 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
         if (i < nbase && had[i] && r[i].ngpus == 0) {
             free(r[i].gpus);
             free(r[i].replicas);
+            free(r[i].migs);
             free(r[i].memory_mib);
             continue;
         }
@@ -264,9 +274,10 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
 int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
                      struct plugin_resource **out, unsigned *count, struct err *e)
 {
-    struct plugin_resource *r = xcalloc(cfg->nresources + cfg->nshared + 2, sizeof *r);
+    struct plugin_resource *r = xcalloc(cfg->nresources + cfg->nshared + 2 + PLUGIN_MIG_RESOURCES,
+                                        sizeof *r);
     unsigned n = 0;
-    if (resources_by_model(cfg, inv, r, &n, e) < 0 ||
+    if (resources_by_model(cfg, inv, r, &n, e) < 0 || plugin_mig_resources(cfg, inv, r, &n, e) < 0 ||
         (cfg->nshared && resources_share(cfg, inv, r, &n, e) < 0)) {
         plugin_resources_free(r, n);
         return -1;
@@ -281,6 +292,7 @@ void plugin_resources_free(struct plugin_resource *r, unsigned count)
     for (unsigned i = 0; r && i < count; i++) {
         free(r[i].gpus);
         free(r[i].replicas);
+        free(r[i].migs);
         free(r[i].memory_mib);
     }
     free(r);

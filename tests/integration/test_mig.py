@@ -1,0 +1,146 @@
+"""MIG strategies against the grpcio kubelet on the MIG presets: what
+NVIDIA's plugin would advertise (resource and socket names, device IDs),
+Allocate (MIG UUIDs, the parent's node and the GI and CI access
+capabilities), preferred allocation, and single's refusals."""
+import json
+import subprocess
+
+from conftest import GPULET
+
+
+def mig_devices(sim_env, preset):
+    out = subprocess.run([GPULET, "list", "--simulate", preset, "-o", "json"], capture_output=True,
+                         text=True, env=sim_env, check=True).stdout
+    return json.loads(out)["gpus"]
+
+
+def advertised(kubelet):
+    """{resource: (endpoint, [device IDs])} of every registration so far."""
+    out = {}
+    for _, reg in kubelet.registrations:
+        channel, stub = kubelet.plugin(reg.endpoint)
+        devs = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=5)).devices
+        out[reg.resource_name] = (reg.endpoint, [d.ID for d in devs])
+        channel.close()
+    return out
+
+
+def start(plugin_agent, kubelet, preset, strategy, n, *args):
+    a = plugin_agent("--simulate", preset, "--mig-strategy", strategy, *args, wait=False)
+    kubelet.wait_registrations(n, timeout=30)
+    a.wait_log("agent running")
+    return a
+
+
+def test_mixed_h200(plugin_agent, kubelet, sim_env):
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    start(plugin_agent, kubelet, "h200-mig-mixed", "mixed", 4)
+    got = advertised(kubelet)
+    assert sorted(got) == ["nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
+                           "nvidia.com/mig-3g.71gb"]
+    assert got["nvidia.com/mig-1g.18gb"][0] == "gpulet-nvidia-mig-1g.18gb.sock"
+    assert got["nvidia.com/gpu"][1] == [gpus[3]["uuid"]]  # the GPU without MIG, whole
+    want = {}
+    for g in gpus[:3]:
+        for m in g["mig_devices"]:
+            want.setdefault("nvidia.com/mig-" + m["profile"], []).append(m["uuid"])
+    for name, ids in want.items():
+        assert sorted(got[name][1]) == sorted(ids), name
+    assert len(got["nvidia.com/mig-1g.18gb"][1]) == 11
+
+
+def test_mixed_a100_names_and_me(plugin_agent, kubelet):
+    start(plugin_agent, kubelet, "a100-mig-mixed", "mixed", 7)
+    counts = {k: len(v[1]) for k, v in advertised(kubelet).items()}
+    assert counts == {
+        "nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 17, "nvidia.com/mig-1g.5gb.me": 1,
+        "nvidia.com/mig-2g.10gb": 4, "nvidia.com/mig-3g.20gb": 4, "nvidia.com/mig-4g.20gb": 1,
+        "nvidia.com/mig-7g.40gb": 1}, counts
+
+
+def test_single_h100(plugin_agent, kubelet, sim_env):
+    gpus = mig_devices(sim_env, "h100-mig-single")
+    start(plugin_agent, kubelet, "h100-mig-single", "single", 1, "--device-id-strategy", "index")
+    got = advertised(kubelet)
+    assert list(got) == ["nvidia.com/gpu"]
+    ids = got["nvidia.com/gpu"][1]
+    assert len(ids) == 56 and sorted(ids) == sorted(f"{g}:{k}" for g in range(8) for k in range(7))
+    assert all(len(g["mig_devices"]) == 7 for g in gpus)
+
+
+def test_none_advertises_mig_gpus_whole(plugin_agent, kubelet, sim_env):
+    gpus = mig_devices(sim_env, "a100-mig-mixed")
+    start(plugin_agent, kubelet, "a100-mig-mixed", "none", 1)
+    got = advertised(kubelet)
+    assert sorted(got["nvidia.com/gpu"][1]) == sorted(g["uuid"] for g in gpus)
+
+
+def test_single_refuses_unlike_gpus(agent, tmp_path):
+    a = agent("--simulate", "a100-mig-mixed", "--mig-strategy", "single", "--no-metrics",
+              "--kubelet-root", str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"))
+    assert a.proc.wait(timeout=20) == 1
+    assert ("MIG strategy single: GPU 0 has a 2g.10gb MIG device and GPU 0 a 3g.20gb one; single "
+            "needs one profile on the whole node (use mixed)") in a.log()
+    b = agent("--simulate", "h200-mig-mixed", "--mig-strategy", "single", "--no-metrics",
+              "--kubelet-root", str(tmp_path / "k2"), "--status-socket", str(tmp_path / "s2.sock"))
+    assert b.proc.wait(timeout=20) == 1
+    assert "GPU 0 has a 2g.35gb MIG device and GPU 0 a 3g.71gb one" in b.log()
+
+
+def test_allocate_mig_device(plugin_agent, kubelet, sim_env, tmp_path):
+    caps = tmp_path / "node-proc" / "driver" / "nvidia-caps"
+    caps.mkdir(parents=True)
+    # The driver's numbering, except one line, to see the file is read.
+    lines = ["config 1", "monitor 2"]
+    for gpu in range(4):
+        for gi in range(15):
+            base = 3 + gpu * 135 + gi * 9
+            lines.append(f"gpu{gpu}/gi{gi}/access {base}")
+            lines += [f"gpu{gpu}/gi{gi}/ci{ci}/access {base + 1 + ci}" for ci in range(8)]
+    lines = [l if l != "gpu2/gi3/ci0/access 301" else "gpu2/gi3/ci0/access 9999" for l in lines]
+    (caps / "mig-minors").write_text("\n".join(lines) + "\n")
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    start(plugin_agent, kubelet, "h200-mig-mixed", "mixed", 4, "--pass-device-specs")
+    got = advertised(kubelet)
+    endpoint, ids = got["nvidia.com/mig-1g.18gb"]
+    pb = kubelet.pb
+    channel, stub = kubelet.plugin(endpoint)
+    # GPU 2's third MIG device: GI 3.
+    mig = gpus[2]["mig_devices"][2]
+    r = stub.Allocate(pb.AllocateRequest(container_requests=[
+        pb.ContainerAllocateRequest(devices_ids=[mig["uuid"]])])).container_responses[0]
+    assert r.envs["NVIDIA_VISIBLE_DEVICES"] == mig["uuid"]
+    paths = [d.container_path for d in r.devices]
+    assert paths[-3:] == ["/dev/nvidia2", f"/dev/nvidia-caps/nvidia-cap{3 + 2 * 135 + 3 * 9}",
+                          "/dev/nvidia-caps/nvidia-cap9999"], paths
+    # Preferred allocation: two 1g devices come from two GPUs.
+    pr = stub.GetPreferredAllocation(pb.PreferredAllocationRequest(container_requests=[
+        pb.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=2)]))
+    chosen = list(pr.container_responses[0].deviceIDs)
+    owner = {m["uuid"]: g["index"] for g in gpus for m in g.get("mig_devices", [])}
+    assert len({owner[c] for c in chosen}) == 2, chosen
+    channel.close()
+
+
+def test_reconfiguration_live(plugin_agent, kubelet, sim_env):
+    """mig-parted's kind of change on a running node: gpulet notices it,
+    registers the new devices within seconds, and says what went."""
+    a = start(plugin_agent, kubelet, "h200-mig-mixed", "mixed", 4)
+    before = mig_devices(sim_env, "h200-mig-mixed")[2]["mig_devices"]
+    p = subprocess.run([GPULET, "sim", "mig", "2", "7g.141gb,1g.18gb"], capture_output=True,
+                       text=True, env=sim_env)
+    assert p.returncode == 1
+    assert "the profiles take 8 compute slices; a GPU has 7" in p.stdout + p.stderr
+    p = subprocess.run([GPULET, "sim", "mig", "2", "3g.71gb,3g.71gb"], capture_output=True,
+                       text=True, env=sim_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    a.wait_log("GPU 2: MIG devices changed: gone 1g.18gb " + before[0]["uuid"], timeout=10)
+    kubelet.wait_registrations(4 + 4, timeout=10)
+    got = {k: len(v[1]) for k, v in advertised(kubelet).items()}
+    assert got["nvidia.com/mig-1g.18gb"] == 4 and got["nvidia.com/mig-3g.71gb"] == 4, got
+    assert "pods holding a device that went keep running" in a.log()
+    # Nothing more changes: no more registrations.
+    import time
+    time.sleep(2.5)
+    assert len(kubelet.registrations) == 8
+    assert a.stop() == 0
