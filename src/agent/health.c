@@ -36,6 +36,8 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
 }
 
 
+static int agent_mig_of(const struct gpu_device *d, unsigned gi);
+
 static void agent_on_event(void *ctx, const struct gpu_event *ev)
 {
     struct agent *a = ctx;
@@ -54,12 +56,19 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
         unsigned xid = (unsigned)ev->data;
         gpu_device_count_xid(d, xid); /* counted whatever the policy says */
         what |= GPU_CHANGED_XID;
+        /* In a GPU instance: only the MIG device on it (NVIDIA's #1929 marks
+         * one device per GPU at most); else the GPU and everything on it. */
+        int k = agent_mig_of(d, ev->gi);
+        struct gpu_health *h = k >= 0 ? &d->mig_health[k] : &d->health;
         if (!health_xid_fatal(&a->policy, xid))
             log_info("GPU %u (%s): XID %u, not a GPU fault by the health policy", ev->gpu,
                      d->info->uuid, xid);
-        else if (health_on_xid(&d->health, xid, now))
+        else if (health_on_xid(h, xid, now)) {
             what |= GPU_CHANGED_HEALTH;
-        else
+            if (k >= 0)
+                log_warn("GPU %u: XID %u in GPU instance %u: MIG device %s is unhealthy", ev->gpu,
+                         xid, ev->gi, d->info->mig[k].uuid);
+        } else
             log_warn("GPU %u (%s): XID %u while unhealthy", ev->gpu, d->info->uuid, xid);
     } else if (ev->type & nvmlEventTypeDoubleBitEccError) {
         if (health_on_ecc(&d->health, now))
@@ -67,6 +76,15 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
     }
     if (what)
         agent_device_changed(a, ev->gpu, what);
+}
+
+/* The MIG device of d in GPU instance gi, or -1 (the whole GPU). */
+static int agent_mig_of(const struct gpu_device *d, unsigned gi)
+{
+    for (unsigned k = 0; gi != 0xFFFFFFFFU && k < d->info->nmig; k++)
+        if (d->info->mig[k].gi == gi)
+            return (int)k;
+    return -1;
 }
 
 /* Worker thread: asks NVML about every GPU. Reads only what does not change
@@ -113,6 +131,10 @@ static void agent_probe_done(uv_work_t *w, int status)
             what |= GPU_CHANGED_HANDLE;
         if (health_on_probe(&a->devs[i].health, &a->probe[i], now, quiet))
             what |= GPU_CHANGED_HEALTH;
+        /* A MIG device's XID clears as a GPU's does: quiet, and the GPU answering. */
+        for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
+            if (health_on_probe(&a->devs[i].mig_health[k], &a->probe[i], now, quiet))
+                what |= GPU_CHANGED_HEALTH;
         if (what)
             agent_device_changed(a, i, what);
     }
@@ -139,7 +161,10 @@ static void agent_probe_tick(uv_timer_t *t)
 {
     struct agent *a = t->data;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        if (a->devs[i].health.reason != HEALTH_OK) {
+        bool mig_ok = true;
+        for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
+            mig_ok &= a->devs[i].mig_health[k].reason == HEALTH_OK;
+        if (a->devs[i].health.reason != HEALTH_OK || !mig_ok) {
             agent_probe_start(a);
             return;
         }

@@ -119,8 +119,12 @@ void agent_mig_apply(struct agent *a)
     if (!a->mig_update)
         return;
     for (unsigned i = 0; i < a->inv.count; i++) {
+        if (mig_same(&a->inv.gpus[i], &a->mig_seen[i]))
+            continue;
         memcpy(a->inv.gpus[i].mig, a->mig_seen[i].mig, sizeof a->inv.gpus[i].mig);
         a->inv.gpus[i].nmig = a->mig_seen[i].nmig;
+        /* New devices start healthy; the GPU's own health stays. */
+        memset(a->devs[i].mig_health, 0, sizeof a->devs[i].mig_health);
     }
     a->mig_update = false;
 }

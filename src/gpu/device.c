@@ -14,6 +14,11 @@ struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_m
     return d;
 }
 
+bool gpu_device_healthy(const struct gpu_device *d, int k)
+{
+    return d->health.reason == HEALTH_OK && (k < 0 || d->mig_health[k].reason == HEALTH_OK);
+}
+
 void gpu_device_count_xid(struct gpu_device *d, unsigned xid)
 {
     unsigned k = 0;

@@ -22,7 +22,8 @@ struct gpu_device {
     const struct gpu_info *info;   /* identity: never changes while running */
     nvmlDevice_t handle;           /* the handle in use; a reset may bring a new one */
     unsigned generation;           /* +1 whenever handle changes */
-    struct gpu_health health;
+    struct gpu_health health;      /* the whole GPU's: a MIG device is healthy only if this is */
+    struct gpu_health mig_health[GPU_MIG_MAX]; /* each MIG device's own (XIDs in its GPU instance) */
     unsigned last_xid;             /* 0: none seen */
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
     char resource[80];             /* the resource it is advertised under: nvidia.com/gpu */
@@ -45,6 +46,9 @@ enum gpu_change {
 /* One record per GPU of the inventory, healthy unless the inventory found
  * it lost; the caller frees the array. inv must outlive it. */
 struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms);
+
+/* Whether the GPU's MIG device k (0-based), or the GPU (k < 0), is healthy. */
+bool gpu_device_healthy(const struct gpu_device *d, int k);
 
 /* Counts an XID. */
 void gpu_device_count_xid(struct gpu_device *d, unsigned xid);

@@ -49,11 +49,12 @@ static void watch_thread(void *arg)
         nvmlReturn_t rc = w->nvml->EventSetWait(w->set, &data, WATCH_WAIT_MS);
         if (rc == NVML_ERROR_TIMEOUT)
             continue;
-        struct gpu_event ev = {GPU_WATCH_ANY_GPU, 0, 0, rc};
+        struct gpu_event ev = {GPU_WATCH_ANY_GPU, 0, 0, 0xFFFFFFFFU, rc};
         if (rc == NVML_SUCCESS) {
             ev.gpu = watch_gpu_of(w, data.device);
             ev.type = data.eventType;
             ev.data = data.eventData;
+            ev.gi = data.gpuInstanceId;
         }
         watch_push(w, &ev);
         /* A broken wait must not spin a core; back off a second, in steps

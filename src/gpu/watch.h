@@ -16,6 +16,7 @@ struct gpu_event {
     unsigned gpu;                  /* position in the inventory, or GPU_WATCH_ANY_GPU */
     unsigned long long type;       /* nvmlEventType* bits; 0 for a wait error */
     unsigned long long data;       /* the XID for XID events */
+    unsigned gi;                   /* the GPU instance it happened in; 0xFFFFFFFF: the GPU */
     nvmlReturn_t rc;               /* NVML_SUCCESS, or the wait's error (GPU_IS_LOST...) */
 };
 

@@ -293,5 +293,6 @@ void labels_build(const struct labels_input *in, struct label_set *out)
         healthy += !in->devs || in->devs[i].health.reason == HEALTH_OK;
     label_set_put(out, LABELS_OWN_PREFIX "gpu.healthy", "%u", healthy);
     labels_models(inv, out);
+    labels_mig(in, out);
     label_set_sort(out);
 }

@@ -37,6 +37,10 @@ struct labels_input {
 /* Computes the node's labels into out (emptied first), sorted by key. */
 void labels_build(const struct labels_input *in, struct label_set *out);
 
+/* GFD's MIG labels for the single and mixed strategies (mig.c), over what
+ * labels_build set. */
+void labels_mig(const struct labels_input *in, struct label_set *out);
+
 /* Reads the machine type (DMI product name) file; NULL with e filled when
  * it cannot be read. The caller frees the string. */
 char *labels_read_machine(const char *path, struct err *e);

@@ -56,8 +56,9 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         V1beta1__Device *d = arena_alloc(&a, sizeof *d);
         v1beta1__device__init(d);
         d->id = (char *)p->devs[i].id;
-        d->health = p->unavailable ? "Unhealthy"
-                                   : (char *)health_name(&p->records[p->devs[i].gpu].health);
+        bool ok = !p->unavailable &&
+                  gpu_device_healthy(&p->records[p->devs[i].gpu], (int)p->devs[i].mig - 1);
+        d->health = ok ? "Healthy" : "Unhealthy";
         if (g->numa_node >= 0) {
             /* Lets the kubelet's topology manager align GPUs with CPUs. */
             V1beta1__TopologyInfo *t = arena_alloc(&a, sizeof *t);

@@ -144,3 +144,55 @@ def test_reconfiguration_live(plugin_agent, kubelet, sim_env):
     time.sleep(2.5)
     assert len(kubelet.registrations) == 8
     assert a.stop() == 0
+
+
+def health_of(kubelet, endpoint):
+    channel, stub = kubelet.plugin(endpoint)
+    try:
+        return {d.ID: d.health for d in next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=5)).devices}
+    finally:
+        channel.close()
+
+
+def wait_health(kubelet, endpoint, pred, timeout=10.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while not pred(h := health_of(kubelet, endpoint)):
+        assert time.monotonic() < deadline, h
+        time.sleep(0.1)
+    return h
+
+
+def test_health_per_gpu_instance(plugin_agent, kubelet, sim_env):
+    """An XID in a GPU instance marks its MIG device only; one on the GPU
+    marks all of its MIG devices; both recover as whole GPUs do."""
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    a = start(plugin_agent, kubelet, "h200-mig-mixed", "mixed", 4, "--health-probe-ms", "100",
+              "--xid-recovery-seconds", "1")
+    ep = {r.resource_name: r.endpoint for _, r in kubelet.registrations}
+    two_g = gpus[0]["mig_devices"][1]               # 2g.35gb, GPU instance 2 on GPU 0
+    assert two_g["profile"] == "2g.35gb" and two_g["gpu_instance_id"] == 2
+    sim(sim_env, "xid", "0", "94", "2")
+    h = wait_health(kubelet, ep["nvidia.com/mig-2g.35gb"], lambda h: h[two_g["uuid"]] == "Unhealthy")
+    assert list(h.values()).count("Unhealthy") == 1  # GPU 1's 2g.35gb is fine
+    one_g = health_of(kubelet, ep["nvidia.com/mig-1g.18gb"])
+    assert set(one_g.values()) == {"Healthy"}        # GPU 0's other instances too
+    a.wait_log("GPU 0: XID 94 in GPU instance 2: MIG device " + two_g["uuid"] + " is unhealthy")
+    # The whole GPU 2: all seven of its 1g devices.
+    sim(sim_env, "xid", "2", "94")
+    gpu2 = {m["uuid"] for m in gpus[2]["mig_devices"]}
+    h = wait_health(kubelet, ep["nvidia.com/mig-1g.18gb"],
+                    lambda h: all(h[u] == "Unhealthy" for u in gpu2))
+    assert [u for u, s in h.items() if s == "Unhealthy" and u not in gpu2] == []
+    # Quiet for a second, and the GPU answers: healthy again.
+    wait_health(kubelet, ep["nvidia.com/mig-1g.18gb"], lambda h: set(h.values()) == {"Healthy"})
+    wait_health(kubelet, ep["nvidia.com/mig-2g.35gb"], lambda h: set(h.values()) == {"Healthy"})
+    p = subprocess.run([GPULET, "sim", "xid", "3", "94", "1"], capture_output=True, text=True,
+                       env=sim_env)
+    assert p.returncode == 1 and "GPU 3 has no GPU instance 1" in p.stdout + p.stderr
+
+
+def sim(env, *args):
+    p = subprocess.run([GPULET, "sim", *args], capture_output=True, text=True, env=env, timeout=10)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout

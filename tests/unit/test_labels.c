@@ -139,6 +139,45 @@ static void test_mixed_models(void **state)
     label_set_free(&want);
 }
 
+/* GFD's MIG labels: single describes the MIG devices as nvidia.com/gpu;
+ * mixed gives each profile its set, and nvidia.com/gpu the whole GPUs. */
+static void test_mig_labels(void **state)
+{
+    (void)state;
+    struct config cfg;
+    default_config(&cfg);
+    struct label_set got = {0};
+    cfg.mig_strategy = CONFIG_MIG_SINGLE;
+    build_preset("h100-mig-single", &cfg, NULL, &got);
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig.strategy"), "single");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.product"),
+                        "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "56");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.memory"), "9984");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.multiprocessors"), "16");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.slices.gi"), "1");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.engines.ofa"), "0");
+    cfg.mig_strategy = CONFIG_MIG_MIXED;
+    build_preset("a100-mig-mixed", &cfg, NULL, &got);
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig.strategy"), "mixed");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "1");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.count"), "17");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.product"),
+                        "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.me.count"), "1");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.me.engines.ofa"), "1");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-7g.40gb.multiprocessors"), "98");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-3g.20gb.memory"), "20096");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-3g.20gb.sharing-strategy"), "none");
+    /* none: MIG GPUs whole, no MIG labels. */
+    cfg.mig_strategy = CONFIG_MIG_NONE;
+    build_preset("a100-mig-mixed", &cfg, NULL, &got);
+    assert_null(label_set_get(&got, "nvidia.com/mig.strategy"));
+    assert_null(label_set_get(&got, "nvidia.com/mig-1g.5gb.count"));
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "8");
+    label_set_free(&got);
+}
+
 static void test_options(void **state)
 {
     (void)state;
@@ -374,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_preset_key_for_key),
         cmocka_unit_test(test_mixed_models),
+        cmocka_unit_test(test_mig_labels),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_health_count),
         cmocka_unit_test(test_mode_clique_lost),
