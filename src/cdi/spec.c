@@ -89,6 +89,28 @@ static json_t *cdi_common(const struct driver *drv, const struct config *cfg)
     return edits;
 }
 
+/* A GPU's MIG devices, by MIG UUID and by "<GPU>:<MIG index>" (the IDs of
+ * the MIG strategies): the GPU's node and the access capabilities of the
+ * device's GPU instance and compute instance. */
+static void cdi_mig_devices(json_t *devs, const struct gpu_info *g, const struct config *cfg)
+{
+    for (unsigned k = 0; g->mig_mode == NVML_DEVICE_MIG_ENABLE && k < g->nmig; k++) {
+        const struct gpu_mig *m = &g->mig[k];
+        json_t *nodes = jsonx_ok(json_array());
+        char name[48];
+        jsonx_append(nodes, cdi_gpu_node(cfg, g->minor));
+        snprintf(name, sizeof name, "nvidia-caps/nvidia-cap%u",
+                 gpu_mig_cap_minor(cfg->proc_root, g->minor, m->gi, -1));
+        jsonx_append(nodes, cdi_node(cfg, name, false));
+        snprintf(name, sizeof name, "nvidia-caps/nvidia-cap%u",
+                 gpu_mig_cap_minor(cfg->proc_root, g->minor, m->gi, (int)m->ci));
+        jsonx_append(nodes, cdi_node(cfg, name, false));
+        snprintf(name, sizeof name, "%u:%u", g->index, k);
+        jsonx_append(devs, cdi_gpu_device(name, json_deep_copy(nodes)));
+        jsonx_append(devs, cdi_gpu_device(m->uuid, nodes));
+    }
+}
+
 static json_t *cdi_spec(const struct gpu_inventory *inv, const struct driver *drv,
                         const struct config *cfg)
 {
@@ -107,6 +129,7 @@ static json_t *cdi_spec(const struct gpu_inventory *inv, const struct driver *dr
         jsonx_append(devs, cdi_gpu_device(index, json_deep_copy(one)));
         jsonx_append(devs, cdi_gpu_device(g->uuid, one));
         jsonx_append(all, cdi_gpu_node(cfg, g->minor));
+        cdi_mig_devices(devs, g, cfg);
     }
     jsonx_append(devs, cdi_gpu_device("all", all));
     jsonx_set(spec, "devices", devs);

@@ -98,6 +98,11 @@ void gpu_mig_read(struct nvml *n, struct gpu_info *g);
 void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttributes_t *a,
                           char *out, size_t len);
 
+/* The minor of /dev/nvidia-caps/nvidia-cap<N> for a MIG device's GPU
+ * instance (ci < 0) or compute instance access capability: the driver's
+ * <proc_root>/driver/nvidia-caps/mig-minors, else its fixed numbering. */
+unsigned gpu_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci);
+
 /* nvidia-smi topo's short name for a PCIe level: PIX, PXB, PHB, NODE, SYS. */
 const char *gpu_topology_level_name(int level);
 

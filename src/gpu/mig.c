@@ -4,6 +4,7 @@
 #include "gpu/inventory.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttributes_t *a,
@@ -55,4 +56,28 @@ void gpu_mig_read(struct nvml *n, struct gpu_info *g)
             snprintf(m->profile, sizeof m->profile, "unknown");
         g->nmig++;
     }
+}
+
+unsigned gpu_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci)
+{
+    char want[64], path[512], line[128];
+    if (ci < 0)
+        snprintf(want, sizeof want, "gpu%u/gi%u/access", gpu_minor, gi);
+    else
+        snprintf(want, sizeof want, "gpu%u/gi%u/ci%d/access", gpu_minor, gi, ci);
+    snprintf(path, sizeof path, "%s/driver/nvidia-caps/mig-minors", proc_root);
+    FILE *f = fopen(path, "r");
+    size_t len = strlen(want);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, want, len) && line[len] == ' ') {
+            fclose(f);
+            return (unsigned)strtoul(line + len + 1, NULL, 10);
+        }
+    if (f)
+        fclose(f);
+    /* The driver's numbering: config 1, monitor 2, then per GPU 15 GPU
+     * instances of 9 minors each (the instance's, then its 8 compute
+     * instances'). */
+    unsigned base = 3 + gpu_minor * 15 * 9 + gi * 9;
+    return ci < 0 ? base : base + 1 + (unsigned)ci;
 }

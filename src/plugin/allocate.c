@@ -111,10 +111,10 @@ static void alloc_device_specs(struct alloc_out *o, const struct plugin *p,
          * GPU instance and compute instance (NVIDIA's device specs). */
         const struct gpu_mig *m = &g->mig[gpus[i]->mig - 1];
         snprintf(node, sizeof node, "nvidia-caps/nvidia-cap%u",
-                 plugin_mig_cap_minor(p->cfg, g->minor, m->gi, -1));
+                 gpu_mig_cap_minor(p->cfg->proc_root, g->minor, m->gi, -1));
         alloc_device_node(o, p, node);
         snprintf(node, sizeof node, "nvidia-caps/nvidia-cap%u",
-                 plugin_mig_cap_minor(p->cfg, g->minor, m->gi, (int)m->ci));
+                 gpu_mig_cap_minor(p->cfg->proc_root, g->minor, m->gi, (int)m->ci));
         alloc_device_node(o, p, node);
     }
 }

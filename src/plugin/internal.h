@@ -47,11 +47,6 @@ bool plugin_mig_skips(const struct config *cfg, const struct gpu_info *g);
 int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *inv,
                          struct plugin_resource *r, unsigned *n, struct err *e);
 
-/* The minor of /dev/nvidia-caps/nvidia-cap<N> for a MIG device's GPU
- * instance (ci < 0) or compute instance access: the driver's
- * <proc-root>/driver/nvidia-caps/mig-minors, else its fixed numbering. */
-unsigned plugin_mig_cap_minor(const struct config *cfg, unsigned gpu_minor, unsigned gi, int ci);
-
 /* True when some GPU of the resource serves more than one device
  * (replicas, or MIG devices): preferred allocation spreads over GPUs. */
 bool plugin_many_per_gpu(const struct plugin *p);

@@ -94,27 +94,3 @@ int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *i
     }
     return 0;
 }
-
-unsigned plugin_mig_cap_minor(const struct config *cfg, unsigned gpu_minor, unsigned gi, int ci)
-{
-    char want[64], path[CONFIG_PATH_MAX + 48], line[128];
-    if (ci < 0)
-        snprintf(want, sizeof want, "gpu%u/gi%u/access", gpu_minor, gi);
-    else
-        snprintf(want, sizeof want, "gpu%u/gi%u/ci%d/access", gpu_minor, gi, ci);
-    snprintf(path, sizeof path, "%s/driver/nvidia-caps/mig-minors", cfg->proc_root);
-    FILE *f = fopen(path, "r");
-    size_t len = strlen(want);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, want, len) && line[len] == ' ') {
-            fclose(f);
-            return (unsigned)strtoul(line + len + 1, NULL, 10);
-        }
-    if (f)
-        fclose(f);
-    /* The driver's numbering: config 1, monitor 2, then per GPU 15 GPU
-     * instances of 9 minors each (the instance's, then its 8 compute
-     * instances'). */
-    unsigned base = 3 + gpu_minor * 15 * 9 + gi * 9;
-    return ci < 0 ? base : base + 1 + (unsigned)ci;
-}
