@@ -4,9 +4,37 @@
 
 #define MIB (1024ULL * 1024ULL)
 
+/* A MIG device's memory: its GPU instance's, used in proportion to the
+ * GPU's load model. */
+static nvmlReturn_t metrics_mig_memory(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    struct nvmlDevice_st *g;
+    const struct sim_mig_device *m;
+    nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
+    if (rc)
+        return rc;
+    if (!memory)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_product *p = g->desc.product;
+    double share = sim_live_value(g, SIM_MEM_USED) / (double)(p->memory_mib - p->reserved_mib);
+    unsigned long long total = m->profile->memory_mib * MIB;
+    memory->total = total;
+    memory->reserved = 0;
+    memory->used = (unsigned long long)(share * (double)total) & ~(MIB - 1);
+    memory->free = total - memory->used;
+    return sim_leave(NVML_SUCCESS);
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    bool mig = sim_is_mig_handle(device);
+    sim_leave(NVML_SUCCESS);
+    if (mig)
+        return metrics_mig_memory(device, memory);
+    rc = sim_enter_device(device);
     if (rc)
         return rc;
     if (!memory)

@@ -45,6 +45,8 @@ struct metrics_device {
     unsigned last_xid;
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
     char resource[80];               /* the resource it is advertised under */
+    struct gpu_mig mig[GPU_MIG_MAX]; /* its MIG devices (the inventory's, at the notification) */
+    unsigned nmig;
 };
 
 /* What the loop knows and the sampler renders: copied under the lock. */
@@ -53,6 +55,8 @@ struct metrics_state {
     struct metrics_device *dev;      /* per GPU */
     bool *owned;                     /* per GPU: exactly one, unshared owner */
     struct metrics_owner *owner;     /* per GPU, where owned */
+    bool *mig_owned;                 /* per GPU per MIG device (GPU_MIG_MAX each): one owner */
+    struct metrics_owner *mig_owner;
     struct metrics_share *shares;
     unsigned nshares;
     unsigned long long scrapes;      /* /metrics answered; rendered at the next sample */
@@ -66,6 +70,9 @@ struct metrics_gpu {
     bool up;                         /* NVML answered at this sample */
     double value[COLLECTORS_MAX];
     bool have[COLLECTORS_MAX];
+    /* per MIG device: its GPU instance's framebuffer (MiB), where read */
+    double mig_used[GPU_MIG_MAX], mig_free[GPU_MIG_MAX];
+    bool mig_have[GPU_MIG_MAX];
 };
 
 /* The NVML calls whose failures gpulet_nvml_errors_total counts: one row

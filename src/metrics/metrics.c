@@ -72,6 +72,8 @@ void metrics_state_alloc(struct metrics_state *s, unsigned count)
     s->dev = xcalloc(count, sizeof *s->dev);
     s->owned = xcalloc(count, sizeof *s->owned);
     s->owner = xcalloc(count, sizeof *s->owner);
+    s->mig_owned = xcalloc((size_t)count * GPU_MIG_MAX + 1, sizeof *s->mig_owned);
+    s->mig_owner = xcalloc((size_t)count * GPU_MIG_MAX + 1, sizeof *s->mig_owner);
 }
 
 void metrics_state_free(struct metrics_state *s)
@@ -79,6 +81,8 @@ void metrics_state_free(struct metrics_state *s)
     free(s->dev);
     free(s->owned);
     free(s->owner);
+    free(s->mig_owned);
+    free(s->mig_owner);
     free(s->shares);
     memset(s, 0, sizeof *s);
 }
@@ -89,6 +93,8 @@ void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
     memcpy(d->dev, s->dev, n * sizeof *s->dev);
     memcpy(d->owned, s->owned, n * sizeof *s->owned);
     memcpy(d->owner, s->owner, n * sizeof *s->owner);
+    memcpy(d->mig_owned, s->mig_owned, (size_t)n * GPU_MIG_MAX * sizeof *s->mig_owned);
+    memcpy(d->mig_owner, s->mig_owner, (size_t)n * GPU_MIG_MAX * sizeof *s->mig_owner);
     free(d->shares);
     d->shares = NULL;
     d->nshares = 0;
@@ -243,6 +249,8 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
     md->last_xid = d->last_xid;
     memcpy(md->xids, d->xids, sizeof md->xids);
     memcpy(md->resource, d->resource, sizeof md->resource);
+    memcpy(md->mig, d->info->mig, sizeof md->mig);
+    md->nmig = d->info->mig_mode == NVML_DEVICE_MIG_ENABLE ? d->info->nmig : 0;
     uv_mutex_unlock(&m->lock);
 }
 
@@ -272,6 +280,10 @@ static void metrics_pods_done(void *ctx, enum grpc_status st, const char *messag
     if (ok) {
         memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
         memcpy(m->state.owner, next.owner, m->inv->count * sizeof *next.owner);
+        memcpy(m->state.mig_owned, next.mig_owned,
+               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owned);
+        memcpy(m->state.mig_owner, next.mig_owner,
+               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owner);
         free(m->state.shares);
         m->state.shares = next.shares;
         m->state.nshares = next.nshares;
@@ -280,6 +292,8 @@ static void metrics_pods_done(void *ctx, enum grpc_status st, const char *messag
     } else {
         /* No pod labels beat stale ones: a pod may have ended. */
         memset(m->state.owned, 0, m->inv->count * sizeof *m->state.owned);
+        memset(m->state.mig_owned, 0,
+               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *m->state.mig_owned);
         m->state.nshares = 0;
         m->state.podres_errors++;
     }

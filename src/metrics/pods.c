@@ -28,6 +28,32 @@ static int pods_gpu(const struct gpu_inventory *inv, const char *id, size_t len)
     return !*end && idx < inv->count ? (int)idx : -1;
 }
 
+/* The MIG device an ID names (MIG UUID, or "<GPU>:<MIG index>"): GPU and
+ * device index, or false. */
+static bool pods_mig(const struct gpu_inventory *inv, const char *id, size_t len, unsigned *gpu,
+                     unsigned *k)
+{
+    for (unsigned i = 0; i < inv->count; i++)
+        for (unsigned j = 0; inv->gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE && j < inv->gpus[i].nmig;
+             j++)
+            if (strlen(inv->gpus[i].mig[j].uuid) == len && !strncmp(inv->gpus[i].mig[j].uuid, id, len)) {
+                *gpu = i;
+                *k = j;
+                return true;
+            }
+    unsigned g, m;
+    char buf[24], tail;
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%u:%u%c", &g, &m, &tail) != 2 || g >= inv->count || m >= inv->gpus[g].nmig)
+        return false;
+    *gpu = g;
+    *k = m;
+    return true;
+}
+
 /* NVIDIA's resources, and whatever name the configuration gave ours
  * (per-model resources, renamed shared ones). */
 static bool pods_wanted(const struct metrics_state *s, const char *resource)
@@ -60,6 +86,7 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
     if (!r)
         return -1;
     unsigned *holders = xcalloc(inv->count + 1, sizeof *holders);
+    unsigned *mig_holders = xcalloc((size_t)inv->count * GPU_MIG_MAX + 1, sizeof *mig_holders);
     free(s->shares);
     s->shares = xcalloc(PODS_MAX_SHARES, sizeof *s->shares);
     s->nshares = 0;
@@ -75,9 +102,20 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
                 for (size_t k = 0; k < dev->n_device_ids; k++) {
                     const char *id = dev->device_ids[k];
                     const char *colons = strstr(id, "::");
-                    int gpu = pods_gpu(inv, id, colons ? (size_t)(colons - id) : strlen(id));
+                    size_t idlen = colons ? (size_t)(colons - id) : strlen(id);
+                    unsigned mg, mk;
+                    if (pods_mig(inv, id, idlen, &mg, &mk)) {
+                        /* A MIG device: its own owner (twice held: shared, none). */
+                        size_t at = (size_t)mg * GPU_MIG_MAX + mk;
+                        if (!colons && mig_holders[at]++ == 0)
+                            pods_owner(&s->mig_owner[at], pod, ct);
+                        else
+                            mig_holders[at] += 2;
+                        continue;
+                    }
+                    int gpu = pods_gpu(inv, id, idlen);
                     if (gpu < 0)
-                        continue; /* not one of ours (MIG devices arrive later) */
+                        continue; /* not one of ours */
                     if (pods_shared(dev->resource_name, colons)) {
                         if (s->nshares < PODS_MAX_SHARES) {
                             s->shares[s->nshares].gpu = (unsigned)gpu;
@@ -94,7 +132,10 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
     }
     for (unsigned i = 0; i < inv->count; i++)
         s->owned[i] = holders[i] == 1;
+    for (size_t i = 0; i < (size_t)inv->count * GPU_MIG_MAX; i++)
+        s->mig_owned[i] = mig_holders[i] == 1;
     free(holders);
+    free(mig_holders);
     v1__list_pod_resources_response__free_unpacked(r, NULL);
     return 0;
 }

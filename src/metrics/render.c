@@ -34,9 +34,10 @@ static int render_cmp(const void *a, const void *b, void *ctx)
     return strcmp(c->items[*(const unsigned *)a].field->name, c->items[*(const unsigned *)b].field->name);
 }
 
-/* The identity labels of GPU i, label fields included, without the closing brace. */
-static void render_identity(struct strbuf *out, const struct metrics_frame *f, unsigned i,
-                            const unsigned *labels, unsigned nlabels)
+/* The identity labels of GPU i (and of its GPU instance, where mig is not
+ * NULL), label fields included, without the closing brace. */
+static void render_identity_of(struct strbuf *out, const struct metrics_frame *f, unsigned i,
+                               const struct gpu_mig *mig, const unsigned *labels, unsigned nlabels)
 {
     const struct gpu_info *g = &f->inv->gpus[i];
     char idx[16], dev[24];
@@ -48,11 +49,56 @@ static void render_identity(struct strbuf *out, const struct metrics_frame *f, u
     render_label(out, "pci_bus_id", g->pci_bus_id, false);
     render_label(out, "device", dev, false);
     render_label(out, "modelName", g->name, false);
+    if (mig) {
+        char gi[16];
+        snprintf(gi, sizeof gi, "%u", mig->gi);
+        render_label(out, "GPU_I_PROFILE", mig->profile, false);
+        render_label(out, "GPU_I_ID", gi, false);
+    }
     render_label(out, "Hostname", f->hostname, false);
     for (unsigned k = 0; k < nlabels; k++) {
         const char *v = f->label_values[i * f->collectors->count + labels[k]];
         if (v)
             render_label(out, f->collectors->items[labels[k]].field->name, v, false);
+    }
+}
+
+static void render_value(struct strbuf *out, double v, bool is_double)
+{
+    if (is_double)
+        strbuf_printf(out, " %.6f\n", v);
+    else
+        strbuf_printf(out, " %.0f\n", v);
+}
+
+static void render_identity(struct strbuf *out, const struct metrics_frame *f, unsigned i,
+                            const unsigned *labels, unsigned nlabels)
+{
+    render_identity_of(out, f, i, NULL, labels, nlabels);
+}
+
+/* Per GPU instance rows of the framebuffer families, after the GPU's. */
+static void render_mig(struct strbuf *out, const struct metrics_frame *f, const struct field *field,
+                       unsigned i, const unsigned *labels, unsigned nlabels)
+{
+    if (field->src != SRC_FB_USED && field->src != SRC_FB_FREE)
+        return;
+    const struct metrics_device *d = &f->state->dev[i];
+    const struct metrics_gpu *g = &f->gpus[i];
+    for (unsigned k = 0; k < d->nmig; k++) {
+        if (!g->mig_have[k])
+            continue;
+        size_t at = (size_t)i * GPU_MIG_MAX + k;
+        strbuf_puts(out, field->name);
+        render_identity_of(out, f, i, &d->mig[k], labels, nlabels);
+        if (f->state->mig_owned[at]) {
+            const struct metrics_owner *o = &f->state->mig_owner[at];
+            render_label(out, "container", o->container, false);
+            render_label(out, "namespace", o->ns, false);
+            render_label(out, "pod", o->pod, false);
+        }
+        strbuf_puts(out, "}");
+        render_value(out, field->src == SRC_FB_USED ? g->mig_used[k] : g->mig_free[k], false);
     }
 }
 
@@ -71,14 +117,6 @@ static void render_pod(struct strbuf *out, const struct metrics_frame *f, unsign
         render_label(out, "namespace", s->owner[i].ns, false);
         render_label(out, "pod", s->owner[i].pod, false);
     }
-}
-
-static void render_value(struct strbuf *out, double v, bool is_double)
-{
-    if (is_double)
-        strbuf_printf(out, " %.6f\n", v);
-    else
-        strbuf_printf(out, " %.0f\n", v);
 }
 
 static void render_fields(struct strbuf *out, const struct metrics_frame *f, const unsigned *labels,
@@ -107,6 +145,7 @@ static void render_fields(struct strbuf *out, const struct metrics_frame *f, con
             }
             strbuf_puts(out, "}");
             render_value(out, g->value[k], col->field->is_double);
+            render_mig(out, f, col->field, i, labels, nlabels);
         }
     }
 }

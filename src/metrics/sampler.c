@@ -351,6 +351,26 @@ static void sampler_class(struct metrics_sampler *s, enum metrics_class cls, sam
     st->cursor = (st->cursor + k) % count;
 }
 
+/* Each MIG device's framebuffer, through its own handle (dcgm-exporter's
+ * per-GPU-instance FB series). */
+static void sampler_mig(struct metrics_sampler *s, const struct metrics_device *devs, bool *lost)
+{
+    struct nvml *n = s->nvml;
+    for (unsigned i = 0; i < s->inv->count; i++) {
+        struct metrics_gpu *g = &s->gpus[i];
+        memset(g->mig_have, 0, sizeof g->mig_have);
+        for (unsigned k = 0; !lost[i] && k < devs[i].nmig; k++) {
+            nvmlMemory_t mem;
+            if (!n->DeviceGetMemoryInfo ||
+                n->DeviceGetMemoryInfo(devs[i].mig[k].handle, &mem) != NVML_SUCCESS)
+                continue;
+            g->mig_used[k] = (double)(mem.used >> 20);
+            g->mig_free[k] = (double)(mem.free >> 20);
+            g->mig_have[k] = true;
+        }
+    }
+}
+
 double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs)
 {
     double t0 = sampler_now_us();
@@ -370,6 +390,7 @@ double metrics_sample(struct metrics_sampler *s, const struct metrics_device *de
     sampler_class(s, CLASS_FIELDS, sampler_fields, lost);
     sampler_class(s, CLASS_ENERGY, sampler_energy, lost);
     sampler_class(s, CLASS_GPM, sampler_gpm, lost);
+    sampler_mig(s, devs, lost);
     metrics_procs_sample(s, lost);
     for (unsigned i = 0; i < count; i++) {
         s->gpus[i].up = !lost[i];

@@ -196,3 +196,44 @@ def sim(env, *args):
     p = subprocess.run([GPULET, "sim", *args], capture_output=True, text=True, env=env, timeout=10)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
+
+
+def test_metrics_per_gpu_instance(agent, tmp_path, sim_env):
+    """dcgm-exporter's per-GPU-instance framebuffer series, with
+    GPU_I_PROFILE and GPU_I_ID after modelName, and the pod that holds the
+    MIG device (PodResources with nvidia.com/mig-* IDs)."""
+    from kubelet import FakePodResources, load_podresources_stubs
+    from test_metrics import free_port, get, parse, wait_for
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    mig = gpus[0]["mig_devices"][2]                  # a 1g.18gb, GPU instance 3
+    pb, pbg = load_podresources_stubs(tmp_path / "prstubs")
+    pods = FakePodResources(tmp_path / "kubelet", pb, pbg)
+    pods.pods = [("infer-0", "ml", "main", "nvidia.com/mig-1g.18gb", [mig["uuid"]])]
+    pods.start()
+    port = free_port()
+    try:
+        agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--kubelet-root",
+              str(tmp_path / "kubelet"), "--status-socket", str(tmp_path / "s.sock"),
+              "--metrics-listen", f"127.0.0.1:{port}", "--metrics-interval-ms", "200",
+              "--pod-resources-interval-ms", "1000").wait_log("metrics ready")
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def owned():
+            s = parse(get(url)[2])
+            rows = [(l, v, o) for l, v, o in s.get("DCGM_FI_DEV_FB_USED", []) if "GPU_I_ID" in l]
+            return rows if any(l.get("pod") == "infer-0" for l, _, _ in rows) else None
+        rows = wait_for(owned)
+        assert rows, get(url)[2][:3000]
+        # 4 + 4 + 7 GPU instances; GPU 3 is whole.
+        assert len(rows) == 15
+        l, v, order = next(r for r in rows if r[0]["GPU_I_ID"] == "3" and r[0]["gpu"] == "0")
+        assert l["GPU_I_PROFILE"] == "1g.18gb" and l["pod"] == "infer-0" and l["namespace"] == "ml"
+        assert order[:7] == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE",
+                             "GPU_I_ID"]
+        assert 0 <= v <= 16384
+        free = {(l["gpu"], l["GPU_I_ID"]): v for l, v, _ in parse(get(url)[2])["DCGM_FI_DEV_FB_FREE"]
+                if "GPU_I_ID" in l}
+        assert free[("0", "1")] + [v for l, v, _ in rows if l["gpu"] == "0" and l["GPU_I_ID"] == "1"][0] \
+            <= 71424
+    finally:
+        pods.stop()
