@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static int ready;
     if (!ready) {
         setenv("GPULET_SIM_CONTROL", "off", 1);
-        setenv("GPULET_SIM_SCENARIO", "l4-pcie", 1);
+        setenv("GPULET_SIM_SCENARIO", "h200-mig-mixed", 1); /* MIG commands too */
         if (nvmlInit_v2() != NVML_SUCCESS)
             abort();
         ready = 1;

@@ -3,9 +3,12 @@ NVIDIA's plugin would advertise (resource and socket names, device IDs),
 Allocate (MIG UUIDs, the parent's node and the GI and CI access
 capabilities), preferred allocation, and single's refusals."""
 import json
+import shutil
 import subprocess
 
-from conftest import GPULET
+import pytest
+
+from conftest import GPULET, SANITIZED
 
 
 def mig_devices(sim_env, preset):
@@ -237,3 +240,27 @@ def test_metrics_per_gpu_instance(agent, tmp_path, sim_env):
             <= 71424
     finally:
         pods.stop()
+
+
+@pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
+def test_valgrind_mig(plugin_agent, kubelet, sim_env):
+    """Mixed on MIG GPUs, an XID in a GPU instance, a reconfiguration and
+    an Allocate, under valgrind: no leaks, no invalid accesses."""
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    a = plugin_agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--pass-device-specs",
+                     "--health-probe-ms", "200", wait=False,
+                     prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
+                             "--errors-for-leak-kinds=definite,indirect", "-q"))
+    kubelet.wait_registrations(4, timeout=60)
+    a.wait_log("agent running", timeout=60)
+    sim(sim_env, "xid", "0", "94", "2")
+    sim(sim_env, "mig", "2", "3g.71gb,3g.71gb")
+    kubelet.wait_registrations(8, timeout=60)
+    ep = {r.resource_name: r.endpoint for _, r in kubelet.registrations}
+    channel, stub = kubelet.plugin(ep["nvidia.com/mig-2g.35gb"])
+    pb = kubelet.pb
+    r = stub.Allocate(pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(
+        devices_ids=[gpus[1]["mig_devices"][1]["uuid"]])]), timeout=30).container_responses[0]
+    assert r.envs["NVIDIA_VISIBLE_DEVICES"] == gpus[1]["mig_devices"][1]["uuid"]
+    channel.close()
+    assert a.stop(timeout=60) == 0, a.log()
