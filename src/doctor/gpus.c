@@ -294,9 +294,9 @@ void doctor_mig(struct doctor *d, struct doctor_result *r)
                    "reboot, to apply it", "a MIG mode change waits for a reset on GPU(s) %s",
                    a.data);
     else if (non && d->o->cfg->mig_strategy == CONFIG_MIG_NONE)
-        doctor_set(r, DOCTOR_WARN, "disable MIG on them, or use a MIG strategy once gpulet has "
-                   "one (single, mixed)", "MIG is on on GPU(s) %s with --mig-strategy none: they "
-                   "are advertised whole, and CUDA in a container sees no device on them", b.data);
+        doctor_set(r, DOCTOR_WARN, "use --mig-strategy mixed (or single), or disable MIG on them",
+                   "MIG is on on GPU(s) %s with --mig-strategy none: they are advertised whole, "
+                   "and CUDA in a container sees no device on them", b.data);
     else
         doctor_set(r, DOCTOR_PASS, NULL, "MIG is %s on %u capable GPU(s), no change pending",
                    non ? "on on some" : "off", capable);
