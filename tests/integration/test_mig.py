@@ -264,3 +264,55 @@ def test_valgrind_mig(plugin_agent, kubelet, sim_env):
     assert r.envs["NVIDIA_VISIBLE_DEVICES"] == gpus[1]["mig_devices"][1]["uuid"]
     channel.close()
     assert a.stop(timeout=60) == 0, a.log()
+
+
+PROFILE_INFO = """
+import ctypes, json, sys
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint) for n in ("id", "isP2pSupported", "sliceCount", "instanceCount",
+               "multiprocessorCount", "copyEngineCount", "decoderCount", "encoderCount", "jpegCount",
+               "ofaCount")] + [("memorySizeMB", ctypes.c_ulonglong)]
+class Placement(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+nvml = ctypes.CDLL(sys.argv[1])
+assert nvml.nvmlInit_v2() == 0
+h = ctypes.c_void_p()
+assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+mode, pending, count = ctypes.c_uint(9), ctypes.c_uint(9), ctypes.c_uint(9)
+out = {"mig_mode": [None, None], "profiles": []}
+if nvml.nvmlDeviceGetMigMode(h, ctypes.byref(mode), ctypes.byref(pending)) == 0:
+    out["mig_mode"] = [mode.value, pending.value]
+nvml.nvmlDeviceGetMaxMigDeviceCount(h, ctypes.byref(count))
+out["max_mig_devices"] = count.value
+for p in range(16):
+    info = Info()
+    if nvml.nvmlDeviceGetGpuInstanceProfileInfo(h, p, ctypes.byref(info)) != 0:
+        continue
+    row = {"profile": p, **{n: getattr(info, n) for n, _ in Info._fields_}}
+    arr, n = (Placement * 16)(), ctypes.c_uint(16)
+    assert nvml.nvmlDeviceGetGpuInstancePossiblePlacements_v2(h, info.id, arr, ctypes.byref(n)) == 0
+    row["placements"] = [[arr[k].start, arr[k].size] for k in range(n.value)]
+    out["profiles"].append(row)
+print(json.dumps(out))
+"""
+
+
+def test_h200_tables_match_the_real_card(sim_env, tmp_path):
+    """What the simulator's H200 answers with MIG disabled, read as
+    tests/realgpu/mig_probe.py read the real card: the same."""
+    from conftest import SIM_LIB, SOURCE
+    real = json.loads((SOURCE / "tests/realgpu/data/h200-mig-disabled.json").read_text())["gpus"][0]
+    env = dict(sim_env, GPULET_SIM_SCENARIO="h200x4-vm", GPULET_SIM_CONTROL="off")
+    p = subprocess.run(["/usr/bin/python3", "-c", PROFILE_INFO, SIM_LIB], capture_output=True,
+                       text=True, env=env, check=True)
+    sim = json.loads(p.stdout)
+    assert sim["mig_mode"] == real["mig_mode"] and sim["max_mig_devices"] == real["max_mig_devices"]
+    want = [{k: v for k, v in row.items() if k not in ("version", "placements_error", "name")}
+            for row in real["gpu_instance_profiles"] if "error" not in row]
+    # The driver's names are the simulator's table's (which gpulet derives: unit test).
+    names = sorted(row["name"] for row in real["gpu_instance_profiles"] if "name" in row)
+    assert names == sorted("MIG " + n for n in ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb",
+                                                 "3g.71gb", "4g.71gb", "7g.141gb"))
+    for row in want:
+        row["placements"] = [list(x) for x in row["placements"]]
+    assert sim["profiles"] == want
