@@ -11,8 +11,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned
 
 SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter();
     if (rc)
         return rc;

@@ -8,8 +8,8 @@
  * GPU's load model. */
 static nvmlReturn_t metrics_mig_memory(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
     if (rc)
         return rc;

@@ -84,8 +84,8 @@ SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned i
 SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
                                                                  nvmlDevice_t *device)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter_mig(migDevice, &g, &m);
     if (rc)
         return rc;
@@ -97,8 +97,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t m
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
     if (rc)
         return rc;
@@ -110,8 +110,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned in
 
 SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
     if (rc)
         return rc;
@@ -123,8 +123,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigne
 
 SIM_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attr)
 {
-    struct nvmlDevice_st *g;
-    const struct sim_mig_device *m;
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
     nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
     if (rc == NVML_ERROR_INVALID_ARGUMENT && sim_is_device(device))
         return sim_leave(NVML_ERROR_NOT_SUPPORTED); /* whole GPUs: not answered here */
