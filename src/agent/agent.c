@@ -58,8 +58,10 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     log_set_level((enum log_level)a->cfg.log_level);
     config_log(&a->cfg);
     agent_config_applied(a, named);
-    if (a->facts_known)
+    if (a->facts_known) {
         agent_labels_start(a, &old);
+        agent_mig_start(a); /* a MIG strategy may be new */
+    }
     if (!a->nplugins && !a->restart_pending)
         return 0; /* not serving yet (start-up), or NVML never started */
     agent_plugins_restart(a);

@@ -316,3 +316,22 @@ def test_h200_tables_match_the_real_card(sim_env, tmp_path):
     for row in want:
         row["placements"] = [list(x) for x in row["placements"]]
     assert sim["profiles"] == want
+
+
+def test_strategy_by_reload(plugin_agent, kubelet, sim_env, tmp_path):
+    """none to mixed by SIGHUP: MIG devices advertised, and watched for
+    changes from then on; a single that cannot be is refused, mixed kept."""
+    import signal
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("version: v1\nflags:\n  migStrategy: none\n")
+    a = plugin_agent("--simulate", "h200-mig-mixed", "--config-file", str(cfg))
+    cfg.write_text("version: v1\nflags:\n  migStrategy: mixed\n")
+    a.proc.send_signal(signal.SIGHUP)
+    kubelet.wait_registrations(1 + 4, timeout=10)
+    cfg.write_text("version: v1\nflags:\n  migStrategy: single\n")
+    a.proc.send_signal(signal.SIGHUP)
+    a.wait_log("SIGHUP: config not reloaded, keeping the running one: MIG strategy single: GPU 0")
+    sim(sim_env, "mig", "1", "7g.141gb")
+    a.wait_log("GPU 1: MIG devices changed", timeout=10)
+    assert a.stop() == 0
+
