@@ -103,5 +103,21 @@ int main(void)
     printf("errors lost=%d timeout=%d vmismatch=%d unknown=%d\n", NVML_ERROR_GPU_IS_LOST,
            NVML_ERROR_TIMEOUT, NVML_ERROR_ARGUMENT_VERSION_MISMATCH, NVML_ERROR_UNKNOWN);
     printf("nvswitch=%d\n", NVML_NVLINK_DEVICE_TYPE_SWITCH);
+    SIZE(nvmlGpuInstanceProfileInfo_t);
+    OFF(nvmlGpuInstanceProfileInfo_t, sliceCount);
+    OFF(nvmlGpuInstanceProfileInfo_t, multiprocessorCount);
+    OFF(nvmlGpuInstanceProfileInfo_t, ofaCount);
+    OFF(nvmlGpuInstanceProfileInfo_t, memorySizeMB);
+    SIZE(nvmlGpuInstancePlacement_t);
+    OFF(nvmlGpuInstancePlacement_t, size);
+    SIZE(nvmlDeviceAttributes_t);
+    OFF(nvmlDeviceAttributes_t, sharedOfaCount);
+    OFF(nvmlDeviceAttributes_t, gpuInstanceSliceCount);
+    OFF(nvmlDeviceAttributes_t, computeInstanceSliceCount);
+    OFF(nvmlDeviceAttributes_t, memorySizeMB);
+    printf("profiles %d %d %d %d %d %d %d\n", NVML_GPU_INSTANCE_PROFILE_1_SLICE,
+           NVML_GPU_INSTANCE_PROFILE_2_SLICE, NVML_GPU_INSTANCE_PROFILE_3_SLICE,
+           NVML_GPU_INSTANCE_PROFILE_4_SLICE, NVML_GPU_INSTANCE_PROFILE_7_SLICE,
+           NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2);
     return 0;
 }
