@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "driver/driver.h"
+#include "gpu/inventory.h"
+#include "util/strbuf.h"
 
 /* The libraries a compute node's driver has, with their sonames. */
 static const struct {
@@ -67,6 +69,29 @@ static int stub_text(const char *path, const char *text, mode_t mode, struct err
     return 0;
 }
 
+/* proc/driver/nvidia-caps/mig-minors: the driver's numbering of the MIG
+ * capability device minors (gpu_mig_cap_minor reads it), for 8 GPUs. */
+static int stub_mig_minors(const char *root, struct err *e)
+{
+    char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2];
+    if (stub_mkdirs(root, "proc/driver/nvidia-caps", dir, sizeof dir, e) < 0)
+        return -1;
+    struct strbuf text = {0};
+    strbuf_puts(&text, "config 1\nmonitor 2\n");
+    for (unsigned gpu = 0; gpu < 8; gpu++)
+        for (unsigned gi = 0; gi < 15; gi++) {
+            unsigned base = gpu_mig_cap_numbering(gpu, gi, -1);
+            strbuf_printf(&text, "gpu%u/gi%u/access %u\n", gpu, gi, base);
+            for (int ci = 0; ci < 8; ci++)
+                strbuf_printf(&text, "gpu%u/gi%u/ci%d/access %u\n", gpu, gi, ci,
+                              gpu_mig_cap_numbering(gpu, gi, ci));
+        }
+    snprintf(path, sizeof path, "%s/mig-minors", dir);
+    int rc = stub_text(path, text.data, 0644, e);
+    strbuf_free(&text);
+    return rc;
+}
+
 int driver_write_stub_tree(const char *root, const char *version, struct err *e)
 {
     char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128], text[256];
@@ -99,5 +124,5 @@ int driver_write_stub_tree(const char *root, const char *version, struct err *e)
         if (stub_text(path, "gpulet stand-in firmware\n", 0644, e) < 0)
             return -1;
     }
-    return 0;
+    return stub_mig_minors(root, e);
 }

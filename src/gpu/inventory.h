@@ -103,6 +103,9 @@ void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttr
  * <proc_root>/driver/nvidia-caps/mig-minors, else its fixed numbering. */
 unsigned gpu_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci);
 
+/* The driver's fixed numbering of those minors. */
+unsigned gpu_mig_cap_numbering(unsigned gpu_minor, unsigned gi, int ci);
+
 /* nvidia-smi topo's short name for a PCIe level: PIX, PXB, PHB, NODE, SYS. */
 const char *gpu_topology_level_name(int level);
 

@@ -75,9 +75,13 @@ unsigned gpu_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned g
         }
     if (f)
         fclose(f);
-    /* The driver's numbering: config 1, monitor 2, then per GPU 15 GPU
-     * instances of 9 minors each (the instance's, then its 8 compute
-     * instances'). */
+    return gpu_mig_cap_numbering(gpu_minor, gi, ci);
+}
+
+unsigned gpu_mig_cap_numbering(unsigned gpu_minor, unsigned gi, int ci)
+{
+    /* config 1, monitor 2, then per GPU 15 GPU instances of 9 minors each
+     * (the instance's, then its 8 compute instances'). */
     unsigned base = 3 + gpu_minor * 15 * 9 + gi * 9;
     return ci < 0 ? base : base + 1 + (unsigned)ci;
 }

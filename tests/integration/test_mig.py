@@ -142,6 +142,19 @@ def test_reconfiguration_live(plugin_agent, kubelet, sim_env):
     got = {k: len(v[1]) for k, v in advertised(kubelet).items()}
     assert got["nvidia.com/mig-1g.18gb"] == 4 and got["nvidia.com/mig-3g.71gb"] == 4, got
     assert "pods holding a device that went keep running" in a.log()
+    # A device that went: Allocate names it and fails, and nothing is allocated.
+    import grpc
+    ep = {r.resource_name: r.endpoint for _, r in kubelet.registrations[4:]}
+    channel, stub = kubelet.plugin(ep["nvidia.com/mig-1g.18gb"])
+    try:
+        stub.Allocate(kubelet.pb.AllocateRequest(container_requests=[
+            kubelet.pb.ContainerAllocateRequest(devices_ids=[before[0]["uuid"]])]), timeout=5)
+        raise AssertionError("Allocate of a MIG device that went succeeded")
+    except grpc.RpcError as err:
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"unknown device ID '{before[0]['uuid']}'" in err.details()
+    finally:
+        channel.close()
     # Nothing more changes: no more registrations.
     import time
     time.sleep(2.5)
