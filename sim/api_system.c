@@ -61,6 +61,7 @@ static nvmlReturn_t system_load(void)
         struct nvmlDevice_st *g = &sim_state.gpus[i];
         g->desc = sim_state.sc.gpus[i];
         sim_live_reset(g, true);
+        g->mig_pending = g->desc.mig_pending; /* the scenario's; a reset applies it */
         memcpy(g->procs, g->desc.procs, g->desc.nprocs * sizeof *g->procs);
         g->nprocs = g->desc.nprocs;
     }

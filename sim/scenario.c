@@ -158,7 +158,7 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
                                 struct scenario_src *src, struct err *e)
 {
     static const char *const keys[] = {"product", "count", "uuid", "pci_bus_id", "numa_node",
-                                       "mig", "mig_devices", "processes", NULL};
+                                       "mig", "mig_pending", "mig_devices", "processes", NULL};
     if (ydoc_check_keys(d, n, "a gpus entry", keys, e) < 0)
         return -1;
     char known[128];
@@ -194,6 +194,12 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
         return -1;
     if (mig && !p->mig_capable)
         return ydoc_error(d, mn, e, "product %s does not support MIG", p->key);
+    bool pending = false;
+    yaml_node_t *pn2 = ydoc_get(d, n, "mig_pending");
+    if (pn2 && ydoc_bool(d, pn2, "mig_pending", &pending, e) < 0)
+        return -1;
+    if (pending && !p->mig_capable)
+        return ydoc_error(d, pn2, e, "product %s does not support MIG", p->key);
     const char *profiles[SIM_MIG_MAX + 1];
     unsigned nprofiles = 0;
     yaml_node_t *dn = ydoc_get(d, n, "mig_devices");
@@ -205,6 +211,7 @@ static int scenario_parse_group(struct ydoc *d, yaml_node_t *n, struct scenario 
         g->index = g->minor = sc->count;
         g->product = p;
         g->mig_enabled = mig;
+        g->mig_pending = pending;
         g->numa_node = (int)numa;
         src->numa_set[sc->count] = numa >= 0;
         if (un && scenario_parse_uuid(d, un, g->uuid, e) < 0)

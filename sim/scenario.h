@@ -77,6 +77,7 @@ struct sim_gpu {
     int pcie_switch;         /* GPUs with the same value share a PCIe switch; -1: none,
                                 the GPU sits on the host bridge */
     bool mig_enabled;
+    bool mig_pending;          /* the other MIG mode waits for a reset */
     struct sim_mig_device mig[SIM_MIG_MAX];
     unsigned nmig;
     unsigned mig_generation;   /* layouts made so far: new MIG devices get new UUIDs */

@@ -37,6 +37,30 @@ static void test_presets_parse(void **state)
     }
 }
 
+/* MIG in scenarios: layouts, the pending mode, and what cannot be. */
+static void test_mig_scenarios(void **state)
+{
+    (void)state;
+    struct err e;
+    const char *ok = "gpus:\n  - {product: h200, mig: true, mig_pending: true,\n"
+                     "     mig_devices: [3g.71gb, 2g.35gb, 1g.18gb, 1g.18gb]}\n";
+    assert_int_equal(parse(ok, &e), 0);
+    assert_true(sc.gpus[0].mig_enabled && sc.gpus[0].mig_pending);
+    assert_int_equal(sc.gpus[0].nmig, 4);
+    expect_error("gpus:\n  - {product: l4, mig_pending: true}\n", "test.yaml:2:",
+                 "product l4 does not support MIG");
+    expect_error("gpus:\n  - {product: h200, mig_devices: [1g.18gb]}\n", "test.yaml:2:",
+                 "mig_devices needs mig: true");
+    expect_error("gpus:\n  - {product: h200, mig: true, mig_devices: [1g.10gb]}\n", "test.yaml:2:",
+                 "h200 has no MIG profile '1g.10gb'");
+    expect_error("gpus:\n  - {product: h100-sxm, mig: true, mig_devices: [7g.80gb, 1g.10gb]}\n",
+                 "test.yaml:2:", "take 8 compute slices");
+    expect_error("gpus:\n  - {product: a100-40gb, mig: true, mig_devices: [3g.20gb, 3g.20gb, 1g.5gb]}\n",
+                 "test.yaml:2:", "do not fit together");
+    expect_error("gpus:\n  - {product: h200, mig: true, mig_devices: 3g.71gb}\n", "test.yaml:2:",
+                 "mig_devices must be a list");
+}
+
 static void test_processes(void **state)
 {
     (void)state;
@@ -201,7 +225,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_parse),
-        cmocka_unit_test(test_processes),  cmocka_unit_test(test_dgx_h100_layout),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_mig_scenarios),  cmocka_unit_test(test_dgx_h100_layout),
         cmocka_unit_test(test_islands),        cmocka_unit_test(test_explicit_gpu),
         cmocka_unit_test(test_bad_scenarios),  cmocka_unit_test(test_load_errors),
     };
