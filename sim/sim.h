@@ -79,6 +79,8 @@ struct sim {
     struct scenario sc;
     struct nvmlDevice_st gpus[SIM_MAX_GPUS];
     struct sim_mig_handle mig_handles[SIM_MAX_GPUS][SIM_MIG_MAX];
+    struct sim_mig_handle gi_handles[SIM_MAX_GPUS][SIM_MIG_MAX]; /* nvmlGpuInstance_t */
+    struct sim_mig_handle ci_handles[SIM_MAX_GPUS][SIM_MIG_MAX]; /* nvmlComputeInstance_t */
     struct nvmlEventSet_st *sets;
     double t0;                          /* CLOCK_MONOTONIC seconds at first init */
     /* control socket */

@@ -115,6 +115,18 @@ int main(void)
     OFF(nvmlDeviceAttributes_t, gpuInstanceSliceCount);
     OFF(nvmlDeviceAttributes_t, computeInstanceSliceCount);
     OFF(nvmlDeviceAttributes_t, memorySizeMB);
+    SIZE(nvmlGpuInstanceInfo_t);
+    OFF(nvmlGpuInstanceInfo_t, id);
+    OFF(nvmlGpuInstanceInfo_t, profileId);
+    OFF(nvmlGpuInstanceInfo_t, placement);
+    SIZE(nvmlComputeInstanceInfo_t);
+    OFF(nvmlComputeInstanceInfo_t, gpuInstance);
+    OFF(nvmlComputeInstanceInfo_t, id);
+    OFF(nvmlComputeInstanceInfo_t, profileId);
+    OFF(nvmlComputeInstanceInfo_t, placement);
+    SIZE(nvmlComputeInstanceProfileInfo_t);
+    OFF(nvmlComputeInstanceProfileInfo_t, multiprocessorCount);
+    OFF(nvmlComputeInstanceProfileInfo_t, sharedOfaCount);
     printf("profiles %d %d %d %d %d %d %d\n", NVML_GPU_INSTANCE_PROFILE_1_SLICE,
            NVML_GPU_INSTANCE_PROFILE_2_SLICE, NVML_GPU_INSTANCE_PROFILE_3_SLICE,
            NVML_GPU_INSTANCE_PROFILE_4_SLICE, NVML_GPU_INSTANCE_PROFILE_7_SLICE,

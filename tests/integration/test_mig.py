@@ -348,3 +348,67 @@ def test_strategy_by_reload(plugin_agent, kubelet, sim_env, tmp_path):
     a.wait_log("GPU 1: MIG devices changed", timeout=10)
     assert a.stop() == 0
 
+
+
+GO_NVLIB = """
+import ctypes, json, sys
+class Placement(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+class GiInfo(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("id", ctypes.c_uint), ("profileId", ctypes.c_uint),
+                ("placement", Placement)]
+class CiInfo(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("gpuInstance", ctypes.c_void_p), ("id", ctypes.c_uint),
+                ("profileId", ctypes.c_uint), ("placement", Placement)]
+class CiProfile(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint) for n in ("id", "sliceCount", "instanceCount", "multiprocessorCount",
+               "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount", "sharedJpegCount",
+               "sharedOfaCount")]
+nvml = ctypes.CDLL(sys.argv[1])
+assert nvml.nvmlInit_v2() == 0
+out = []
+dev = ctypes.c_void_p()
+assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev)) == 0
+n = ctypes.c_uint()
+assert nvml.nvmlDeviceGetMaxMigDeviceCount(dev, ctypes.byref(n)) == 0
+for k in range(n.value):
+    mig = ctypes.c_void_p()
+    if nvml.nvmlDeviceGetMigDeviceHandleByIndex(dev, k, ctypes.byref(mig)) != 0:
+        continue
+    gi_id, ci_id, parent = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_void_p()
+    assert nvml.nvmlDeviceGetGpuInstanceId(mig, ctypes.byref(gi_id)) == 0
+    assert nvml.nvmlDeviceGetComputeInstanceId(mig, ctypes.byref(ci_id)) == 0
+    assert nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, ctypes.byref(parent)) == 0
+    assert parent.value == dev.value
+    gi = ctypes.c_void_p()
+    assert nvml.nvmlDeviceGetGpuInstanceById(parent, gi_id, ctypes.byref(gi)) == 0
+    gii = GiInfo()
+    assert nvml.nvmlGpuInstanceGetInfo(gi, ctypes.byref(gii)) == 0
+    ci = ctypes.c_void_p()
+    assert nvml.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id, ctypes.byref(ci)) == 0
+    cii = CiInfo()
+    assert nvml.nvmlComputeInstanceGetInfo_v2(ci, ctypes.byref(cii)) == 0
+    cip = CiProfile()
+    assert nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, cii.profileId, 0, ctypes.byref(cip)) == 0
+    out.append({"gi": gii.id, "gi_profile_id": gii.profileId, "start": gii.placement.start,
+                "size": gii.placement.size, "ci": cii.id, "ci_slices": cip.sliceCount,
+                "ci_sms": cip.multiprocessorCount})
+print(json.dumps(out))
+"""
+
+
+def test_instances_as_go_nvlib_reads_them(sim_env):
+    """NVIDIA's plugin names a MIG device's profile through go-nvlib: the
+    GPU instance by ID, its info (profile ID, placement), the compute
+    instance and its profile. The simulator answers that walk."""
+    from conftest import SIM_LIB
+    env = dict(sim_env, GPULET_SIM_SCENARIO="h200-mig-mixed", GPULET_SIM_CONTROL="off")
+    p = subprocess.run(["/usr/bin/python3", "-c", GO_NVLIB, SIM_LIB], capture_output=True,
+                       text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    # 3g.71gb (ID 9) at 4, 2g.35gb (ID 14) at 0, two 1g.18gb (ID 19) at 2 and 3.
+    assert [(d["gi"], d["gi_profile_id"], d["start"], d["size"]) for d in got] == [
+        (1, 9, 4, 4), (2, 14, 0, 2), (3, 19, 2, 1), (4, 19, 3, 1)]
+    assert [(d["ci"], d["ci_slices"], d["ci_sms"]) for d in got] == [
+        (0, 3, 60), (0, 2, 32), (0, 1, 16), (0, 1, 16)]

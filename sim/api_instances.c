@@ -1,0 +1,147 @@
+/* GPU and compute instance handles, as NVIDIA's go-nvlib reads a MIG
+ * device's profile: from the MIG device to its GPU instance (by ID) and
+ * compute instance, their info (profile IDs, placements), and the compute
+ * instance profiles. The simulator's instances are its MIG devices: one
+ * GPU instance each, with one compute instance (ID 0) spanning it. */
+#include "sim.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* NVML_COMPUTE_INSTANCE_PROFILE_* by slices: 1, 2, 3, 4, 7 (8 and 6 unused). */
+static const unsigned ci_profile_slices[] = {1, 2, 3, 4, 7};
+
+/* The GPU and MIG device behind a GPU or compute instance handle from one
+ * of the arrays; locks as sim_enter does. */
+static nvmlReturn_t inst_enter(const void *h, struct sim_mig_handle (*arr)[SIM_MIG_MAX],
+                               struct nvmlDevice_st **gpu, const struct sim_mig_device **mig)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc)
+        return rc;
+    uintptr_t p = (uintptr_t)h, base = (uintptr_t)arr;
+    size_t size = sizeof arr[0][0];
+    if (!h || p < base || (p - base) % size || (p - base) / size >= SIM_MAX_GPUS * SIM_MIG_MAX)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_mig_handle *x = h;
+    struct nvmlDevice_st *g = &sim_state.gpus[x->gpu];
+    if (x->gpu >= sim_state.sc.count || x->k >= g->desc.nmig)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
+    *gpu = g;
+    *mig = &g->desc.mig[x->k];
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                  nvmlGpuInstance_t *gpuInstance)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!gpuInstance)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!device->desc.mig_enabled)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    for (unsigned k = 0; k < device->desc.nmig; k++) {
+        if (device->desc.mig[k].gi != id)
+            continue;
+        struct sim_mig_handle *h = &sim_state.gi_handles[device->desc.index][k];
+        *h = (struct sim_mig_handle){device->desc.index, k};
+        *gpuInstance = (nvmlGpuInstance_t)(void *)h;
+        return sim_leave(NVML_SUCCESS);
+    }
+    return sim_leave(NVML_ERROR_NOT_FOUND);
+}
+
+SIM_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
+                                            nvmlGpuInstanceInfo_t *info)
+{
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
+    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    if (rc)
+        return rc;
+    if (!info)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *info = (nvmlGpuInstanceInfo_t){g, m->gi, m->profile->id, {m->start, m->profile->size}};
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance,
+                                                           unsigned int id,
+                                                           nvmlComputeInstance_t *computeInstance)
+{
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
+    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    if (rc)
+        return rc;
+    if (!computeInstance)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (id != m->ci)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
+    const struct sim_mig_handle *gi = (const void *)gpuInstance;
+    struct sim_mig_handle *h = &sim_state.ci_handles[gi->gpu][gi->k];
+    *h = *gi;
+    *computeInstance = (nvmlComputeInstance_t)(void *)h;
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* The compute instance profile index of a full-size instance of s slices. */
+static unsigned ci_profile_of(unsigned slices)
+{
+    for (unsigned i = 0; i < sizeof ci_profile_slices / sizeof *ci_profile_slices; i++)
+        if (ci_profile_slices[i] == slices)
+            return i;
+    return 0;
+}
+
+SIM_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
+                                                   nvmlComputeInstanceInfo_t *info)
+{
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
+    nvmlReturn_t rc = inst_enter(computeInstance, sim_state.ci_handles, &g, &m);
+    if (rc)
+        return rc;
+    if (!info)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_mig_handle *ci = (const void *)computeInstance;
+    nvmlGpuInstance_t gi = (nvmlGpuInstance_t)(void *)&sim_state.gi_handles[ci->gpu][ci->k];
+    sim_state.gi_handles[ci->gpu][ci->k] = *ci;
+    *info = (nvmlComputeInstanceInfo_t){g, gi, m->ci, ci_profile_of(m->profile->slices),
+                                        {0, m->profile->slices}};
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
+                                                nvmlComputeInstanceInfo_t *info)
+{
+    return nvmlComputeInstanceGetInfo_v2(computeInstance, info);
+}
+
+/* Compute instances of profile (slices k) in a GPU instance of s slices:
+ * s / k of them, each with its share of the SMs; the engines are shared. */
+SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
+    nvmlComputeInstanceProfileInfo_t *info)
+{
+    struct nvmlDevice_st *g = NULL;
+    const struct sim_mig_device *m = NULL;
+    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    if (rc)
+        return rc;
+    if (!info || engProfile != 0)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_mig_profile *p = m->profile;
+    if (profile >= sizeof ci_profile_slices / sizeof *ci_profile_slices ||
+        ci_profile_slices[profile] > p->slices)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    unsigned k = ci_profile_slices[profile];
+    *info = (nvmlComputeInstanceProfileInfo_t){
+        .id = profile, .sliceCount = k, .instanceCount = p->slices / k,
+        .multiprocessorCount = p->sms * k / p->slices, .sharedCopyEngineCount = p->ce,
+        .sharedDecoderCount = p->dec, .sharedEncoderCount = p->enc, .sharedJpegCount = p->jpeg,
+        .sharedOfaCount = p->ofa};
+    return sim_leave(NVML_SUCCESS);
+}
