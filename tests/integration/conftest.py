@@ -34,6 +34,17 @@ def tmp_path():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def ctypes_env(env):
+    """env for a plain python that loads the simulator with ctypes: the
+    sanitized simulator needs the ASan runtime loaded first."""
+    env = dict(env)
+    if SANITIZED:
+        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                              text=True).stdout.strip()
+        env.update(LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+    return env
+
+
 @pytest.fixture
 def sim_env(tmp_path):
     """Environment with a private simulator control socket, and the agent's

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import GPULET, SANITIZED
+from conftest import GPULET, SANITIZED, ctypes_env
 
 
 def mig_devices(sim_env, preset):
@@ -315,7 +315,7 @@ def test_h200_tables_match_the_real_card(sim_env, tmp_path):
     tests/realgpu/mig_probe.py read the real card: the same."""
     from conftest import SIM_LIB, SOURCE
     real = json.loads((SOURCE / "tests/realgpu/data/h200-mig-disabled.json").read_text())["gpus"][0]
-    env = dict(sim_env, GPULET_SIM_SCENARIO="h200x4-vm", GPULET_SIM_CONTROL="off")
+    env = ctypes_env(dict(sim_env, GPULET_SIM_SCENARIO="h200x4-vm", GPULET_SIM_CONTROL="off"))
     p = subprocess.run(["/usr/bin/python3", "-c", PROFILE_INFO, SIM_LIB], capture_output=True,
                        text=True, env=env, check=True)
     sim = json.loads(p.stdout)
@@ -402,7 +402,7 @@ def test_instances_as_go_nvlib_reads_them(sim_env):
     GPU instance by ID, its info (profile ID, placement), the compute
     instance and its profile. The simulator answers that walk."""
     from conftest import SIM_LIB
-    env = dict(sim_env, GPULET_SIM_SCENARIO="h200-mig-mixed", GPULET_SIM_CONTROL="off")
+    env = ctypes_env(dict(sim_env, GPULET_SIM_SCENARIO="h200-mig-mixed", GPULET_SIM_CONTROL="off"))
     p = subprocess.run(["/usr/bin/python3", "-c", GO_NVLIB, SIM_LIB], capture_output=True,
                        text=True, env=env)
     assert p.returncode == 0, p.stderr

@@ -6,9 +6,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
-from conftest import SANITIZED, SIM_LIB, SOURCE
+from conftest import SIM_LIB, SOURCE, ctypes_env
 
 
 def test_exports_match_real_library():
@@ -56,13 +55,8 @@ CLIENT = textwrap.dedent("""
 
 def test_third_party_program_loads_simulator(tmp_path, sim_env):
     """A ctypes program written against NVML's documented API, unaware of gpulet."""
-    env = dict(sim_env, LD_LIBRARY_PATH=str(Path(SIM_LIB).parent / "sim"),
-               GPULET_SIM_SCENARIO="l4-pcie")
-    if SANITIZED:
-        # The sanitized simulator needs the ASan runtime loaded first in a plain python.
-        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
-                              text=True).stdout.strip()
-        env.update(LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+    env = ctypes_env(dict(sim_env, LD_LIBRARY_PATH=str(Path(SIM_LIB).parent / "sim"),
+                          GPULET_SIM_SCENARIO="l4-pcie"))
     p = subprocess.run(["/usr/bin/python3", "-c", CLIENT], capture_output=True, text=True,
                        env=env, timeout=60)
     assert p.returncode == 0, p.stderr
