@@ -6,7 +6,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 from conftest import SIM_LIB, SOURCE, ctypes_env
 
 
