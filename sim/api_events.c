@@ -7,6 +7,8 @@
 
 #include "sim.h"
 
+#include "util/deadline.h"
+
 static bool events_valid_set(nvmlEventSet_t set)
 {
     for (struct nvmlEventSet_st *s = sim_state.sets; s; s = s->next)
@@ -120,19 +122,6 @@ SIM_API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long
     return sim_leave(NVML_SUCCESS);
 }
 
-static struct timespec events_deadline(unsigned timeoutms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeoutms / 1000;
-    ts.tv_nsec += (long)(timeoutms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 SIM_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
                                          unsigned int timeoutms)
 {
@@ -141,7 +130,7 @@ SIM_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *da
         return rc;
     if (!data || !events_valid_set(set))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
-    struct timespec deadline = events_deadline(timeoutms);
+    struct timespec deadline = deadline_in(timeoutms);
     for (;;) {
         if (sim_state.refcount == 0)
             return sim_leave(NVML_ERROR_UNINITIALIZED);
