@@ -38,6 +38,10 @@ static int mig_single_check(const struct gpu_inventory *inv, struct err *e)
             if (first < 0)
                 first = (int)i;
             const char *want = inv->gpus[first].mig[0].profile;
+            if (strcmp(g->mig[k].profile, want) && (int)i == first)
+                return err_set(e, "MIG strategy single: GPU %u has MIG devices of two profiles, "
+                                  "%s and %s; single needs one profile on the whole node (use "
+                                  "mixed)", i, want, g->mig[k].profile);
             if (strcmp(g->mig[k].profile, want))
                 return err_set(e, "MIG strategy single: GPU %u has a %s MIG device and GPU %d "
                                   "a %s one; single needs one profile on the whole node (use "

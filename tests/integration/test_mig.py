@@ -82,12 +82,12 @@ def test_single_refuses_unlike_gpus(agent, tmp_path):
     a = agent("--simulate", "a100-mig-mixed", "--mig-strategy", "single", "--no-metrics",
               "--kubelet-root", str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"))
     assert a.proc.wait(timeout=20) == 1
-    assert ("MIG strategy single: GPU 0 has a 2g.10gb MIG device and GPU 0 a 3g.20gb one; single "
-            "needs one profile on the whole node (use mixed)") in a.log()
+    assert ("MIG strategy single: GPU 0 has MIG devices of two profiles, 3g.20gb and 2g.10gb; "
+            "single needs one profile on the whole node (use mixed)") in a.log()
     b = agent("--simulate", "h200-mig-mixed", "--mig-strategy", "single", "--no-metrics",
               "--kubelet-root", str(tmp_path / "k2"), "--status-socket", str(tmp_path / "s2.sock"))
     assert b.proc.wait(timeout=20) == 1
-    assert "GPU 0 has a 2g.35gb MIG device and GPU 0 a 3g.71gb one" in b.log()
+    assert "GPU 0 has MIG devices of two profiles, 3g.71gb and 2g.35gb" in b.log()
 
 
 def test_allocate_mig_device(plugin_agent, kubelet, sim_env, tmp_path):
