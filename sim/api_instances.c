@@ -5,32 +5,10 @@
  * GPU instance each, with one compute instance (ID 0) spanning it. */
 #include "sim.h"
 
-#include <stdint.h>
 #include <string.h>
 
 /* NVML_COMPUTE_INSTANCE_PROFILE_* by slices: 1, 2, 3, 4, 7 (8 and 6 unused). */
 static const unsigned ci_profile_slices[] = {1, 2, 3, 4, 7};
-
-/* The GPU and MIG device behind a GPU or compute instance handle from one
- * of the arrays; locks as sim_enter does. */
-static nvmlReturn_t inst_enter(const void *h, struct sim_mig_handle (*arr)[SIM_MIG_MAX],
-                               struct nvmlDevice_st **gpu, const struct sim_mig_device **mig)
-{
-    nvmlReturn_t rc = sim_enter();
-    if (rc)
-        return rc;
-    uintptr_t p = (uintptr_t)h, base = (uintptr_t)arr;
-    size_t size = sizeof arr[0][0];
-    if (!h || p < base || (p - base) % size || (p - base) / size >= SIM_MAX_GPUS * SIM_MIG_MAX)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
-    const struct sim_mig_handle *x = h;
-    struct nvmlDevice_st *g = &sim_state.gpus[x->gpu];
-    if (x->gpu >= sim_state.sc.count || x->k >= g->desc.nmig)
-        return sim_leave(NVML_ERROR_NOT_FOUND);
-    *gpu = g;
-    *mig = &g->desc.mig[x->k];
-    return NVML_SUCCESS;
-}
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                                   nvmlGpuInstance_t *gpuInstance)
@@ -58,7 +36,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
 {
     struct nvmlDevice_st *g = NULL;
     const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    nvmlReturn_t rc = sim_enter_handle(gpuInstance, sim_state.gi_handles, &g, &m);
     if (rc)
         return rc;
     if (!info)
@@ -73,7 +51,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpu
 {
     struct nvmlDevice_st *g = NULL;
     const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    nvmlReturn_t rc = sim_enter_handle(gpuInstance, sim_state.gi_handles, &g, &m);
     if (rc)
         return rc;
     if (!computeInstance)
@@ -101,7 +79,7 @@ SIM_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t compute
 {
     struct nvmlDevice_st *g = NULL;
     const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = inst_enter(computeInstance, sim_state.ci_handles, &g, &m);
+    nvmlReturn_t rc = sim_enter_handle(computeInstance, sim_state.ci_handles, &g, &m);
     if (rc)
         return rc;
     if (!info)
@@ -128,7 +106,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
 {
     struct nvmlDevice_st *g = NULL;
     const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = inst_enter(gpuInstance, sim_state.gi_handles, &g, &m);
+    nvmlReturn_t rc = sim_enter_handle(gpuInstance, sim_state.gi_handles, &g, &m);
     if (rc)
         return rc;
     if (!info || engProfile != 0)

@@ -8,32 +8,44 @@
 #include <stdint.h>
 #include <string.h>
 
-bool sim_is_mig_handle(nvmlDevice_t dev)
+/* Whether h points exactly at an entry of one of the handle tables. */
+static bool mig_in_table(const void *h, struct sim_mig_handle (*table)[SIM_MIG_MAX])
 {
-    uintptr_t p = (uintptr_t)dev, base = (uintptr_t)sim_state.mig_handles;
-    size_t size = sizeof sim_state.mig_handles[0][0];
+    uintptr_t p = (uintptr_t)h, base = (uintptr_t)table;
+    size_t size = sizeof table[0][0];
     return p >= base && (p - base) % size == 0 &&
            (p - base) / size < SIM_MAX_GPUS * SIM_MIG_MAX;
+}
+
+bool sim_is_mig_handle(nvmlDevice_t dev)
+{
+    return mig_in_table(dev, sim_state.mig_handles);
+}
+
+nvmlReturn_t sim_enter_handle(const void *h, struct sim_mig_handle (*table)[SIM_MIG_MAX],
+                              struct nvmlDevice_st **gpu, const struct sim_mig_device **mig)
+{
+    nvmlReturn_t rc = sim_enter();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!mig_in_table(h, table))
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    const struct sim_mig_handle *x = h;
+    struct nvmlDevice_st *g = &sim_state.gpus[x->gpu];
+    /* A handle kept across a reconfiguration that removed its device. */
+    if (x->gpu >= sim_state.sc.count || !g->desc.mig_enabled || x->k >= g->desc.nmig)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
+    if (g->lost)
+        return sim_leave(NVML_ERROR_GPU_IS_LOST);
+    *gpu = g;
+    *mig = &g->desc.mig[x->k];
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t sim_enter_mig(nvmlDevice_t dev, struct nvmlDevice_st **gpu,
                            const struct sim_mig_device **mig)
 {
-    nvmlReturn_t rc = sim_enter();
-    if (rc != NVML_SUCCESS)
-        return rc;
-    if (!sim_is_mig_handle(dev))
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
-    const struct sim_mig_handle *h = (const struct sim_mig_handle *)(void *)dev;
-    struct nvmlDevice_st *g = &sim_state.gpus[h->gpu];
-    /* A handle kept across a reconfiguration that removed its device. */
-    if (h->gpu >= sim_state.sc.count || !g->desc.mig_enabled || h->k >= g->desc.nmig)
-        return sim_leave(NVML_ERROR_NOT_FOUND);
-    if (g->lost)
-        return sim_leave(NVML_ERROR_GPU_IS_LOST);
-    *gpu = g;
-    *mig = &g->desc.mig[h->k];
-    return NVML_SUCCESS;
+    return sim_enter_handle(dev, sim_state.mig_handles, gpu, mig);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)

@@ -105,6 +105,11 @@ nvmlReturn_t sim_enter_device(nvmlDevice_t dev);
 nvmlReturn_t sim_enter_mig(nvmlDevice_t dev, struct nvmlDevice_st **gpu,
                            const struct sim_mig_device **mig);
 
+/* sim_enter plus a handle from table (MIG devices, GPU or compute
+ * instances): the GPU and MIG device it stands for. */
+nvmlReturn_t sim_enter_handle(const void *h, struct sim_mig_handle (*table)[SIM_MIG_MAX],
+                              struct nvmlDevice_st **gpu, const struct sim_mig_device **mig);
+
 /* True if dev is a MIG device handle (present or not). Caller holds the lock. */
 bool sim_is_mig_handle(nvmlDevice_t dev);
 
