@@ -194,11 +194,6 @@ const struct config_text *agent_nodeconfig_text(const struct agent *a, struct co
     return buf;
 }
 
-const char *agent_nodeconfig_name(const struct agent *a)
-{
-    return a->nodeconfig ? a->nodeconfig->running.name : "";
-}
-
 /* The ConfigMap: "name" in gpulet's namespace, or "namespace/name". */
 static void nodeconfig_names(struct agent_nodeconfig *nc, const char *spec)
 {
