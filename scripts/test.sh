@@ -38,26 +38,31 @@ count_cmocka() {
     [ "$fail" -eq 0 ] || failures+=("unit tests")
 }
 
-# count_junit FILE LABEL: adds the cases of a pytest junit report.
+# count_junit FILE LABEL: adds the cases of a pytest junit report. Failed
+# cases are named in the summary: CI may keep only the log's last lines.
 count_junit() {
-    local counts
+    local counts names
     if ! counts=$(/usr/bin/python3 - "$1" <<'EOF'
 import sys, xml.etree.ElementTree as ET
 t = f = s = 0
-for suite in ET.parse(sys.argv[1]).getroot().iter("testsuite"):
+root = ET.parse(sys.argv[1]).getroot()
+for suite in root.iter("testsuite"):
     t += int(suite.get("tests", 0))
     f += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
     s += int(suite.get("skipped", 0))
-print(t - f - s, f, s)
+bad = [c.get("classname", "").rsplit(".", 1)[-1] + "::" + c.get("name", "")
+       for c in root.iter("testcase")
+       if c.find("failure") is not None or c.find("error") is not None]
+print(t - f - s, f, s, " ".join(bad))
 EOF
     ); then
         failed=$((failed + 1))
         failures+=("$2 (no report)")
         return
     fi
-    read -r p f s <<<"$counts"
+    read -r p f s names <<<"$counts"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    [ "$f" -eq 0 ] || failures+=("$2")
+    [ "$f" -eq 0 ] || failures+=("$2 ($names)")
 }
 
 # Sockets the suite leaves in /tmp are a bug: note what is there now.

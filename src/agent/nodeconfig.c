@@ -125,6 +125,13 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
 {
     char msg[768];
     uv_mutex_lock(&nc->lock);
+    if (!(nc->node_known && nc->map_known)) {
+        /* Choosing on half the facts would apply a config (the ConfigMap's
+         * default, with the label still unknown) only to replace it when
+         * the other watch answers: two re-registrations instead of one. */
+        uv_mutex_unlock(&nc->lock);
+        return;
+    }
     struct config_named_set *set = &nc->set;
     const struct config_named *named = NULL;
     const char *why = "";
@@ -208,8 +215,9 @@ static void nodeconfig_names(struct agent_nodeconfig *nc, const char *spec)
     snprintf(nc->source, sizeof nc->source, "ConfigMap %s/%s", nc->ns, nc->map);
 }
 
-/* Waits (at start-up only) until both watches answered, or the limit. */
-static bool nodeconfig_wait(struct agent_nodeconfig *nc)
+/* Waits (at start-up only) until both watches answered, or the limit; on
+ * the limit, names in `missing` what did not answer. */
+static bool nodeconfig_wait(struct agent_nodeconfig *nc, char *missing, size_t size)
 {
     uint64_t until = uv_hrtime() + NODECONFIG_FIRST_WAIT_NS;
     uv_mutex_lock(&nc->lock);
@@ -218,9 +226,11 @@ static bool nodeconfig_wait(struct agent_nodeconfig *nc)
         if (now >= until || uv_cond_timedwait(&nc->answered, &nc->lock, until - now) != 0)
             break;
     }
-    bool ok = nc->node_known && nc->map_known;
+    bool node = nc->node_known, map = nc->map_known;
     uv_mutex_unlock(&nc->lock);
-    return ok;
+    snprintf(missing, size, "%s%.127s%s%.400s", node ? "" : "Node ",
+             node ? "" : nc->a->cfg.node_name, node || map ? "" : " and ", map ? "" : nc->source);
+    return node && map;
 }
 
 void agent_nodeconfig_start(struct agent *a)
@@ -257,10 +267,11 @@ void agent_nodeconfig_start(struct agent *a)
              a->cfg.node_name, nc->source, nc->creds.server);
     /* As NVIDIA's config-manager init container does, start on the node's
      * config rather than re-registering moments later with another. */
-    if (!nodeconfig_wait(nc))
-        log_error("node config: no answer from the API server in %llu s; starting on flags and "
-                  "--config-file, and applying the node's config when it answers",
-                  NODECONFIG_FIRST_WAIT_NS / 1000000000ull);
+    char missing[700];
+    if (!nodeconfig_wait(nc, missing, sizeof missing))
+        log_error("node config: no answer from the API server in %llu s for %s; starting on "
+                  "flags and --config-file, and applying the node's config when it answers",
+                  NODECONFIG_FIRST_WAIT_NS / 1000000000ull, missing);
     nodeconfig_apply(nc, true);
 }
 

@@ -28,7 +28,8 @@ class FakeAPI:
         self.node = {"kind": "Node", "apiVersion": "v1",
                      "metadata": {"name": node, "labels": dict(labels or {})}}
         self.requests = []          # (method, path, content type)
-        self.fail = 0               # answer this status to every request while set
+        self.fail = 0               # answer this status to every request while set,
+        self.fail_path = ""         # or only to those whose path starts with this
         self.cond = threading.Condition()
         self.version = 1            # resourceVersion of the last change
         self.configmaps = {}        # (namespace, name) -> object
@@ -54,7 +55,7 @@ class FakeAPI:
                 with api.cond:
                     api.requests.append((method, self.path, self.headers.get("Content-Type")))
                     api.cond.notify_all()
-                    if api.fail:
+                    if api.fail and self.path.startswith(api.fail_path):
                         return self.answer(api.fail, {"kind": "Status", "code": api.fail})
                     url = urlsplit(self.path)
                     query = {k: v[0] for k, v in parse_qs(url.query).items()}

@@ -128,21 +128,31 @@ def test_label_and_configmap_apply_live(plugin_agent, kubelet, tmp_path):
         api.stop()
 
 
-def test_api_down_at_start(plugin_agent, kubelet, tmp_path):
-    """No answer in 10 s: gpulet starts on its flags, says so, and applies
-    the node's config once the API server answers."""
+@pytest.mark.parametrize("fail_path, missing", [
+    ("", "Node n1 and ConfigMap gpulet/gpulet-config"),
+    # The ConfigMap answers, the Node does not: the choice waits for the
+    # label rather than applying the ConfigMap's default and replacing it a
+    # moment later (one re-registration, not two).
+    ("/api/v1/nodes", "Node n1")])
+def test_api_down_at_start(plugin_agent, kubelet, tmp_path, fail_path, missing):
+    """No answer in 10 s: gpulet starts on its flags, says which object did
+    not answer, and applies the node's config once both have."""
     api = FakeAPI(labels={LABEL: "ts4"})
     api.set_configmap("gpulet", "gpulet-config", CONFIGS)
-    api.fail = 503
+    api.fail, api.fail_path = 503, fail_path
     try:
         a = start(plugin_agent, api, tmp_path, wait=False)
         kubelet.wait_registrations(1, timeout=20)
-        assert "node config: no answer from the API server in 10 s" in a.log()
+        assert f"node config: no answer from the API server in 10 s for {missing}; " in a.log()
         assert "HTTP 503" in a.log()
         assert devices(kubelet) == 4
         api.fail = 0
         kubelet.wait_registrations(2, timeout=40)
+        a.wait_log("node config: applied 'ts4'", timeout=10)
         assert devices(kubelet) == 16
+        time.sleep(1.5)
+        assert len(kubelet.registrations) == 2
+        assert "applied 'default'" not in a.log()
         assert a.stop() == 0
     finally:
         api.stop()
