@@ -10,6 +10,8 @@
 #include "gpu/inventory.h"
 #include "nvml/nvml.h"
 
+#define DOCTOR_MAX_RESOURCES 64      /* resources a registration check keeps */
+
 struct doctor {
     const struct doctor_options *o;
     /* kernel-module */
@@ -21,8 +23,12 @@ struct doctor {
     bool nvml_ok;
     bool nvml_stuck;                 /* an NVML call did not return in time */
     struct gpu_inventory inv;        /* IDs, names, bus ids, minors, handles */
-    /* registration: devices the agent serves, for the Node's allocatable */
-    unsigned served;
+    /* registration: what the agent serves, for PodResources and the Node */
+    struct doctor_served {
+        char name[96];               /* nvidia.com/gpu */
+        unsigned devices;            /* replicas counted */
+    } served[DOCTOR_MAX_RESOURCES];
+    unsigned nserved;
     bool agent_up;
     /* what a check is doing now, for the message when it runs out of time */
     pthread_mutex_t lock;
@@ -43,7 +49,7 @@ void doctor_path(const struct doctor *d, char *out, size_t len, const char *host
 /* Reads a whole small file; NULL (errno set) when it cannot. */
 char *doctor_read(const char *path, size_t max, size_t *len);
 
-/* The checks, in the order they run: host.c, gpus.c, node.c. */
+/* The checks, in the order they run: host.c, gpus.c, runtime.c, kubelet.c. */
 void doctor_kernel_module(struct doctor *d, struct doctor_result *r);
 void doctor_library(struct doctor *d, struct doctor_result *r);
 void doctor_device_nodes(struct doctor *d, struct doctor_result *r);

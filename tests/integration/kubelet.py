@@ -124,6 +124,7 @@ class FakePodResources:
         self.pb, self.pb_grpc = pb, pb_grpc
         self.pods = []
         self.calls = 0
+        self.fail = None            # (grpc.StatusCode, message): List answers this
         self.server = None
 
     def start(self):
@@ -132,6 +133,8 @@ class FakePodResources:
         class Lister(self.pb_grpc.PodResourcesListerServicer):
             def List(self, request, context):
                 fake.calls += 1
+                if fake.fail:
+                    context.abort(*fake.fail)
                 pb = fake.pb
                 out = pb.ListPodResourcesResponse()
                 for pod, ns, container, resource, ids in fake.pods:

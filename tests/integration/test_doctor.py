@@ -156,6 +156,7 @@ def test_healthy_root(node):
     assert "an application's fault" in r["by_id"]["kernel-log"]["message"]
     assert "registered: nvidia.com/gpu (8 device(s))" in r["by_id"]["registration"]["message"]
     assert "Node n1 is Ready; allocatable nvidia.com/gpu=8" in r["by_id"]["node"]["message"]
+    assert "answers List: 0 pod(s) hold 0 GPU device(s)" in r["by_id"]["pod-resources"]["message"]
     assert r["summary"]["seconds"] < 30
     # The CDI spec the agent keeps is the one doctor would write.
     r = node.doctor("--device-list-strategy", "cdi-cri")
@@ -323,6 +324,41 @@ def test_node_not_allocatable(node):
         fault(node, "node", "WARN", "HTTP 403", "deploy/base/rbac.yaml")
     finally:
         node.api.fail = 0
+
+
+def test_node_allocatable_per_resource(node):
+    alloc = node.api.node["status"]["allocatable"]
+    try:
+        # One GPU unhealthy: 7 of the 8 served.
+        alloc["nvidia.com/gpu"] = "7"
+        fault(node, "node", "WARN", "Node n1: nvidia.com/gpu: 7 allocatable, 8 served; some "
+              "devices are unhealthy", "gpulet list")
+        # A resource gpulet does not serve, still allocatable: NVIDIA's plugin too.
+        alloc["nvidia.com/gpu"] = "8"
+        alloc["nvidia.com/mig-1g.10gb"] = "7"
+        fault(node, "node", "WARN", "nvidia.com/mig-1g.10gb=7 is allocatable, but gpulet does "
+              "not serve it: another device plugin does", "deploy/replace-nvidia")
+        # Zero: a resource whose plugin left (the kubelet keeps its name).
+        alloc["nvidia.com/mig-1g.10gb"] = "0"
+        assert node.doctor()["by_id"]["node"]["status"] == "PASS"
+    finally:
+        node.api.node["status"]["allocatable"] = {"nvidia.com/gpu": "8"}
+
+
+def test_pod_resources_list(node):
+    import grpc
+    uuid = node.gpus[3]["uuid"]
+    node.podres.pods = [("train-0", "ml", "main", "nvidia.com/gpu", [uuid]),
+                        ("web", "default", "nginx", "example.com/other", ["x"])]
+    try:
+        r = node.doctor()
+        assert "answers List: 1 pod(s) hold 1 GPU device(s)" in \
+               r["by_id"]["pod-resources"]["message"], r["by_id"]["pod-resources"]
+        node.podres.fail = (grpc.StatusCode.UNIMPLEMENTED, "unknown service")
+        fault(node, "pod-resources", "WARN", "List failed: unknown service (gRPC 12)",
+              "metrics name no pods")
+    finally:
+        node.podres.pods, node.podres.fail = [], None
 
 
 def test_hung_gpu_has_a_time_limit(node):

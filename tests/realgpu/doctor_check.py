@@ -32,6 +32,10 @@ with tempfile.TemporaryDirectory() as tmp:
     k.start()
     pr = FakePodResources(Path(tmp) / "kubelet", *load_podresources_stubs(Path(tmp) / "pr"))
     pr.start()
+    # One pod holding the real GPU, for the PodResources List check.
+    uuid = json.loads(subprocess.run([gpulet, "list", "-o", "json"], capture_output=True,
+                                     text=True, check=True).stdout)["gpus"][0]["uuid"]
+    pr.pods = [("train-0", "ml", "main", "nvidia.com/gpu", [uuid])]
     agent = subprocess.Popen([gpulet, "agent", "--kubelet-root", str(k.root), "--no-metrics",
                               "--status-socket", f"{tmp}/status.sock", "--labels", "none"],
                              stderr=open(f"{tmp}/agent.log", "w"))
