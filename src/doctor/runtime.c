@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cdi/cdi.h"
 #include "driver/driver.h"
@@ -18,7 +17,7 @@
 
 /* The value of key in TOML text, the last one set (quotes taken off); a
  * line scan, which is enough for the few flat keys asked for here. */
-static bool node_toml(const char *text, const char *key, char *out, size_t len)
+static bool runtime_toml(const char *text, const char *key, char *out, size_t len)
 {
     bool found = false;
     size_t k = strlen(key);
@@ -43,7 +42,7 @@ static bool node_toml(const char *text, const char *key, char *out, size_t len)
 
 /* A runtime's configuration: the main file and its drop-in directory,
  * read as one text (later files win, as their imports do). */
-static char *node_runtime_config(struct doctor *d, const char *file, const char *dropins,
+static char *runtime_config(struct doctor *d, const char *file, const char *dropins,
                                  char *where, size_t wlen)
 {
     char path[CONFIG_PATH_MAX * 2];
@@ -84,9 +83,9 @@ void doctor_runtime(struct doctor *d, struct doctor_result *r)
         return;
     }
     char cwhere[CONFIG_PATH_MAX * 3] = "", owhere[CONFIG_PATH_MAX * 3] = "";
-    char *containerd = node_runtime_config(d, "/etc/containerd/config.toml",
+    char *containerd = runtime_config(d, "/etc/containerd/config.toml",
                                            "/etc/containerd/conf.d", cwhere, sizeof cwhere);
-    char *crio = node_runtime_config(d, "/etc/crio/crio.conf", "/etc/crio/crio.conf.d", owhere,
+    char *crio = runtime_config(d, "/etc/crio/crio.conf", "/etc/crio/crio.conf.d", owhere,
                                      sizeof owhere);
     char v[64];
     const char *fix_runtime = "make the NVIDIA runtime the default (nvidia-ctk runtime configure "
@@ -96,12 +95,12 @@ void doctor_runtime(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_WARN, "check --root; gpulet reads /etc/containerd and /etc/crio",
                    "no containerd or CRI-O configuration found under %s", d->o->root);
     } else if (containerd) {
-        bool nvidia = node_toml(containerd, "default_runtime_name", v, sizeof v) && !strcmp(v, "nvidia");
+        bool nvidia = runtime_toml(containerd, "default_runtime_name", v, sizeof v) && !strcmp(v, "nvidia");
         char def[64];
-        snprintf(def, sizeof def, "%s", node_toml(containerd, "default_runtime_name", v, sizeof v) ? v : "runc");
+        snprintf(def, sizeof def, "%s", runtime_toml(containerd, "default_runtime_name", v, sizeof v) ? v : "runc");
         /* containerd 2 (config version 3) has CDI on unless turned off. */
-        bool v3 = node_toml(containerd, "version", v, sizeof v) && atoi(v) >= 3;
-        bool cdi = node_toml(containerd, "enable_cdi", v, sizeof v) ? !strcmp(v, "true") : v3;
+        bool v3 = runtime_toml(containerd, "version", v, sizeof v) && atoi(v) >= 3;
+        bool cdi = runtime_toml(containerd, "enable_cdi", v, sizeof v) ? !strcmp(v, "true") : v3;
         if (need_runtime && !nvidia)
             doctor_set(r, DOCTOR_FAIL, fix_runtime, "containerd's default runtime is %s, not "
                        "nvidia: containers get no GPU with the %s strategy (%s)", def,
@@ -115,7 +114,7 @@ void doctor_runtime(struct doctor *d, struct doctor_result *r)
             doctor_set(r, DOCTOR_PASS, NULL, "containerd: %s (%s)",
                        need_runtime ? "the NVIDIA runtime is the default" : "CDI is on", cwhere);
     } else {
-        bool nvidia = node_toml(crio, "default_runtime", v, sizeof v) && !strcmp(v, "nvidia");
+        bool nvidia = runtime_toml(crio, "default_runtime", v, sizeof v) && !strcmp(v, "nvidia");
         if (need_runtime && !nvidia)
             doctor_set(r, DOCTOR_FAIL, fix_runtime, "CRI-O's default runtime is not nvidia: "
                        "containers get no GPU with this strategy (%s)", owhere);
