@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses with clang-14 (CMake, -DGPULET_FUZZ=ON) and
-# runs each for SECONDS (default 30) on a copy of its seed corpus.
+# runs each for SECONDS (default 30) on a copy of its seed corpus, as many
+# at once as there are cores (GPULET_FUZZ_JOBS).
 # GPULET_FUZZ_SEED fixes libFuzzer's seed, so that a run can be repeated
 # (the test suite uses 1); unset, each run explores afresh.
 # Usage: fuzz/run.sh [SECONDS]
@@ -15,22 +16,49 @@ cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin
     fuzz_kubeconfig fuzz_node fuzz_cgroup fuzz_elf fuzz_webconfig fuzz_configmap fuzz_kmsg \
     nvml_sim >/dev/null
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
-failed=0
-for target in scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf webconfig configmap kmsg; do
-    work="$out/corpus-$target"
+targets=(scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf
+         webconfig configmap kmsg)
+
+# fuzz_one TARGET: runs one harness on its own core; what it found goes to
+# $out/fuzz-TARGET.result (and .err), read back in order once all are done.
+fuzz_one() {
+    local target=$1 work="$out/corpus-$1" log="$out/fuzz-$1.log" result="$out/fuzz-$1.result"
     mkdir -p "$work"
     cp -n fuzz/corpus/$target/* "$work/" 2>/dev/null || true
-    echo "fuzzing $target for ${secs}s"
     # libFuzzer exits non-zero and writes crash-*/leak-*/timeout-* on a finding.
     if ! "$out/fuzz_$target" -max_total_time="$secs" -max_len=4096 -timeout=5 -seed="$seed" \
-            -artifact_prefix="$out/" "$work" > "$out/fuzz-$target.log" 2>&1; then
-        tail -40 "$out/fuzz-$target.log" >&2
-        echo "fuzz/run.sh: $target found a problem; see $out/crash-* and $out/fuzz-$target.log" >&2
-        echo "fuzz $target: FAILED"
-        failed=1
-        continue
+            -artifact_prefix="$out/" "$work" > "$log" 2>&1; then
+        { tail -40 "$log"
+          echo "fuzz/run.sh: $target found a problem; see $out/crash-* and $log"; } > "$out/fuzz-$target.err"
+        echo "fuzz $target: FAILED" > "$result"
+        return 0
     fi
-    grep -E '^Done [0-9]+ runs' "$out/fuzz-$target.log" || true
-    echo "fuzz $target: ok"
+    { grep -E '^Done [0-9]+ runs' "$log" || true; echo "fuzz $target: ok"; } > "$result"
+}
+
+# One harness per core: each still gets its SECONDS, the whole run less.
+jobs=${GPULET_FUZZ_JOBS:-$(nproc)}
+running=0
+for target in "${targets[@]}"; do
+    rm -f "$out/fuzz-$target.result" "$out/fuzz-$target.err"
+    fuzz_one "$target" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+done
+wait
+
+failed=0
+for target in "${targets[@]}"; do
+    echo "fuzzing $target for ${secs}s"
+    [ ! -f "$out/fuzz-$target.err" ] || cat "$out/fuzz-$target.err" >&2
+    if [ -f "$out/fuzz-$target.result" ]; then
+        cat "$out/fuzz-$target.result"
+    else
+        echo "fuzz $target: FAILED"
+    fi
+    grep -q ': ok$' "$out/fuzz-$target.result" 2>/dev/null || failed=1
 done
 exit $failed
