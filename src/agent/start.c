@@ -38,7 +38,7 @@ int agent_plugin_start(struct agent *a, struct err *e)
     a->resources = NULL;
     if (plugin_resources(&a->cfg, &a->inv, &a->resources, &a->nresources, e) < 0)
         return -1;
-    plugin_resources_apply(a->resources, a->nresources, a->devs);
+    plugin_resources_apply(a->resources, a->nresources, a->devs, a->inv.count);
     agent_driver_start(a);
     for (unsigned i = 0; i < a->inv.count; i++)
         metrics_on_device(a->metrics, i, 0, &a->devs[i]);

@@ -85,7 +85,7 @@ int cmd_labels(int argc, char **argv)
         nvml_close(&n);
         return CLI_FAIL;
     }
-    plugin_resources_apply(res, nres, devs);
+    plugin_resources_apply(res, nres, devs, inv.count);
     plugin_resources_free(res, nres);
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
     if (cli_agent_health(cli_status_socket(cfg.status_socket), &inv, health))

@@ -18,6 +18,15 @@ struct gpu_xid_count {
     unsigned long long count;
 };
 
+/* How a device (a whole GPU, or one MIG device) is advertised: written by
+ * the plugin's resource assignment, read by labels and metrics. */
+struct gpu_share {
+    char resource[80];             /* nvidia.com/gpu; empty: not advertised as such */
+    unsigned replicas;             /* how many share it: 1 unshared */
+    int sharing;                   /* enum config_sharing */
+    bool renamed;                  /* shared under another name than its model's resource */
+};
+
 struct gpu_device {
     const struct gpu_info *info;   /* identity: never changes while running */
     nvmlDevice_t handle;           /* the handle in use; a reset may bring a new one */
@@ -26,10 +35,8 @@ struct gpu_device {
     struct gpu_health mig_health[GPU_MIG_MAX]; /* each MIG device's own (XIDs in its GPU instance) */
     unsigned last_xid;             /* 0: none seen */
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
-    char resource[80];             /* the resource it is advertised under: nvidia.com/gpu */
-    unsigned replicas;             /* how many share it: 1 for a whole GPU */
-    int sharing;                   /* enum config_sharing */
-    bool renamed;                  /* shared under another name than its model's resource */
+    struct gpu_share share;        /* the GPU whole; empty resource when only its MIG devices are */
+    struct gpu_share mig_share[GPU_MIG_MAX]; /* each MIG device, with a MIG strategy */
 };
 
 /* What a notification says changed (bits). */

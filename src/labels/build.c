@@ -119,31 +119,48 @@ static bool labels_known(const struct gpu_info *g)
 typedef void (*labels_fact_fn)(const struct gpu_info *g, const struct gpu_device *d, char *out,
                                size_t len);
 
+void labels_shared_product(const char *name, const struct gpu_share *share, char *out,
+                           size_t len)
+{
+    bool shared = share && share->replicas > 1 && !share->renamed;
+    snprintf(out, len, "%.*s%s", shared ? LABEL_VALUE_MAX - 8 : LABEL_VALUE_MAX - 1, name,
+             shared ? "-SHARED" : "");
+}
+
+const char *labels_sharing_name(const struct gpu_share *share)
+{
+    int s = share && share->replicas > 1 ? share->sharing : CONFIG_SHARING_NONE;
+    return s == CONFIG_SHARING_MPS ? "mps" : s == CONFIG_SHARING_TIME_SLICING ? "time-slicing"
+                                                                               : "none";
+}
+
 /* GFD: -SHARED when the GPU is replicated under its own resource name. */
 static void fact_product(const struct gpu_info *g, const struct gpu_device *d, char *out,
                          size_t len)
 {
     char name[LABEL_VALUE_MAX];
     labels_sanitise(g->name, name, sizeof name);
-    bool shared = d && d->replicas > 1 && !d->renamed;
-    snprintf(out, len, "%.*s%s", shared ? LABEL_VALUE_MAX - 8 : LABEL_VALUE_MAX - 1, name,
-             shared ? "-SHARED" : "");
+    labels_shared_product(name, d ? &d->share : NULL, out, len);
+}
+
+static void fact_model(const struct gpu_info *g, const struct gpu_device *d, char *out, size_t len)
+{
+    (void)d;
+    fact_product(g, NULL, out, len);
 }
 
 static void fact_replicas(const struct gpu_info *g, const struct gpu_device *d, char *out,
                           size_t len)
 {
     (void)g;
-    snprintf(out, len, "%u", d && d->replicas ? d->replicas : 1);
+    snprintf(out, len, "%u", d && d->share.replicas ? d->share.replicas : 1);
 }
 
 static void fact_sharing(const struct gpu_info *g, const struct gpu_device *d, char *out,
                          size_t len)
 {
     (void)g;
-    int s = d && d->replicas > 1 ? d->sharing : CONFIG_SHARING_NONE;
-    snprintf(out, len, "%s", s == CONFIG_SHARING_MPS ? "mps" : s == CONFIG_SHARING_TIME_SLICING
-                                                                   ? "time-slicing" : "none");
+    snprintf(out, len, "%s", labels_sharing_name(d ? &d->share : NULL));
 }
 
 static void fact_memory(const struct gpu_info *g, const struct gpu_device *d, char *out, size_t len)
@@ -183,14 +200,21 @@ static void fact_accelerator(const struct gpu_info *g, const struct gpu_device *
     labels_accelerator(g->name, g->memory_total, out, len);
 }
 
-/* Sets key when every GPU whose identity is known gives the same non-empty value. */
-static void labels_agreed(const struct labels_input *in, const char *key, labels_fact_fn fn,
-                          struct label_set *out)
+/* GFD labels a GPU in MIG mode without its sharing: its model, replicas 0. */
+static bool labels_mig_parent(const struct gpu_info *g)
+{
+    return g->mig_mode == NVML_DEVICE_MIG_ENABLE;
+}
+
+/* Sets key when every GPU whose identity is known (with whole_only, every
+ * such GPU not in MIG mode) gives the same non-empty value. */
+static void labels_agreed_among(const struct labels_input *in, const char *key, labels_fact_fn fn,
+                                bool whole_only, struct label_set *out)
 {
     const struct gpu_inventory *inv = in->inv;
     char first[LABEL_VALUE_MAX] = "", v[LABEL_VALUE_MAX];
     for (unsigned i = 0; i < inv->count; i++) {
-        if (!labels_known(&inv->gpus[i]))
+        if (!labels_known(&inv->gpus[i]) || (whole_only && labels_mig_parent(&inv->gpus[i])))
             continue;
         v[0] = '\0';
         fn(&inv->gpus[i], in->devs ? &in->devs[i] : NULL, v, sizeof v);
@@ -200,6 +224,31 @@ static void labels_agreed(const struct labels_input *in, const char *key, labels
     }
     if (first[0])
         label_set_put(out, key, "%s", first);
+}
+
+static void labels_agreed(const struct labels_input *in, const char *key, labels_fact_fn fn,
+                          struct label_set *out)
+{
+    labels_agreed_among(in, key, fn, false, out);
+}
+
+/* gpu.product, .replicas and .sharing-strategy: from the GPUs not in MIG
+ * mode where there are any (GFD's full GPUs override their MIG parents);
+ * on a node of MIG parents only, the model with replicas 0. */
+static void labels_sharing(const struct labels_input *in, struct label_set *out)
+{
+    bool whole = false;
+    for (unsigned i = 0; i < in->inv->count; i++)
+        whole |= labels_known(&in->inv->gpus[i]) && !labels_mig_parent(&in->inv->gpus[i]);
+    if (whole) {
+        labels_agreed_among(in, "nvidia.com/gpu.product", fact_product, true, out);
+        labels_agreed_among(in, "nvidia.com/gpu.replicas", fact_replicas, true, out);
+        labels_agreed_among(in, "nvidia.com/gpu.sharing-strategy", fact_sharing, true, out);
+        return;
+    }
+    labels_agreed(in, "nvidia.com/gpu.product", fact_model, out);
+    label_set_put(out, "nvidia.com/gpu.replicas", "0");
+    label_set_put(out, "nvidia.com/gpu.sharing-strategy", "none");
 }
 
 /* GFD: compute or graphics when every GPU has that PCI class. */
@@ -272,10 +321,8 @@ void labels_build(const struct labels_input *in, struct label_set *out)
     /* GFD: true exactly when MPS sharing is configured (it refuses MIG GPUs). */
     label_set_put(out, "nvidia.com/mps.capable", "%s",
                   cfg->sharing == CONFIG_SHARING_MPS && cfg->nshared ? "true" : "false");
-    labels_agreed(in, "nvidia.com/gpu.product", fact_product, out);
     label_set_put(out, "nvidia.com/gpu.count", "%u", inv->count);
-    labels_agreed(in, "nvidia.com/gpu.replicas", fact_replicas, out);
-    labels_agreed(in, "nvidia.com/gpu.sharing-strategy", fact_sharing, out);
+    labels_sharing(in, out);
     labels_agreed(in, "nvidia.com/gpu.memory", fact_memory, out);
     labels_agreed(in, "nvidia.com/gpu.family", fact_family, out);
     labels_agreed(in, "nvidia.com/gpu.compute.major", fact_cc_major, out);

@@ -41,6 +41,14 @@ void labels_build(const struct labels_input *in, struct label_set *out);
  * labels_build set. */
 void labels_mig(const struct labels_input *in, struct label_set *out);
 
+/* GFD's product value of a device: name, with -SHARED when it is replicated
+ * under its own resource name (share NULL: unshared). */
+void labels_shared_product(const char *name, const struct gpu_share *share, char *out,
+                           size_t len);
+
+/* "none", "time-slicing" or "mps" (share NULL: none). */
+const char *labels_sharing_name(const struct gpu_share *share);
+
 /* Reads the machine type (DMI product name) file; NULL with e filled when
  * it cannot be read. The caller frees the string. */
 char *labels_read_machine(const char *path, struct err *e);

@@ -1,8 +1,9 @@
 /* GPU Feature Discovery's MIG labels. single: the nvidia.com/gpu.* labels
  * describe the MIG devices (product "<model>-MIG-<profile>", their count,
  * memory, SMs, slices and engines). mixed: one set per profile present,
- * under nvidia.com/mig-<profile>.* ('+' made '.'), and nvidia.com/gpu.*
- * for the GPUs without MIG. Adding a label is one row. */
+ * under nvidia.com/mig-<profile>.* ('+' made '.'). Time-slicing a MIG
+ * resource shows in its replicas, sharing-strategy and -SHARED product, as
+ * for whole GPUs. Adding a label is one row. */
 #include "labels/labels.h"
 
 #include <stdio.h>
@@ -31,36 +32,60 @@ static const struct mig_row mig_rows[] = {
     {"engines.ofa", mig_ofa},
 };
 
-/* prefix.product, .count, .replicas and the rows, for profile's devices. */
+/* prefix.product, .count, .replicas, .sharing-strategy and the rows, for
+ * the devices of m's profile; share is how they are advertised (NULL:
+ * unshared). */
 static void mig_set(struct label_set *out, const char *prefix, const struct gpu_info *g,
-                    const struct gpu_mig *m, unsigned count)
+                    const struct gpu_mig *m, const struct gpu_share *share, unsigned count)
 {
     char product[LABEL_VALUE_MAX], value[LABEL_VALUE_MAX * 2], key[LABEL_KEY_MAX];
     labels_sanitise(g->name, product, sizeof product);
     snprintf(value, sizeof value, "%s-MIG-%s", product, m->profile);
     labels_sanitise(value, product, sizeof product);
+    labels_shared_product(product, share, value, sizeof value);
     snprintf(key, sizeof key, "%s.product", prefix);
-    label_set_put(out, key, "%s", product);
+    label_set_put(out, key, "%s", value);
     snprintf(key, sizeof key, "%s.count", prefix);
     label_set_put(out, key, "%u", count);
     snprintf(key, sizeof key, "%s.replicas", prefix);
-    label_set_put(out, key, "1");
+    label_set_put(out, key, "%u", share && share->replicas ? share->replicas : 1);
+    snprintf(key, sizeof key, "%s.sharing-strategy", prefix);
+    label_set_put(out, key, "%s", labels_sharing_name(share));
     for (size_t r = 0; r < sizeof mig_rows / sizeof *mig_rows; r++) {
         snprintf(key, sizeof key, "%s.%s", prefix, mig_rows[r].suffix);
         label_set_put(out, key, "%llu", mig_rows[r].value(m));
     }
 }
 
+static bool mig_on(const struct gpu_info *g)
+{
+    return g->mig_mode == NVML_DEVICE_MIG_ENABLE;
+}
+
+/* How MIG device k of GPU i is advertised; NULL outside the agent's model. */
+static const struct gpu_share *mig_share(const struct labels_input *in, unsigned i, unsigned k)
+{
+    return in->devs ? &in->devs[i].mig_share[k] : NULL;
+}
+
+/* The MIG devices of profile on the node. */
+static unsigned mig_count(const struct gpu_inventory *inv, const char *profile)
+{
+    unsigned count = 0;
+    for (unsigned j = 0; j < inv->count; j++)
+        for (unsigned l = 0; mig_on(&inv->gpus[j]) && l < inv->gpus[j].nmig; l++)
+            count += !strcmp(inv->gpus[j].mig[l].profile, profile);
+    return count;
+}
+
 void labels_mig(const struct labels_input *in, struct label_set *out)
 {
     const struct gpu_inventory *inv = in->inv;
     int strategy = in->cfg->mig_strategy;
-    unsigned mig_gpus = 0, whole = 0, devices = 0;
+    unsigned mig_gpus = 0, devices = 0;
     for (unsigned i = 0; i < inv->count; i++) {
-        bool mig = inv->gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE;
-        mig_gpus += mig;
-        whole += !mig;
-        devices += mig ? inv->gpus[i].nmig : 0;
+        mig_gpus += mig_on(&inv->gpus[i]);
+        devices += mig_on(&inv->gpus[i]) ? inv->gpus[i].nmig : 0;
     }
     if (strategy == CONFIG_MIG_NONE || !mig_gpus)
         return;
@@ -68,34 +93,24 @@ void labels_mig(const struct labels_input *in, struct label_set *out)
         /* The agent serves single only when every device has one profile. */
         for (unsigned i = 0; i < inv->count; i++)
             if (inv->gpus[i].nmig) {
-                mig_set(out, "nvidia.com/gpu", &inv->gpus[i], &inv->gpus[i].mig[0], devices);
+                mig_set(out, "nvidia.com/gpu", &inv->gpus[i], &inv->gpus[i].mig[0],
+                        mig_share(in, i, 0), devices);
                 return;
             }
         return;
     }
-    label_set_put(out, "nvidia.com/gpu.count", "%u", whole);
-    if (!whole)
-        label_set_put(out, "nvidia.com/gpu.replicas", "0");
     for (unsigned i = 0; i < inv->count; i++) {
         const struct gpu_info *g = &inv->gpus[i];
-        for (unsigned k = 0; g->mig_mode == NVML_DEVICE_MIG_ENABLE && k < g->nmig; k++) {
-            char prefix[64];
+        for (unsigned k = 0; mig_on(g) && k < g->nmig; k++) {
+            char prefix[64], key[LABEL_KEY_MAX];
             snprintf(prefix, sizeof prefix, "nvidia.com/mig-%.32s", g->mig[k].profile);
             for (char *c = prefix; *c; c++)
                 if (*c == '+')
                     *c = '.';
-            char key[LABEL_KEY_MAX];
             snprintf(key, sizeof key, "%s.count", prefix);
-            if (label_set_get(out, key))
-                continue; /* this profile is done */
-            unsigned count = 0;
-            for (unsigned j = 0; j < inv->count; j++)
-                for (unsigned l = 0; inv->gpus[j].mig_mode == NVML_DEVICE_MIG_ENABLE &&
-                                     l < inv->gpus[j].nmig; l++)
-                    count += !strcmp(inv->gpus[j].mig[l].profile, g->mig[k].profile);
-            mig_set(out, prefix, g, &g->mig[k], count);
-            snprintf(key, sizeof key, "%s.sharing-strategy", prefix);
-            label_set_put(out, key, "none");
+            if (!label_set_get(out, key)) /* the profile's first device */
+                mig_set(out, prefix, g, &g->mig[k], mig_share(in, i, k),
+                        mig_count(inv, g->mig[k].profile));
         }
     }
 }

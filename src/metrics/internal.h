@@ -44,8 +44,9 @@ struct metrics_device {
     enum health_reason health;
     unsigned last_xid;
     struct gpu_xid_count xids[GPU_DEVICE_MAX_XIDS];
-    char resource[80];               /* the resource it is advertised under */
+    char resource[80];               /* the resource it is advertised under whole; or empty */
     struct gpu_mig mig[GPU_MIG_MAX]; /* its MIG devices (the inventory's, at the notification) */
+    char mig_resource[GPU_MIG_MAX][80]; /* the resource each MIG device is advertised under */
     unsigned nmig;
 };
 

@@ -248,9 +248,11 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
     md->health = d->health.reason;
     md->last_xid = d->last_xid;
     memcpy(md->xids, d->xids, sizeof md->xids);
-    memcpy(md->resource, d->resource, sizeof md->resource);
+    memcpy(md->resource, d->share.resource, sizeof md->resource);
     memcpy(md->mig, d->info->mig, sizeof md->mig);
     md->nmig = d->info->mig_mode == NVML_DEVICE_MIG_ENABLE ? d->info->nmig : 0;
+    for (unsigned k = 0; k < GPU_MIG_MAX; k++)
+        memcpy(md->mig_resource[k], d->mig_share[k].resource, sizeof md->mig_resource[k]);
     uv_mutex_unlock(&m->lock);
 }
 

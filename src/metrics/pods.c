@@ -60,9 +60,13 @@ static bool pods_wanted(const struct metrics_state *s, const char *resource)
 {
     if (!strncmp(resource, "nvidia.com/", 11))
         return true;
-    for (unsigned i = 0; i < s->count; i++)
+    for (unsigned i = 0; i < s->count; i++) {
         if (!strcmp(resource, s->dev[i].resource))
             return true;
+        for (unsigned k = 0; k < s->dev[i].nmig; k++)
+            if (!strcmp(resource, s->dev[i].mig_resource[k]))
+                return true;
+    }
     return false;
 }
 

@@ -173,15 +173,19 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
         render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
         strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
     }
-    strbuf_puts(out, "# HELP gpulet_gpu_resource The extended resource the GPU is advertised "
-                     "under (1).\n# TYPE gpulet_gpu_resource gauge\n");
+    strbuf_puts(out, "# HELP gpulet_gpu_resource The extended resource the GPU, or its MIG "
+                     "device, is advertised under (1).\n# TYPE gpulet_gpu_resource gauge\n");
     for (unsigned i = 0; i < n; i++) {
-        if (!s->dev[i].resource[0])
-            continue;
-        strbuf_puts(out, "gpulet_gpu_resource");
-        render_identity(out, f, i, NULL, 0);
-        render_label(out, "resource", s->dev[i].resource, false);
-        strbuf_puts(out, "} 1\n");
+        const struct metrics_device *d = &s->dev[i];
+        for (int k = -1; k < (int)d->nmig; k++) {
+            const char *res = k < 0 ? d->resource : d->mig_resource[k];
+            if (!res[0])
+                continue;
+            strbuf_puts(out, "gpulet_gpu_resource");
+            render_identity_of(out, f, i, k < 0 ? NULL : &d->mig[k], NULL, 0);
+            render_label(out, "resource", res, false);
+            strbuf_puts(out, "} 1\n");
+        }
     }
     strbuf_puts(out, "# HELP gpulet_xid_errors_total XID errors seen on the GPU since gpulet started.\n"
                      "# TYPE gpulet_xid_errors_total counter\n");

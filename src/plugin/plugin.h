@@ -53,10 +53,11 @@ int plugin_resources(const struct config *cfg, const struct gpu_inventory *inv,
                      struct plugin_resource **out, unsigned *count, struct err *e);
 void plugin_resources_free(struct plugin_resource *r, unsigned count);
 
-/* Writes each GPU's resource, replica count and sharing into its device
- * record (read by labels and metrics). */
+/* Writes how each GPU, or each of its MIG devices, is advertised (resource,
+ * replicas, sharing) into the ndevs device records, clearing the rest (read
+ * by labels and metrics). */
 void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
-                            struct gpu_device *devs);
+                            struct gpu_device *devs, unsigned ndevs);
 
 /* What the plugin tells its owner. */
 struct plugin_hooks {

@@ -307,14 +307,20 @@ unsigned long long plugin_mps_memory_mib(const struct plugin_resource *r, unsign
 }
 
 void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
-                            struct gpu_device *devs)
+                            struct gpu_device *devs, unsigned ndevs)
 {
+    /* A GPU that went into MIG mode, or out of it, keeps nothing stale. */
+    for (unsigned g = 0; g < ndevs; g++) {
+        memset(&devs[g].share, 0, sizeof devs[g].share);
+        memset(devs[g].mig_share, 0, sizeof devs[g].mig_share);
+    }
     for (unsigned i = 0; i < count; i++)
         for (unsigned k = 0; k < r[i].ngpus; k++) {
             struct gpu_device *d = &devs[r[i].gpus[k]];
-            snprintf(d->resource, sizeof d->resource, "%s", r[i].name);
-            d->replicas = r[i].replicas[k];
-            d->sharing = r[i].replicas[k] > 1 ? r[i].sharing : CONFIG_SHARING_NONE;
-            d->renamed = r[i].renamed;
+            struct gpu_share *s = r[i].migs[k] ? &d->mig_share[r[i].migs[k] - 1] : &d->share;
+            snprintf(s->resource, sizeof s->resource, "%s", r[i].name);
+            s->replicas = r[i].replicas[k];
+            s->sharing = r[i].replicas[k] > 1 ? r[i].sharing : CONFIG_SHARING_NONE;
+            s->renamed = r[i].renamed;
         }
 }

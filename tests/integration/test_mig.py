@@ -251,8 +251,62 @@ def test_metrics_per_gpu_instance(agent, tmp_path, sim_env):
                 if "GPU_I_ID" in l}
         assert free[("0", "1")] + [v for l, v, _ in rows if l["gpu"] == "0" and l["GPU_I_ID"] == "1"][0] \
             <= 71424
+        # The resource of each MIG device; a GPU in MIG mode has no row of its own.
+        served = {(l["gpu"], l.get("GPU_I_ID")): l["resource"]
+                  for l, _, _ in parse(get(url)[2])["gpulet_gpu_resource"]}
+        assert len(served) == 16
+        assert served[("0", "3")] == "nvidia.com/mig-1g.18gb"
+        assert served[("3", None)] == "nvidia.com/gpu"
+        assert ("0", None) not in served
     finally:
         pods.stop()
+
+
+def test_time_sliced_mig_devices(plugin_agent, kubelet, sim_env, tmp_path):
+    """Time-slicing a MIG profile, as NVIDIA's plugin allows: each device of
+    nvidia.com/mig-1g.18gb becomes two replicas (<MIG UUID>::<n>); Allocate
+    of two replicas of one device gives that device once; GFD's labels say
+    replicas 2, time-slicing and -SHARED for that profile only."""
+    gpus = mig_devices(sim_env, "h200-mig-mixed")
+    cfg = tmp_path / "ts.yaml"
+    cfg.write_text("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                   "    - name: nvidia.com/mig-1g.18gb\n      replicas: 2\n")
+    start(plugin_agent, kubelet, "h200-mig-mixed", "mixed", 4, "--config-file", str(cfg))
+    got = advertised(kubelet)
+    ones = [m["uuid"] for g in gpus for m in g.get("mig_devices", []) if m["profile"] == "1g.18gb"]
+    assert sorted(got["nvidia.com/mig-1g.18gb"][1]) == sorted(f"{u}::{n}" for u in ones
+                                                              for n in range(2))
+    assert len(got["nvidia.com/mig-2g.35gb"][1]) == 2  # the other profiles stay whole
+    channel, stub = kubelet.plugin("gpulet-nvidia-mig-1g.18gb.sock")
+    try:
+        resp = stub.Allocate(kubelet.pb.AllocateRequest(container_requests=[
+            kubelet.pb.ContainerAllocateRequest(devices_ids=[f"{ones[0]}::0", f"{ones[0]}::1"])]),
+            timeout=10).container_responses[0]
+    finally:
+        channel.close()
+    assert resp.envs["NVIDIA_VISIBLE_DEVICES"] == ones[0]
+    p = subprocess.run([GPULET, "labels", "--simulate", "h200-mig-mixed", "--mig-strategy", "mixed",
+                        "--config-file", str(cfg)], capture_output=True, text=True, env=sim_env)
+    labels = dict(l.split("=", 1) for l in p.stdout.splitlines())
+    assert labels["nvidia.com/mig-1g.18gb.replicas"] == "2"
+    assert labels["nvidia.com/mig-1g.18gb.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/mig-1g.18gb.product"] == "NVIDIA-H200-MIG-1g.18gb-SHARED"
+    assert labels["nvidia.com/mig-2g.35gb.replicas"] == "1"
+    assert labels["nvidia.com/mig-2g.35gb.sharing-strategy"] == "none"
+    # nvidia.com/gpu: every GPU of the model counted; the whole one unshared.
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H200"
+    assert labels["nvidia.com/gpu.replicas"] == "1"
+    # single: the entry names nvidia.com/gpu, which the MIG devices are.
+    cfg.write_text("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                   "    - name: nvidia.com/gpu\n      replicas: 3\n")
+    p = subprocess.run([GPULET, "labels", "--simulate", "h100-mig-single", "--mig-strategy",
+                        "single", "--config-file", str(cfg)], capture_output=True, text=True,
+                       env=sim_env)
+    labels = dict(l.split("=", 1) for l in p.stdout.splitlines())
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED"
+    assert labels["nvidia.com/gpu.replicas"] == "3"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
 
 
 @pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")

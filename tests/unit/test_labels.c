@@ -160,7 +160,11 @@ static void test_mig_labels(void **state)
     cfg.mig_strategy = CONFIG_MIG_MIXED;
     build_preset("a100-mig-mixed", &cfg, NULL, &got);
     assert_string_equal(label_set_get(&got, "nvidia.com/mig.strategy"), "mixed");
-    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "1");
+    /* GFD: gpu.count counts every GPU of the model; the GPU not in MIG mode
+     * gives the sharing labels. */
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "8");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.replicas"), "1");
     assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.count"), "17");
     assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.5gb.product"),
                         "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb");
@@ -169,6 +173,14 @@ static void test_mig_labels(void **state)
     assert_string_equal(label_set_get(&got, "nvidia.com/mig-7g.40gb.multiprocessors"), "98");
     assert_string_equal(label_set_get(&got, "nvidia.com/mig-3g.20gb.memory"), "20096");
     assert_string_equal(label_set_get(&got, "nvidia.com/mig-3g.20gb.sharing-strategy"), "none");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-3g.20gb.replicas"), "1");
+    /* Every GPU in MIG mode: the model, with replicas 0. */
+    build_preset("h100-mig-single", &cfg, NULL, &got);
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.count"), "8");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.replicas"), "0");
+    assert_string_equal(label_set_get(&got, "nvidia.com/gpu.sharing-strategy"), "none");
+    assert_string_equal(label_set_get(&got, "nvidia.com/mig-1g.10gb.count"), "56");
     /* none: MIG GPUs whole, no MIG labels. */
     cfg.mig_strategy = CONFIG_MIG_NONE;
     build_preset("a100-mig-mixed", &cfg, NULL, &got);

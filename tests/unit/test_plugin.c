@@ -364,11 +364,11 @@ static void test_sharing_resources(void **state)
     assert_int_equal(r[1].replicas[2], 2);
     struct gpu_device devs[4];
     memset(devs, 0, sizeof devs);
-    plugin_resources_apply(r, n, devs);
-    assert_int_equal(devs[2].replicas, 2);
-    assert_int_equal(devs[3].replicas, 1);
-    assert_int_equal(devs[3].sharing, CONFIG_SHARING_NONE);
-    assert_true(devs[0].renamed);
+    plugin_resources_apply(r, n, devs, 4);
+    assert_int_equal(devs[2].share.replicas, 2);
+    assert_int_equal(devs[3].share.replicas, 1);
+    assert_int_equal(devs[3].share.sharing, CONFIG_SHARING_NONE);
+    assert_true(devs[0].share.renamed);
     plugin_resources_free(r, n);
     /* A count takes the resource's first GPUs. */
     c = base_config();
