@@ -167,6 +167,7 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         for ok in ("kubelet", "registration", "pod-resources"):
             assert checks[ok]["status"] == "PASS", checks[ok]
         assert "nvidia.com/a100-deployed (16 device(s))" in checks["registration"]["message"]
+        assert "answers List:" in checks["pod-resources"]["message"]  # the real kubelet's
         assert checks["node"]["status"] in ("PASS", "WARN"), checks["node"]
         assert f"Node {cluster.node}" in checks["node"]["message"]
     finally:
