@@ -116,15 +116,19 @@ struct kubelet_list {
     unsigned pods, devices;          /* pods holding GPU devices, and how many */
 };
 
-/* A resource that names GPUs: NVIDIA's, or one gpulet registered. */
-static bool kubelet_gpu_resource(const struct doctor *d, const char *name)
+/* Whether gpulet registered the resource. */
+static bool kubelet_served(const struct doctor *d, const char *name)
 {
-    if (!strncmp(name, "nvidia.com/", 11))
-        return true;
     for (unsigned i = 0; i < d->nserved; i++)
         if (!strcmp(d->served[i].name, name))
             return true;
     return false;
+}
+
+/* A resource that names GPUs: NVIDIA's, or one gpulet registered. */
+static bool kubelet_gpu_resource(const struct doctor *d, const char *name)
+{
+    return !strncmp(name, "nvidia.com/", 11) || kubelet_served(d, name);
 }
 
 static void kubelet_count(struct kubelet_list *l, const V1__ListPodResourcesResponse *resp)
@@ -212,14 +216,6 @@ static unsigned kubelet_allocatable(json_t *alloc, const char *name)
 {
     const char *v = json_string_value(json_object_get(alloc, name));
     return v ? (unsigned)strtoul(v, NULL, 10) : 0;
-}
-
-static bool kubelet_served(const struct doctor *d, const char *name)
-{
-    for (unsigned i = 0; i < d->nserved; i++)
-        if (!strcmp(d->served[i].name, name))
-            return true;
-    return false;
 }
 
 /* Lists the Node's allocatable nvidia.com resources into all; resources
