@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint8_t *out = NULL;
     size_t out_len = 0;
-    struct err e = {""};
+    struct err e = {.msg = ""};
     int st = data[0] & 1 ? plugin_allocate(&p, data + 1, size - 1, &out, &out_len, &e)
                          : plugin_preferred(&p, data + 1, size - 1, &out, &out_len, &e);
     if ((st == GRPC_OK) != (out != NULL) || (st != GRPC_OK && !e.msg[0]))

@@ -93,10 +93,17 @@ static int control_bind(int fd, const struct sockaddr_un *addr)
 
 void sim_control_start(void)
 {
-    const char *path = sim_control_path();
+    char path[512];
+    bool user_dir = sim_control_path(path, sizeof path);
     if (!strcmp(path, "off"))
         return;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    struct err e;
+    if (user_dir && dirs_user_make(&sim_state.control_dirs, &e) < 0) {
+        snprintf(sim_state.control_path, sizeof sim_state.control_path, "%.100s", path);
+        control_warn(e.msg);
+        return;
+    }
     if (strlen(path) >= sizeof addr.sun_path) {
         snprintf(sim_state.control_path, sizeof sim_state.control_path, "%.100s...", path);
         control_warn("path too long");
@@ -137,6 +144,7 @@ void sim_control_stop(void)
         close(sim_state.control_fd);
         unlink(sim_state.control_path);
     }
+    dirs_unmake(&sim_state.control_dirs);
     for (int i = 0; i < 2; i++)
         if (sim_state.control_wake[i] >= 0)
             close(sim_state.control_wake[i]);

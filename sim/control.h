@@ -3,15 +3,24 @@
 #ifndef GPULET_SIM_CONTROL_H
 #define GPULET_SIM_CONTROL_H
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#define SIM_CONTROL_DEFAULT_PATH "/tmp/gpulet-sim.sock"
+#include "util/dirs.h"
 
-/* $GPULET_SIM_CONTROL, or the default path; "off" disables the socket. */
-static inline const char *sim_control_path(void)
+/* $GPULET_SIM_CONTROL ("off" disables the socket), or sim.sock in the
+ * user's own directory, so that two users' simulators never meet. true
+ * for the default. */
+static inline bool sim_control_path(char *out, size_t len)
 {
     const char *p = getenv("GPULET_SIM_CONTROL");
-    return p && *p ? p : SIM_CONTROL_DEFAULT_PATH;
+    if (p && *p) {
+        snprintf(out, len, "%s", p);
+        return false;
+    }
+    dirs_user_file("sim.sock", out, len);
+    return true;
 }
 
 #endif

@@ -481,7 +481,7 @@ int scenario_load(const char *spec, struct scenario *sc, struct err *e)
     /* Anything that is not a preset name must be a file. */
     char known[160];
     if (!strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
-        return err_set(e, "unknown simulator preset '%s' (presets: %s; or give a scenario file)",
+        return err_usage(e, "unknown simulator preset '%s' (presets: %s; or give a scenario file)",
                        spec, scenario_preset_list(known, sizeof known));
     struct ydoc d;
     memset(sc, 0, sizeof *sc);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "scenario.h"
+#include "util/dirs.h"
 
 #define SIM_API __attribute__((visibility("default")))
 #define SIM_EVENT_QUEUE 256
@@ -88,6 +89,7 @@ struct sim {
     bool control_running;
     int control_fd, control_wake[2];
     char control_path[108];
+    struct dirs control_dirs;           /* the user's directory, where the socket made it */
 };
 
 extern struct sim sim_state;

@@ -1,4 +1,5 @@
-/* gpulet: one daemon for NVIDIA GPUs in Kubernetes. Subcommand dispatch. */
+/* gpulet: one daemon for NVIDIA GPUs in Kubernetes. Subcommand dispatch:
+ * one row per command. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,17 +7,42 @@
 #include "cli/cli.h"
 #include "mps/mps.h"
 
-static const char main_usage[] =
-    "usage: gpulet COMMAND [OPTIONS]\n"
-    "  agent     run the node agent\n"
-    "  list      show the node's GPUs\n"
-    "  health    the running agent's GPU health; clear a GPU\n"
-    "  labels    print the node labels the agent publishes\n"
-    "  cdi       generate the node's CDI spec\n"
-    "  doctor    check the node: driver, GPUs, runtime, kubelet, gpulet, Node\n"
-    "  sim       inject faults into simulated GPUs; list simulator presets\n"
-    "  version   print the version\n"
-    "Run gpulet COMMAND --help for a command's options.\n";
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("gpulet %s\n", GPULET_VERSION);
+    return CLI_OK;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;           /* NULL: internal, not listed */
+} commands[] = {
+    {"agent", cmd_agent, "run the node agent"},
+    {"list", cmd_list, "show the node's GPUs"},
+    {"health", cmd_health, "the running agent's GPU health; clear a GPU"},
+    {"labels", cmd_labels, "print the node labels the agent publishes"},
+    {"cdi", cmd_cdi, "generate the node's CDI spec"},
+    {"doctor", cmd_doctor, "check the node: driver, GPUs, runtime, kubelet, gpulet, Node"},
+    {"sim", cmd_sim, "inject faults into simulated GPUs; list simulator presets"},
+    {"replace-nvidia", cmd_replace, "the patch that moves one of NVIDIA's DaemonSets off gpulet's nodes"},
+    {"version", cmd_version, "print the version"},
+    {"--version", cmd_version, NULL},
+    {"mps-exec", mps_exec, NULL}, /* how the agent starts an MPS daemon */
+};
+
+static void main_usage(FILE *out)
+{
+    fputs("usage: gpulet COMMAND [OPTIONS]\n", out);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (commands[i].help)
+            fprintf(out, "  %-15s %s\n", commands[i].name, commands[i].help);
+    fputs("Run gpulet COMMAND --help for a command's options.\n"
+          "Exit codes: 0 success, 1 failure, 2 a bad command line (doctor: its own, see its --help).\n",
+          out);
+}
 
 int main(int argc, char **argv)
 {
@@ -24,34 +50,18 @@ int main(int argc, char **argv)
      * EPIPE, not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fputs(main_usage, stderr);
+        main_usage(stderr);
         return CLI_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(main_usage, stdout);
+        main_usage(stdout);
         return CLI_OK;
     }
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("gpulet %s\n", GPULET_VERSION);
-        return CLI_OK;
-    }
-    if (!strcmp(cmd, "list"))
-        return cmd_list(argc - 1, argv + 1);
-    if (!strcmp(cmd, "agent"))
-        return cmd_agent(argc - 1, argv + 1);
-    if (!strcmp(cmd, "health"))
-        return cmd_health(argc - 1, argv + 1);
-    if (!strcmp(cmd, "mps-exec")) /* internal: how the agent starts an MPS daemon */
-        return mps_exec(argc - 1, argv + 1);
-    if (!strcmp(cmd, "labels"))
-        return cmd_labels(argc - 1, argv + 1);
-    if (!strcmp(cmd, "cdi"))
-        return cmd_cdi(argc - 1, argv + 1);
-    if (!strcmp(cmd, "doctor"))
-        return cmd_doctor(argc - 1, argv + 1);
-    if (!strcmp(cmd, "sim"))
-        return cmd_sim(argc - 1, argv + 1);
-    fprintf(stderr, "gpulet: unknown command '%s'\n%s", cmd, main_usage);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(cmd, commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "gpulet: unknown command '%s'\n", cmd);
+    main_usage(stderr);
     return CLI_USAGE;
 }

@@ -13,6 +13,8 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
+#define AGENT_RESTART_RETRY_MS 5000
+
 static void agent_restart(uv_timer_t *t);
 
 static void agent_stop(struct agent *a, const char *why)
@@ -34,6 +36,7 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     struct config next;
     if (config_load(&next, &a->args, named, e) < 0)
         return -1;
+    config_user_paths(&next);
     if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
         strcmp(next.nvml_path, a->cfg.nvml_path) || strcmp(next.config_map, a->cfg.config_map))
         log_warn("reload: kubelet-root, simulate, nvml and config-map changes take effect at "
@@ -101,8 +104,14 @@ static void agent_restart(uv_timer_t *t)
     a->restart_pending = false;
     agent_mig_apply(a); /* the plugins are gone: their devices may change now */
     struct err e;
-    if (agent_plugin_start(a, &e) < 0)
-        log_error("reload: device plugin did not restart: %s", e.msg);
+    if (agent_plugin_start(a, &e) < 0) {
+        /* The node served a moment ago: whatever stops it now may pass. */
+        log_error("reload: device plugin did not restart: %s; trying again in %d s", e.msg,
+                  AGENT_RESTART_RETRY_MS / 1000);
+        a->restart_pending = true;
+        uv_timer_start(&a->restart_timer, agent_restart, AGENT_RESTART_RETRY_MS, 0);
+        return;
+    }
     agent_labels_refresh(a); /* replicas and sharing are the restarted plugins' */
 }
 
@@ -142,6 +151,7 @@ static void agent_shutdown(struct agent *a)
     free(a->probe);
     free(a->probe_handle);
     gpu_inventory_free(&a->inv);
+    dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     nvml_close(&a->nvml);
 }
 
@@ -153,8 +163,10 @@ int agent_run(const struct config_args *args)
     struct err e;
     if (config_load(&a->cfg, &a->args, NULL, &e) < 0) {
         log_error("%s", e.msg);
+        rc = e.usage ? 2 : 1;
         goto out;
     }
+    config_user_paths(&a->cfg);
     log_set_level((enum log_level)a->cfg.log_level);
     if (health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
                            getenv("DP_ENABLE_HEALTHCHECKS"), &e) < 0) {

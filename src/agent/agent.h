@@ -6,7 +6,8 @@
 #include "config/config.h"
 
 /* Runs the agent with these command-line values until SIGINT or SIGTERM;
- * returns 0, or 1 when it could not start. */
+ * returns the exit code: 0, 1 when it could not start, 2 when the
+ * configuration's flags or variables are wrong (logged). */
 int agent_run(const struct config_args *args);
 
 #endif

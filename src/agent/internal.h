@@ -19,6 +19,7 @@
 #include "mps/mps.h"
 #include "nvml/nvml.h"
 #include "plugin/plugin.h"
+#include "util/dirs.h"
 
 struct agent_status;
 
@@ -73,6 +74,7 @@ struct agent {
     bool mig_update;                     /* mig_seen differs: taken when the plugins restart */
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
+    struct dirs made;                    /* directories the agent made: removed on exit if empty */
 };
 
 /* Applies the configuration again (SIGHUP, or the node's config changed):
@@ -103,7 +105,7 @@ void agent_nodeconfig_free(struct agent *a);
 /* The named config in the running configuration (buf filled), or NULL. */
 const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf);
 
-/* Start-up (start.c): 0, or 1 to exit. */
+/* Start-up (start.c): 0, or the code to exit with (1, or 2 for a bad --simulate). */
 int agent_start(struct agent *a);
 
 /* Starts a device plugin per resource on the agent's model (at start and
@@ -148,8 +150,9 @@ void agent_labels_start(struct agent *a, const struct config *old);
 void agent_labels_refresh(struct agent *a);
 void agent_labels_stop(struct agent *a);
 
-/* Starts the status socket (best effort: a warning when it cannot). */
-void agent_status_start(struct agent *a);
+/* Starts the status socket, making its directory (recorded in a->made);
+ * fails, naming the path and its owner, when it cannot. */
+int agent_status_start(struct agent *a, struct err *e);
 
 /* Closes the status socket. */
 void agent_status_stop(struct agent *a);

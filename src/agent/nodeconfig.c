@@ -85,7 +85,7 @@ static void nodeconfig_on_map(void *ctx, const char *json, size_t len)
 {
     struct agent_nodeconfig *nc = ctx;
     struct config_named_set set = {0};
-    struct err e = {""};
+    struct err e = {.msg = ""};
     if (json)
         config_named_parse(&set, json, len, &e);
     uv_mutex_lock(&nc->lock);

@@ -211,8 +211,8 @@ static void agent_nvml_done(uv_work_t *w, int status)
 
 /* The device IDs: from the driver's procfs where it has them (microseconds:
  * NVML is then loaded here and initialized off the loop), else from NVML,
- * started here. 0, 1 to exit, or -1 for a node without NVML where that is
- * allowed. */
+ * started here. 0, 1 or 2 to exit with, or -1 for a node without NVML where
+ * that is allowed. */
 static int agent_find_ids(struct agent *a)
 {
     struct err e;
@@ -234,9 +234,9 @@ static int agent_find_ids(struct agent *a)
         log_debug("%s; registering once NVML is up", e.msg);
     }
     if (nvml_start(&a->nvml, simulate, path, &e) < 0) {
-        if (a->cfg.fail_on_init_error) {
+        if (a->cfg.fail_on_init_error || e.usage) {
             log_error("%s", e.msg);
-            return 1;
+            return e.usage ? 2 : 1; /* 2: --simulate names no preset */
         }
         /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
         log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
@@ -251,13 +251,25 @@ static int agent_find_ids(struct agent *a)
     return 0;
 }
 
+/* The directories the agent serves in, made where missing and recorded,
+ * so that exit leaves none of them behind: the user's own for a simulated
+ * node (checked to be theirs), the kubelet's device-plugins directory. */
+static int agent_dirs_make(struct agent *a, struct err *e)
+{
+    char dir[CONFIG_PATH_MAX + 32];
+    if (a->cfg.simulate[0] && dirs_user_make(&a->made, e) < 0)
+        return -1;
+    snprintf(dir, sizeof dir, "%s/device-plugins", a->cfg.kubelet_root);
+    return dirs_make(&a->made, dir, 0755, e);
+}
+
 /* Everything the kubelet needs first, so that the agent registers as soon
  * as it knows the device IDs: the IDs, the device model, the status socket
  * and the plugin. NVML (where the IDs came from procfs) and the rest of the
  * inventory follow off the loop, then event watching and metrics
  * (agent_nvml_done): an XID in the first milliseconds after registering is
  * not seen, as with NVIDIA's plugin, whose health checks also start after
- * it registers. 0, or 1 to exit. */
+ * it registers. 0, or the code to exit with. */
 int agent_start(struct agent *a)
 {
     struct err e;
@@ -273,8 +285,8 @@ int agent_start(struct agent *a)
     }
     t[1] = nvml_clock_ms();
     agent_health_start(a);
-    agent_status_start(a);
-    if (agent_plugin_start(a, &e) < 0) {
+    if (agent_dirs_make(a, &e) < 0 || agent_status_start(a, &e) < 0 ||
+        agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xmalloc.h"
@@ -161,42 +162,42 @@ static void status_accept(uv_stream_t *listener, int status)
     uv_timer_start(&c->timer, status_idle, STATUS_IDLE_MS, 0);
 }
 
-void agent_status_start(struct agent *a)
+int agent_status_start(struct agent *a, struct err *e)
 {
     const char *path = a->cfg.status_socket;
     if (!*path)
-        return;
+        return 0;
     /* libuv would cut a longer path short and bind somewhere else. */
-    if (strlen(path) >= sizeof ((struct sockaddr_un *)0)->sun_path) {
-        log_warn("status socket %s: longer than the %zu bytes a unix socket takes; `gpulet list` "
-                 "will not show agent health", path, sizeof ((struct sockaddr_un *)0)->sun_path - 1);
-        return;
-    }
+    if (strlen(path) >= sizeof ((struct sockaddr_un *)0)->sun_path)
+        return err_set(e, "--status-socket %s is longer than the %zu bytes a unix socket takes",
+                       path, sizeof ((struct sockaddr_un *)0)->sun_path - 1);
+    char dir[CONFIG_PATH_MAX];
+    dirs_parent(path, dir, sizeof dir);
+    if (dirs_make(&a->made, dir, 0755, e) < 0) /* /run/gpulet on a fresh node */
+        return -1;
     struct agent_status *s = xcalloc(1, sizeof *s);
     s->a = a;
     snprintf(s->path, sizeof s->path, "%s", path);
-    char dir[CONFIG_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        mkdir(dir, 0755); /* /run/gpulet on a fresh node; an error shows at bind */
-    }
     uv_pipe_init(&a->loop, &s->listener, 0);
     s->listener.data = s;
-    unlink(path);
+    a->status = s; /* freed at stop, after the listener's close completes */
+    /* A stale socket from an earlier run goes; one we may not remove is
+     * what to report, not the bind's "address in use". */
+    int stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
     int rc = uv_pipe_bind(&s->listener, path);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 16, status_accept);
+    if (rc == UV_EADDRINUSE && stale)
+        rc = stale;
     if (rc < 0) {
-        log_warn("status socket %s: %s; `gpulet list` will not show agent health", path,
-                 uv_strerror(rc));
+        char why[600];
+        err_set(e, "status socket %s: %s%s (--status-socket names another)", path,
+                uv_strerror(rc), dirs_why(path, -rc, why, sizeof why));
         uv_close((uv_handle_t *)&s->listener, NULL);
-        a->status = s; /* freed at stop, after the close above completes */
         s->path[0] = '\0';
-        return;
+        return -1;
     }
-    a->status = s;
+    return 0;
 }
 
 void agent_status_stop(struct agent *a)

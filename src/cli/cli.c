@@ -3,22 +3,44 @@
 
 #include "gpu/health.h"
 #include "gpu/inventory.h"
+#include "util/dirs.h"
 #include "util/unixsock.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-const char *cli_status_socket(const char *flag)
+#define CLI_NODE_STATUS_SOCKET "/run/gpulet/status.sock"
+
+const char *cli_status_socket(const char *flag, bool simulated, char *buf, size_t len)
 {
     const char *env = getenv("GPULET_STATUS_SOCKET");
-    return flag ? flag : env && *env ? env : "/run/gpulet/status.sock";
+    if (flag)
+        return flag;
+    if (env && *env)
+        return env;
+    dirs_user_file("status.sock", buf, len);
+    if (simulated)
+        return buf;
+    /* The node's agent where one runs, else this user's simulated one. */
+    struct stat st;
+    if (stat(CLI_NODE_STATUS_SOCKET, &st) < 0 && stat(buf, &st) == 0)
+        return buf;
+    return CLI_NODE_STATUS_SOCKET;
+}
+
+void cli_status_socket_help(FILE *out)
+{
+    char user[256];
+    dirs_user_file("status.sock", user, sizeof user);
+    fprintf(out, "  --status-socket PATH  the agent's status socket [$GPULET_STATUS_SOCKET, else\n"
+                 "                        " CLI_NODE_STATUS_SOCKET " (the node's agent), else\n"
+                 "                        %s (your simulated one)]\n", user);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -32,14 +54,54 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_USAGE;
 }
 
+void cli_simulator_quiet(void)
+{
+    setenv("GPULET_SIM_CONTROL", "off", 0);
+}
+
+int cli_fail(const char *cmd, const struct err *e, const char *hint)
+{
+    fprintf(stderr, "gpulet %s: %s%s", cmd, e->msg, hint ? hint : "");
+    if (e->usage)
+        fprintf(stderr, " (see gpulet %s --help)", cmd);
+    fputc('\n', stderr);
+    return e->usage ? CLI_USAGE : CLI_FAIL;
+}
+
+const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t len)
+{
+    /* A user trying gpulet on a machine without GPUs: say what works there. */
+    if (!real)
+        return "";
+    snprintf(buf, len, "; without a GPU, try `gpulet %s --simulate dgx-h100` (simulated GPUs; "
+                       "`gpulet sim presets` lists the presets)", cmdline);
+    return buf;
+}
+
+const char *cli_unreachable_hint(int errnum)
+{
+    switch (errnum) {
+    case ENOENT:
+    case ECONNREFUSED: return " (is the agent running?)";
+    case EACCES:
+    case EPERM: return " (the socket is another user's: run as that user, or as root)";
+    default: return "";
+    }
+}
+
 /* Fills health[] from the agent's "health" answer; false when no agent answers. */
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
-                      struct gpu_health *health)
+                      struct gpu_health *health, const char *cmd)
 {
     char reply[16384];
     struct err e;
-    if (unixsock_request(socket, "health\n", reply, sizeof reply, &e) < 0)
+    if (unixsock_request(socket, "health\n", reply, sizeof reply, &e) < 0) {
+        /* No agent is normal; one that is there and refuses us is worth a word. */
+        if (errno == EACCES || errno == EPERM)
+            fprintf(stderr, "gpulet %s: no agent health: %s%s\n", cmd, e.msg,
+                    cli_unreachable_hint(errno));
         return false;
+    }
     char *save = NULL;
     for (char *line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];

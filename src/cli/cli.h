@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "util/err.h"
 
@@ -11,18 +12,42 @@
 #define CLI_FAIL 1   /* the command ran and failed */
 #define CLI_USAGE 2  /* the command line was wrong */
 
-/* The agent's status socket: --status-socket, $GPULET_STATUS_SOCKET or the default. */
-const char *cli_status_socket(const char *flag);
+/* The agent's status socket: --status-socket, $GPULET_STATUS_SOCKET, else
+ * the user's own one for a simulated node, else the node's where it exists,
+ * else the user's where it exists. buf holds the user's path. */
+const char *cli_status_socket(const char *flag, bool simulated, char *buf, size_t len);
+
+/* --status-socket's line of a command's --help, with its defaults. */
+void cli_status_socket_help(FILE *out);
+
+/* Why a socket could not be reached, for people: " (is the agent
+ * running?)", or that it is another user's; "" otherwise. */
+const char *cli_unreachable_hint(int errnum);
 
 struct gpu_inventory;
 struct gpu_health;
 
 /* Fills health[] (one per GPU of inv) from the running agent's answer on
- * the status socket; false when no agent answers. */
+ * the status socket; false when no agent answers (said on stderr, as cmd,
+ * where an agent is there but refuses the caller). */
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
-                      struct gpu_health *health);
+                      struct gpu_health *health, const char *cmd);
 
-/* Prints "gpulet: <msg>" to stderr and returns CLI_USAGE. */
+/* Prints "gpulet CMD: <e's message><hint>" to stderr and returns the exit
+ * code: CLI_USAGE where the command line was wrong, else CLI_FAIL. */
+int cli_fail(const char *cmd, const struct err *e, const char *hint);
+
+/* A hint for a command that found no GPU, naming the --simulate that works
+ * without one: cmdline is the command to suggest ("list"). "" where the
+ * GPUs were simulated or given. */
+const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t len);
+
+/* For a command that reads the simulated GPUs and exits: its simulator
+ * opens no control socket (nothing could reach it in time), so it neither
+ * warns about a running agent's nor takes one. GPULET_SIM_CONTROL wins. */
+void cli_simulator_quiet(void);
+
+/* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int cmd_list(int argc, char **argv);
@@ -32,5 +57,6 @@ int cmd_health(int argc, char **argv);
 int cmd_labels(int argc, char **argv);
 int cmd_cdi(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_replace(int argc, char **argv);
 
 #endif

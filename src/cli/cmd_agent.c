@@ -15,5 +15,5 @@ int cmd_agent(int argc, char **argv)
         config_usage(stdout);
         return CLI_OK;
     }
-    return agent_run(&args) == 0 ? CLI_OK : CLI_FAIL;
+    return agent_run(&args);
 }

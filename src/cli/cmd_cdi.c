@@ -42,13 +42,13 @@ static int cdi_take(int *argc, char **argv, const char **file, const char **form
     return 0;
 }
 
-static int cdi_fail(const char *msg, struct nvml *n, struct gpu_inventory *inv)
+static int cdi_fail(const struct err *e, const char *hint, struct nvml *n,
+                    struct gpu_inventory *inv)
 {
-    fprintf(stderr, "gpulet cdi: %s\n", msg);
     if (inv)
         gpu_inventory_free(inv);
     nvml_close(n);
-    return CLI_FAIL;
+    return cli_fail("cdi", e, hint);
 }
 
 int cmd_cdi(int argc, char **argv)
@@ -80,19 +80,22 @@ int cmd_cdi(int argc, char **argv)
         return CLI_OK;
     }
     if (config_load(&cfg, &args, NULL, &e) < 0)
-        return cli_usage_error("cdi", "%s", e.msg);
+        return cli_fail("cdi", &e, NULL);
+    cli_simulator_quiet();
     struct nvml n;
     struct gpu_inventory inv;
     const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
     const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
+    char hint[200];
     if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0)
-        return cdi_fail(e.msg, &n, NULL);
+        return cdi_fail(&e, cli_no_gpu_hint("cdi generate", !sim && !lib, hint, sizeof hint), &n,
+                        NULL);
     unsigned caps;
     struct driver drv;
     if (driver_parse_caps(cfg.driver_caps, &caps, &e) < 0 ||
         driver_discover(&drv, cfg.driver_root, cfg.container_driver_root, inv.driver_version,
                         caps, &e) < 0)
-        return cdi_fail(e.msg, &n, &inv);
+        return cdi_fail(&e, NULL, &n, &inv);
     struct strbuf text = {0};
     int rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);
     driver_free(&drv);
@@ -107,7 +110,7 @@ int cmd_cdi(int argc, char **argv)
     }
     strbuf_free(&text);
     if (rc < 0)
-        return cdi_fail(e.msg, &n, &inv);
+        return cdi_fail(&e, NULL, &n, &inv);
     gpu_inventory_free(&inv);
     nvml_close(&n);
     return CLI_OK;

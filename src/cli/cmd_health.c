@@ -1,5 +1,6 @@
 /* gpulet health: the running agent's view of GPU health, and the
  * operator's clear. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +13,9 @@
 
 static const char health_usage[] =
     "usage: gpulet health [--status-socket PATH] [clear GPU]\n"
-    "  (no command)   each GPU's health as the agent sees it, with the reason\n"
-    "  clear GPU      mark a GPU (index or UUID) healthy now, e.g. after fixing it by hand\n";
+    "  (no command)          each GPU's health as the agent sees it, with the reason\n"
+    "  clear GPU             mark a GPU (index or UUID) healthy now, e.g. after fixing it\n"
+    "                        by hand\n";
 
 int cmd_health(int argc, char **argv)
 {
@@ -33,7 +35,10 @@ int cmd_health(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'S': socket = optarg; break;
-        case 'h': fputs(health_usage, stdout); return CLI_OK;
+        case 'h':
+            fputs(health_usage, stdout);
+            cli_status_socket_help(stdout);
+            return CLI_OK;
         default: return cli_usage_error("health", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -48,9 +53,10 @@ int cmd_health(int argc, char **argv)
     } else {
         return cli_usage_error("health", "expected no command or 'clear GPU'");
     }
-    char reply[16384];
-    if (unixsock_request(cli_status_socket(socket), line, reply, sizeof reply, &e) < 0) {
-        fprintf(stderr, "gpulet health: %s (is the agent running?)\n", e.msg);
+    char reply[16384], user[256];
+    if (unixsock_request(cli_status_socket(socket, false, user, sizeof user), line, reply,
+                         sizeof reply, &e) < 0) {
+        fprintf(stderr, "gpulet health: %s%s\n", e.msg, cli_unreachable_hint(errno));
         return CLI_FAIL;
     }
     if (!strncmp(reply, "error: ", 7)) {

@@ -56,19 +56,18 @@ int cmd_labels(int argc, char **argv)
         fputs(labels_usage, stdout);
         return CLI_OK;
     }
-    if (config_load(&cfg, &args, NULL, &e) < 0) {
-        fprintf(stderr, "gpulet labels: %s\n", e.msg);
-        return CLI_USAGE;
-    }
+    if (config_load(&cfg, &args, NULL, &e) < 0)
+        return cli_fail("labels", &e, NULL);
+    config_user_paths(&cfg); /* a simulated agent's status socket */
+    cli_simulator_quiet();
     struct nvml n;
     struct gpu_inventory inv;
     const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
     const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
     if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
-        fprintf(stderr, "gpulet labels: %s%s\n", e.msg,
-                sim || lib ? "" : "; without a GPU, try `gpulet labels --simulate dgx-h100`");
+        char hint[200];
         nvml_close(&n);
-        return CLI_FAIL;
+        return cli_fail("labels", &e, cli_no_gpu_hint("labels", !sim && !lib, hint, sizeof hint));
     }
     char *machine = labels_read_machine(cfg.machine_type_file, &e);
     if (!machine)
@@ -88,7 +87,7 @@ int cmd_labels(int argc, char **argv)
     plugin_resources_apply(res, nres, devs, inv.count);
     plugin_resources_free(res, nres);
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    if (cli_agent_health(cli_status_socket(cfg.status_socket), &inv, health))
+    if (cli_agent_health(cfg.status_socket, &inv, health, "labels"))
         for (unsigned i = 0; i < inv.count; i++)
             devs[i].health = health[i];
     struct label_set set = {0};

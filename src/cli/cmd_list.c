@@ -16,8 +16,7 @@ static const char list_usage[] =
     "                   [--status-socket PATH]\n"
     "  -o, --output FORMAT   table (default), json, or topology (like nvidia-smi topo -m)\n"
     "  --simulate SPEC       use simulated GPUs: a preset name or a scenario file\n"
-    "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n"
-    "  --status-socket PATH  the agent to ask for GPU health [/run/gpulet/status.sock]\n";
+    "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n";
 
 int cmd_list(int argc, char **argv)
 {
@@ -40,7 +39,10 @@ int cmd_list(int argc, char **argv)
         case 's': no.simulate = optarg; break;
         case 'n': no.nvml_path = optarg; break;
         case 'S': status = optarg; break;
-        case 'h': fputs(list_usage, stdout); return CLI_OK;
+        case 'h':
+            fputs(list_usage, stdout);
+            cli_status_socket_help(stdout);
+            return CLI_OK;
         default: return cli_usage_error("list", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -52,19 +54,19 @@ int cmd_list(int argc, char **argv)
     if (no.simulate && no.nvml_path)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
 
+    cli_simulator_quiet();
     struct nvml n;
     struct gpu_inventory inv;
     if (nvml_start(&n, no.simulate, no.nvml_path, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
-        /* A user trying gpulet on a machine without GPUs: say what works there. */
-        bool real = !no.simulate && !no.nvml_path;
-        fprintf(stderr, "gpulet list: %s%s\n", e.msg,
-                real ? "; without a GPU, `gpulet list --simulate dgx-h100` shows simulated ones "
-                       "(`gpulet sim presets` lists the others)" : "");
+        char hint[200];
         nvml_close(&n);
-        return CLI_FAIL;
+        return cli_fail("list", &e, cli_no_gpu_hint("list", !no.simulate && !no.nvml_path, hint,
+                                                    sizeof hint));
     }
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    if (!cli_agent_health(cli_status_socket(status), &inv, health)) {
+    char user[256];
+    if (!cli_agent_health(cli_status_socket(status, no.simulate, user, sizeof user), &inv, health,
+                          "list")) {
         free(health);
         health = NULL;
     }

@@ -14,8 +14,8 @@
 
 static const char sim_usage[] =
     "usage: gpulet sim COMMAND [ARGS]\n"
-    "Fault injection into a process that has the simulator loaded (socket from\n"
-    "GPULET_SIM_CONTROL, default /tmp/gpulet-sim.sock). GPU is an index or a UUID.\n"
+    "Fault injection into a process that has the simulator loaded (gpulet agent\n"
+    "--simulate, or any NVML program with GPULET_SIM_SCENARIO). GPU is an index or a UUID.\n"
     "  xid GPU XID [GI]        deliver an XID event through the NVML event API, in GPU\n"
     "                          instance GI where given (XID 79 also loses the GPU)\n"
     "  ecc GPU                 a double-bit ECC error (counter, event, XID 48)\n"
@@ -44,9 +44,10 @@ static int sim_send(int argc, char **argv)
     for (int i = 0; i < argc; i++)
         strbuf_printf(&line, "%s%s", i ? " " : "", argv[i]);
     strbuf_puts(&line, "\n");
-    char reply[1024];
+    char reply[1024], path[512];
     struct err e;
-    int rc = unixsock_request(sim_control_path(), line.data, reply, sizeof reply, &e);
+    sim_control_path(path, sizeof path);
+    int rc = unixsock_request(path, line.data, reply, sizeof reply, &e);
     strbuf_free(&line);
     if (rc < 0) {
         fprintf(stderr, "gpulet sim: %s (is a process running with --simulate?)\n", e.msg);
@@ -60,11 +61,39 @@ static int sim_send(int argc, char **argv)
     return CLI_OK;
 }
 
+static bool sim_wants_help(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help");
+}
+
+static void sim_help(FILE *out)
+{
+    char path[512];
+    fputs(sim_usage, out);
+    sim_control_path(path, sizeof path);
+    fprintf(out, "The control socket: %s (GPULET_SIM_CONTROL names another; off: none).\n", path);
+}
+
+static int sim_unknown_preset(const char *name)
+{
+    fprintf(stderr, "gpulet sim: unknown preset '%s'; the presets are:\n", name);
+    for (size_t i = 0; sim_preset_names[i]; i++)
+        fprintf(stderr, "  %s\n", sim_preset_names[i]);
+    return CLI_USAGE;
+}
+
 int cmd_sim(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(sim_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_USAGE : CLI_OK;
+    /* Help anywhere in the line: `gpulet sim xid --help` must not dial the socket. */
+    for (int i = 1; i < argc; i++) {
+        if (sim_wants_help(argv[i]) && (i == 1 || argv[i][0] == '-')) {
+            sim_help(stdout);
+            return CLI_OK;
+        }
+    }
+    if (argc < 2) {
+        sim_help(stderr);
+        return CLI_USAGE;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "presets")) {
@@ -78,7 +107,7 @@ int cmd_sim(int argc, char **argv)
         if (!strcmp(cmd, "show")) {
             const char *text = sim_preset_text(argv[2]);
             if (!text)
-                return fprintf(stderr, "gpulet sim: unknown preset '%s'\n", argv[2]), CLI_FAIL;
+                return sim_unknown_preset(argv[2]);
             fputs(text, stdout);
             return CLI_OK;
         }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/opts.h"
 #include "util/strbuf.h"
@@ -27,6 +28,9 @@ struct config_opt {
     const char *const *choices; /* T_ENUM values by index; T_LIST names by bit */
     const char *def;
     const char *help;
+    const char *meta;           /* T_STRING: what the value is, for --help */
+    const char *user_name;      /* with --simulate and not given: this name in the user's
+                                 * own directory (dirs_user), never a node's path */
 };
 
 static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
@@ -44,111 +48,112 @@ static const char *const level_choices[] = {"debug", "info", "warn", "error", NU
 
 static const struct config_opt options[] = {
     {"mig-strategy", "MIG_STRATEGY", "flags.migStrategy", T_ENUM, F(mig_strategy), mig_choices,
-     "none", "MIG strategy: none, single or mixed"},
+     "none", "MIG strategy: none, single or mixed", NULL, NULL},
     {"fail-on-init-error", "FAIL_ON_INIT_ERROR", "flags.failOnInitError", T_BOOL,
-     F(fail_on_init_error), NULL, "true", "exit when NVML cannot start (else idle)"},
+     F(fail_on_init_error), NULL, "true", "exit when NVML cannot start (else idle)", NULL, NULL},
     {"nvidia-driver-root", "NVIDIA_DRIVER_ROOT", "flags.nvidiaDriverRoot", T_STRING,
-     S(driver_root), NULL, "/", "root of the driver installation on the host"},
+     S(driver_root), NULL, "/", "root of the driver installation on the host", "PATH", NULL},
     {"container-driver-root", "CONTAINER_DRIVER_ROOT", "flags.plugin.containerDriverRoot", T_STRING,
      S(container_driver_root), NULL, "",
-     "where gpulet's container mounts the driver root (default: the driver root itself)"},
+     "where gpulet's container mounts the driver root (default: the driver root itself)", "PATH", NULL},
     {"nvidia-dev-root", "NVIDIA_DEV_ROOT", "flags.nvidiaDevRoot", T_STRING, S(dev_root), NULL,
-     "", "root of the /dev nodes on the host (default: the driver root)"},
+     "", "root of the /dev nodes on the host (default: the driver root)", "PATH", NULL},
     {"pass-device-specs", "PASS_DEVICE_SPECS", "flags.plugin.passDeviceSpecs", T_BOOL,
-     F(pass_device_specs), NULL, "false", "also return /dev nodes in Allocate"},
+     F(pass_device_specs), NULL, "false", "also return /dev nodes in Allocate", NULL, NULL},
     {"device-list-strategy", "DEVICE_LIST_STRATEGY", "flags.plugin.deviceListStrategy", T_LIST,
      F(list_strategy), list_choices, "envvar",
-     "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts"},
+     "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts", NULL, NULL},
     {"device-id-strategy", "DEVICE_ID_STRATEGY", "flags.plugin.deviceIDStrategy", T_ENUM,
-     F(id_strategy), id_choices, "uuid", "device IDs: uuid or index"},
+     F(id_strategy), id_choices, "uuid", "device IDs: uuid or index", NULL, NULL},
     {"shared-devices-allocation-policy", "SHARED_DEVICES_ALLOCATION_POLICY",
      "flags.plugin.sharedDevicesAllocationPolicy", T_ENUM, F(shared_policy), policy_choices,
-     "distributed", "replicas of shared GPUs: distributed (spread) or packed"},
+     "distributed", "replicas of shared GPUs: distributed (spread) or packed", NULL, NULL},
     {"mps-root", "MPS_ROOT", "flags.mpsRoot", T_STRING, S(mps_root), NULL, "/run/nvidia/mps",
-     "MPS pipe, log and shm directories (sharing.mps)"},
+     "MPS pipe, log and shm directories (sharing.mps)", "PATH", "mps"},
     {"mps-control", "GPULET_MPS_CONTROL", NULL, T_STRING, S(mps_control), NULL, "",
-     "nvidia-cuda-mps-control to run (default: the driver's)"},
+     "nvidia-cuda-mps-control to run (default: the driver's)", "PATH", NULL},
     {"mps-compute-mode", "GPULET_MPS_COMPUTE_MODE", NULL, T_ENUM, F(mps_compute_mode),
-     compute_choices, "keep", "keep, or set exclusive-process on MPS GPUs (restored on exit)"},
+     compute_choices, "keep", "keep, or set exclusive-process on MPS GPUs (restored on exit)", NULL, NULL},
     {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "flags.plugin.cdiAnnotationPrefix",
-     T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations"},
+     T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations", "PREFIX", NULL},
     {"gds-enabled", "GDS_ENABLED", "flags.gdsEnabled", T_BOOL, F(gds), NULL, "false",
-     "set NVIDIA_GDS=enabled"},
+     "set NVIDIA_GDS=enabled", NULL, NULL},
     {"mofed-enabled", "MOFED_ENABLED", "flags.mofedEnabled", T_BOOL, F(mofed), NULL, "false",
-     "set NVIDIA_MOFED=enabled"},
+     "set NVIDIA_MOFED=enabled", NULL, NULL},
     {"gdrcopy-enabled", "GDRCOPY_ENABLED", "flags.gdrcopyEnabled", T_BOOL, F(gdrcopy), NULL,
-     "false", "set NVIDIA_GDRCOPY=enabled"},
+     "false", "set NVIDIA_GDRCOPY=enabled", NULL, NULL},
     {"config-file", "CONFIG_FILE", NULL, T_STRING, S(config_file), NULL, "",
-     "NVIDIA-format (version: v1) YAML config file"},
+     "NVIDIA-format (version: v1) YAML config file", "PATH", NULL},
     {"driver-capabilities", "GPULET_DRIVER_CAPABILITIES", NULL, T_STRING, S(driver_caps), NULL,
-     "compute,utility", "driver files containers get: compute, utility, video, graphics, all"},
+     "compute,utility", "driver files containers get: compute, utility, video, graphics, all", "LIST", NULL},
     {"cdi-spec-dir", "GPULET_CDI_SPEC_DIR", NULL, T_STRING, S(cdi_spec_dir), NULL, "/var/run/cdi",
-     "where the agent keeps its CDI spec (" "nvidia.com-gpu.json)"},
+     "where the agent keeps its CDI spec (" "nvidia.com-gpu.json)", "PATH", "cdi"},
     {"write-cdi-spec", "GPULET_WRITE_CDI_SPEC", NULL, T_ENUM, F(write_cdi_spec), cdi_write_choices,
-     "auto", "keep a CDI spec in --cdi-spec-dir; auto: with a cdi-* device list strategy"},
+     "auto", "keep a CDI spec in --cdi-spec-dir; auto: with a cdi-* device list strategy", NULL, NULL},
     {"kubelet-root", "GPULET_KUBELET_ROOT", NULL, T_STRING, S(kubelet_root), NULL,
-     "/var/lib/kubelet", "the kubelet's root directory"},
+     "/var/lib/kubelet", "the kubelet's root directory", "PATH", "kubelet"},
     {"simulate", "GPULET_SIMULATE", NULL, T_STRING, S(simulate), NULL, "",
-     "run on simulated GPUs: a preset name or a scenario file"},
+     "run on simulated GPUs: a preset name or a scenario file", "PRESET|FILE", NULL},
     {"nvml", "GPULET_NVML", NULL, T_STRING, S(nvml_path), NULL, "",
-     "load NVML from this file instead of the driver's usual places"},
+     "load NVML from this file instead of the driver's usual places", "PATH", NULL},
     {"status-socket", "GPULET_STATUS_SOCKET", NULL, T_STRING, S(status_socket), NULL,
-     "/run/gpulet/status.sock", "where `gpulet list` and `gpulet health` reach the agent"},
+     "/run/gpulet/status.sock", "where `gpulet list` and `gpulet health` reach the agent", "PATH", "status.sock"},
     {"log-level", "GPULET_LOG_LEVEL", NULL, T_ENUM, F(log_level), level_choices, "info",
-     "debug, info, warn or error"},
+     "debug, info, warn or error", NULL, NULL},
     {"xid-recovery-seconds", "GPULET_XID_RECOVERY_SECONDS", NULL, T_UINT, F(xid_recovery_s),
-     NULL, "300", "quiet seconds after which a GPU failed by an XID is healthy again; 0 never"},
+     NULL, "300", "quiet seconds after which a GPU failed by an XID is healthy again; 0 never", NULL, NULL},
     {"health-probe-ms", "GPULET_HEALTH_PROBE_MS", NULL, T_UINT, F(probe_ms), NULL, "5000",
-     "how often unhealthy GPUs are probed for recovery"},
+     "how often unhealthy GPUs are probed for recovery", NULL, NULL},
     {"no-metrics", "GPULET_NO_METRICS", NULL, T_BOOL, F(no_metrics), NULL, "false",
-     "serve no /metrics endpoint (true/false)"},
+     "serve no /metrics endpoint (true/false)", NULL, NULL},
     {"metrics-listen", "DCGM_EXPORTER_LISTEN", NULL, T_STRING, S(metrics_listen), NULL, ":9400",
-     "address of /metrics, /healthz, /readyz"},
+     "address of /metrics, /healthz, /readyz", "[HOST]:PORT", NULL},
     {"web-config-file", "DCGM_EXPORTER_WEB_CONFIG_FILE", NULL, T_STRING, S(web_config_file), NULL,
-     "", "exporter-toolkit web config: TLS and basic auth for /metrics (docs/metrics.md)"},
+     "", "exporter-toolkit web config: TLS and basic auth for /metrics (docs/metrics.md)", "PATH", NULL},
     {"collectors", "DCGM_EXPORTER_COLLECTORS", NULL, T_STRING, S(collectors), NULL, "",
-     "dcgm-exporter collectors CSV (default: its default counters)"},
+     "dcgm-exporter collectors CSV (default: its default counters)", "PATH", NULL},
     {"metrics-interval-ms", "DCGM_EXPORTER_INTERVAL", NULL, T_UINT, F(metrics_interval_ms), NULL,
-     "1000", "how often every GPU is sampled"},
+     "1000", "how often every GPU is sampled", NULL, NULL},
     {"pod-resources-kubelet-socket", "DCGM_POD_RESOURCES_KUBELET_SOCKET", NULL, T_STRING,
-     S(pod_resources_socket), NULL, "", "PodResources socket (default: <kubelet-root>/pod-resources/kubelet.sock)"},
+     S(pod_resources_socket), NULL, "", "PodResources socket (default: <kubelet-root>/pod-resources/kubelet.sock)", "PATH", NULL},
     {"pod-resources-interval-ms", "GPULET_POD_RESOURCES_INTERVAL_MS", NULL, T_UINT,
-     F(pod_resources_interval_ms), NULL, "5000", "how often pod labels are refreshed"},
+     F(pod_resources_interval_ms), NULL, "5000", "how often pod labels are refreshed", NULL, NULL},
     {"hostname", "GPULET_HOSTNAME", NULL, T_STRING, S(hostname), NULL, "",
-     "the Hostname label (default: $NODE_NAME, else the host name)"},
+     "the Hostname label (default: $NODE_NAME, else the host name)", "NAME", NULL},
     {"process-metrics", "GPULET_PROCESS_METRICS", NULL, T_BOOL, F(process_metrics), NULL, "true",
-     "per-container GPU memory and utilization from the GPUs' process lists"},
+     "per-container GPU memory and utilization from the GPUs' process lists", NULL, NULL},
     {"proc-root", "GPULET_PROC_ROOT", NULL, T_STRING, S(proc_root), NULL, "/proc",
-     "the host's /proc, where processes are placed in pods (needs the host's PID namespace)"},
+     "the host's /proc, where processes are placed in pods (needs the host's PID namespace)", "PATH", NULL},
     {"container-log-dir", "GPULET_CONTAINER_LOG_DIR", NULL, T_STRING, S(container_log_dir), NULL,
-     "/var/log/containers", "the kubelet's container log links, which name containers by ID"},
+     "/var/log/containers", "the kubelet's container log links, which name containers by ID", "PATH", NULL},
     {"labels", "GPULET_LABELS", NULL, T_ENUM, F(labels_output), labels_choices, "auto",
-     "node labels to: api (the Node object), file (NFD), none; auto: api in a cluster"},
+     "node labels to: api (the Node object), file (NFD), none; auto: api in a cluster", NULL, NULL},
     {"output-file", "GFD_OUTPUT_FILE", "flags.gfd.outputFile", T_STRING, S(output_file), NULL,
-     "/etc/kubernetes/node-feature-discovery/features.d/gfd", "the NFD feature file (--labels file)"},
+     "/etc/kubernetes/node-feature-discovery/features.d/gfd", "the NFD feature file (--labels file)", "PATH", "features.d/gfd"},
     {"keep-labels-file", "GPULET_KEEP_LABELS_FILE", NULL, T_BOOL, F(keep_labels_file), NULL,
-     "false", "leave the feature file in place on exit"},
+     "false", "leave the feature file in place on exit", NULL, NULL},
     {"machine-type-file", "GFD_MACHINE_TYPE_FILE", "flags.gfd.machineTypeFile", T_STRING,
      S(machine_type_file), NULL, "/sys/class/dmi/id/product_name",
-     "file with the machine's product name (nvidia.com/gpu.machine)"},
+     "file with the machine's product name (nvidia.com/gpu.machine)", "PATH", NULL},
     {"no-timestamp", "GFD_NO_TIMESTAMP", "flags.gfd.noTimestamp", T_BOOL, F(no_timestamp), NULL,
-     "true", "leave out nvidia.com/gfd.timestamp (false: add it, a write per change)"},
+     "true", "leave out nvidia.com/gfd.timestamp (false: add it, a write per change)", NULL, NULL},
     {"accelerator-label", "GPULET_ACCELERATOR_LABEL", NULL, T_STRING, S(accelerator_label), NULL,
-     "accelerator", "key of the GKE-style accelerator label; none: leave it out"},
+     "accelerator", "key of the GKE-style accelerator label; none: leave it out", "KEY", NULL},
     {"kubeconfig", "KUBECONFIG", NULL, T_STRING, S(kubeconfig), NULL, "",
-     "kubeconfig for the API server (default: the pod's service account)"},
+     "kubeconfig for the API server (default: the pod's service account)", "PATH", NULL},
     {"node-name", "NODE_NAME", NULL, T_STRING, S(node_name), NULL, "",
-     "the Node whose labels gpulet keeps (--labels api)"},
+     "the Node whose labels gpulet keeps (--labels api)", "NAME", NULL},
     {"config-map", "GPULET_CONFIG_MAP", NULL, T_STRING, S(config_map), NULL, "",
-     "[namespace/]name of a ConfigMap of named configs, one chosen per node by --config-label"},
+     "[namespace/]name of a ConfigMap of named configs, one chosen per node by --config-label", "[NAMESPACE/]NAME", NULL},
     {"default-config", "DEFAULT_CONFIG", NULL, T_STRING, S(default_config), NULL, "",
-     "the named config for nodes without the label (default: 'default', or the only one)"},
+     "the named config for nodes without the label (default: 'default', or the only one)", "NAME", NULL},
     {"config-label", "NODE_LABEL", NULL, T_STRING, S(config_label), NULL,
-     "nvidia.com/device-plugin.config", "the Node label whose value names the node's config"},
+     "nvidia.com/device-plugin.config", "the Node label whose value names the node's config", "KEY", NULL},
 };
 #define NOPTS (sizeof options / sizeof *options)
 _Static_assert(NOPTS <= sizeof(((struct config_args *)0)->values) / sizeof(char *),
                "config_args too small");
+_Static_assert(NOPTS <= 64, "struct config's given mask too small");
 
 /* Keys NVIDIA's file may hold that concern other parts (GPU feature
  * discovery) or need nothing from gpulet: accepted and not acted on. */
@@ -157,10 +162,24 @@ static const char *const ignored_keys[] = {
     "flags.plugin.containerDriverRoot", "flags.gfd.oneshot", "flags.gfd.sleepInterval", NULL,
 };
 
+/* "X must be one of a, b, c, not 'v'": the choices from the table. */
+static int config_bad_choice(const struct config_opt *o, const char *where, const char *value,
+                             struct err *e)
+{
+    struct strbuf list = {0};
+    for (int i = 0; o->choices[i]; i++)
+        strbuf_printf(&list, "%s%s", i ? ", " : "", o->choices[i]);
+    err_set(e, "%s%s must be one of %s, not '%s'", where, o->type == T_LIST ? ": each" : "",
+            list.data, value);
+    strbuf_free(&list);
+    return -1;
+}
+
 static int config_set(struct config *c, const struct config_opt *o, const char *value,
                       const char *where, struct err *e)
 {
     char *field = (char *)c + o->offset;
+    c->given |= 1ull << (o - options);
     char *end;
     switch (o->type) {
     case T_BOOL:
@@ -202,8 +221,7 @@ static int config_set(struct config *c, const struct config_opt *o, const char *
             while (o->choices[i] && strcmp(t, o->choices[i]))
                 i++;
             if (!o->choices[i])
-                return err_set(e, "%s: unknown strategy '%s' (choose from envvar, "
-                                  "volume-mounts, cdi-annotations, cdi-cri)", where, t);
+                return config_bad_choice(o, where, t, e);
             bits |= 1u << i;
         }
         if (!bits)
@@ -212,12 +230,7 @@ static int config_set(struct config *c, const struct config_opt *o, const char *
         return 0;
     }
     }
-    struct strbuf list = {0};
-    for (int i = 0; o->choices[i]; i++)
-        strbuf_printf(&list, "%s%s", i ? ", " : "", o->choices[i]);
-    err_set(e, "%s must be one of %s, not '%s'", where, list.data, value);
-    strbuf_free(&list);
-    return -1;
+    return config_bad_choice(o, where, value, e);
 }
 
 /* --- the command line ------------------------------------------------------ */
@@ -272,19 +285,51 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
     return 0;
 }
 
+/* "--flag VALUE": the value as --help shows it. */
+static const char *config_meta(const struct config_opt *o, char *buf, size_t len)
+{
+    struct strbuf list = {0};
+    switch (o->type) {
+    case T_BOOL: return "[=BOOL]";
+    case T_UINT: return " N";
+    case T_STRING: snprintf(buf, len, " %s", o->meta ? o->meta : "VALUE"); return buf;
+    case T_LIST: return " NAME[,NAME...]";
+    case T_ENUM:
+        for (int i = 0; o->choices[i]; i++)
+            strbuf_printf(&list, "%s%s", i ? "|" : "", o->choices[i]);
+        snprintf(buf, len, " %s", list.data);
+        strbuf_free(&list);
+        return buf;
+    }
+    return "";
+}
+
 void config_usage(FILE *out)
 {
+    char user[256];
+    dirs_user(user, sizeof user);
     fputs("usage: gpulet agent [OPTIONS]\n", out);
     for (size_t i = 0; i < NOPTS; i++) {
         const struct config_opt *o = &options[i];
-        fprintf(out, "  --%-24s %s", o->flag, o->help);
+        char meta[160], flag[200];
+        snprintf(flag, sizeof flag, "--%s%s", o->flag, config_meta(o, meta, sizeof meta));
+        fprintf(out, "  %s\n      %s", flag, o->help);
         if (o->def[0])
             fprintf(out, " [%s]", o->def);
-        if (o->env)
-            fprintf(out, " (env %s)", o->env);
+        if (o->user_name)
+            fprintf(out, " [with --simulate: %s/%s]", user, o->user_name);
+        if (o->env || o->key)
+            fprintf(out, " (%s%s%s%s)", o->env ? "env " : "", o->env ? o->env : "",
+                    o->env && o->key ? ", file " : o->key ? "file " : "", o->key ? o->key : "");
         fputc('\n', out);
     }
-    fputs("Also read from the environment: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS.\n", out);
+    fputs("A BOOL is true or false: --no-metrics, --no-metrics=true and --no-metrics true mean\n"
+          "the same; --no-metrics=false turns it off. An option may also be set by the\n"
+          "environment variable named with it, or under the key named with it in the\n"
+          "--config-file (NVIDIA's version: v1 format); a flag wins over the variable, which\n"
+          "wins over the file.\n"
+          "Also read from the environment: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS.\n",
+          out);
 }
 
 /* --- the file ---------------------------------------------------------------- */
@@ -449,18 +494,37 @@ static int config_check(const struct config *c, struct err *e)
         return err_set(e, "sharing.mps cannot be combined with MIG strategy mixed (MPS does not "
                           "run on MIG devices)");
     if (c->accelerator_label[0] && !config_label_key_ok(c->accelerator_label))
-        return err_set(e, "--accelerator-label '%s' is not a valid label key", c->accelerator_label);
+        return err_usage(e, "--accelerator-label '%s' is not a valid label key", c->accelerator_label);
     if (c->labels_output == CONFIG_LABELS_FILE && !c->output_file[0])
-        return err_set(e, "--labels file needs --output-file");
+        return err_usage(e, "--labels file needs --output-file");
     if (c->config_map[0] && !c->node_name[0])
-        return err_set(e, "--config-map needs the Node's name: set NODE_NAME (from the downward "
+        return err_usage(e, "--config-map needs the Node's name: set NODE_NAME (from the downward "
                           "API, spec.nodeName) or --node-name");
     if (c->config_map[0] && !config_label_key_ok(c->config_label))
-        return err_set(e, "--config-label '%s' is not a valid label key", c->config_label);
+        return err_usage(e, "--config-label '%s' is not a valid label key", c->config_label);
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
-        return err_set(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
+        return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
                           "API, spec.nodeName) or --node-name");
     return 0;
+}
+
+void config_user_paths(struct config *c)
+{
+    if (!c->simulate[0])
+        return;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct config_opt *o = &options[i];
+        if (o->user_name && !(c->given & (1ull << i)))
+            dirs_user_file(o->user_name, (char *)c + o->offset, o->size);
+    }
+}
+
+/* A value set by a flag or an option's variable was wrong: the command
+ * line's fault (exit 2), where a file's would be a failure (exit 1). */
+static int config_usage_error(struct err *e)
+{
+    e->usage = true;
+    return -1;
 }
 
 static size_t config_index(const char *flag)
@@ -478,6 +542,7 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     for (size_t i = 0; i < NOPTS; i++)
         if (config_set(c, &options[i], options[i].def, options[i].flag, e) < 0)
             return -1;
+    c->given = 0;
     const char *file = a->values[config_index("config-file")];
     if (!file)
         file = getenv("CONFIG_FILE");
@@ -494,12 +559,12 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         const char *v = options[i].env ? getenv(options[i].env) : NULL;
         snprintf(where, sizeof where, "environment variable %s", options[i].env ? options[i].env : "");
         if (v && *v && config_set(c, &options[i], v, where, e) < 0)
-            return -1;
+            return config_usage_error(e);
     }
     for (size_t i = 0; i < NOPTS; i++) {
         snprintf(where, sizeof where, "--%s", options[i].flag);
         if (a->values[i] && config_set(c, &options[i], a->values[i], where, e) < 0)
-            return -1;
+            return config_usage_error(e);
     }
     if (!c->dev_root[0])
         strcpy(c->dev_root, c->driver_root);
@@ -513,17 +578,17 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     if (config_check(c, e) < 0)
         return -1;
     if (c->probe_ms == 0)
-        return err_set(e, "--health-probe-ms must be at least 1");
+        return err_usage(e, "--health-probe-ms must be at least 1");
     if (c->metrics_interval_ms < 100 || c->metrics_interval_ms > 3600000)
-        return err_set(e, "--metrics-interval-ms must be from 100 to 3600000, not %u",
+        return err_usage(e, "--metrics-interval-ms must be from 100 to 3600000, not %u",
                        c->metrics_interval_ms);
     if (c->pod_resources_interval_ms < 1000)
-        return err_set(e, "--pod-resources-interval-ms must be at least 1000 (the kubelet "
+        return err_usage(e, "--pod-resources-interval-ms must be at least 1000 (the kubelet "
                           "rate-limits PodResources), not %u", c->pod_resources_interval_ms);
     unsigned caps;
     struct err ce;
     if (driver_parse_caps(c->driver_caps, &caps, &ce) < 0)
-        return err_set(e, "--driver-capabilities: %s", ce.msg);
+        return err_usage(e, "--driver-capabilities: %s", ce.msg);
     return 0;
 }
 

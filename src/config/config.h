@@ -114,6 +114,9 @@ struct config {
     char config_map[256];               /* [namespace/]name of the named configs; empty: off */
     char default_config[64];            /* the config for nodes without the label */
     char config_label[128];             /* the Node label that names a config */
+    /* bit i: option i was set by the file, environment or a flag, not by
+     * its default */
+    unsigned long long given;
 };
 
 /* A config file's text that replaces --config-file: the named config the
@@ -139,6 +142,14 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
  * flags. */
 int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
                 struct err *e);
+
+/* With --simulate, the paths the agent makes that no file, variable or
+ * flag gave (kubelet root, status socket, CDI and MPS directories, NFD
+ * file) become names in the user's own directory (util/dirs.h): a demo
+ * never touches the node's kubelet or /run, and two users' demos never
+ * meet. For the agent and the commands that talk to it; `doctor` checks
+ * the node's own paths. */
+void config_user_paths(struct config *c);
 
 /* Applies a `version: v1` config file's text over c (errors name source:line:col). */
 int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,

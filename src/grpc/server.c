@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "grpc/h2io.h"
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -434,12 +435,18 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
     nghttp2_option_set_no_http_messaging(s->opt, 1);
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
-    unlink(path); /* a stale socket from an earlier run */
+    /* A stale socket from an earlier run goes; one we may not remove is
+     * what to report, not the bind's "address in use". */
+    int stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
     int rc = uv_pipe_bind(&s->listener, path);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 128, server_on_connection);
+    if (rc == UV_EADDRINUSE && stale)
+        rc = stale;
     if (rc < 0) {
-        err_set(e, "cannot listen on %s: %s", path, uv_strerror(rc));
+        char why[600];
+        err_set(e, "cannot listen on %s: %s%s", path, uv_strerror(rc),
+                dirs_why(path, -rc, why, sizeof why));
         s->closing = true;
         grpc_server_close(s);
         return -1;

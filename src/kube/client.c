@@ -197,7 +197,7 @@ int kube_request(const struct kube_creds *c, const char *method, const char *pat
     memset(r, 0, sizeof *r);
     struct kube_transfer t = {r, false};
     char curl_err[CURL_ERROR_SIZE];
-    struct err pe = {""};
+    struct err pe = {.msg = ""};
     if (kube_perform(c, method, path, content_type, body, kube_write, &t, stop, KUBE_TIMEOUT_S,
                      &r->status, curl_err, &pe) < 0) {
         kube_response_free(r);
@@ -246,7 +246,7 @@ int kube_stream(const struct kube_creds *c, const char *path, kube_line_fn on_li
 {
     struct kube_lines l = {{0}, on_line, ctx, false};
     char curl_err[CURL_ERROR_SIZE];
-    struct err pe = {""};
+    struct err pe = {.msg = ""};
     int rc = kube_perform(c, "GET", path, NULL, NULL, kube_write_lines, &l, stop, 0, status,
                           curl_err, &pe);
     if (rc == 0 && l.line.len && *status == 200)

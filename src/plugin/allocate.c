@@ -196,13 +196,18 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
         alloc_env(&o, "NVIDIA_MOFED", "enabled");
     if (cfg->gdrcopy)
         alloc_env(&o, "NVIDIA_GDRCOPY", "enabled");
+    unsigned non_cdi = cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS);
     if (inject) {
         /* Everything a stock runtime needs: the nodes and the driver's files. */
         alloc_device_specs(&o, p, gpus, ng);
         for (unsigned i = 0; i < ndriver; i++)
             alloc_mount(&o, p->driver->mounts[i].host, p->driver->mounts[i].container, true);
+        /* CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves: on a node
+         * that still has the toolkit as its runtime, that would add every
+         * GPU. "void" makes the toolkit add nothing, as gpulet's CDI spec does. */
+        if (!non_cdi)
+            alloc_env(&o, VISIBLE, "void");
     }
-    unsigned non_cdi = cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS);
     if (non_cdi) {
         /* With both, the mount list wins, as in NVIDIA's plugin: one variable. */
         if (cfg->list_strategy & CONFIG_LIST_ENVVAR && !(cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS))

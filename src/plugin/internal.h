@@ -80,6 +80,7 @@ struct plugin {
     struct plugin_hooks hooks;
     unsigned open_handles;               /* libuv handles not yet closed; freed at 0 once stopping */
     double started_ms, registered_ms;    /* monotonic, for the start-up log */
+    bool waiting_said;                   /* "waiting for the kubelet" logged since registering */
 };
 
 /* Fills devs from the inventory with IDs per the configured ID strategy. */

@@ -12,6 +12,7 @@
 #include "deviceplugin.pb-c.h"
 #include "grpc/client.h"
 #include "plugin/internal.h"
+#include "util/dirs.h"
 #include "util/log.h"
 
 #define LIFECYCLE_DEBOUNCE_MS 5       /* gather a burst of directory events */
@@ -74,6 +75,7 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
         return;
     }
     p->registered_id = p->registering_id;
+    p->waiting_said = false;
     p->backoff_ms = 0;
     p->registrations++;
     p->registered_ms = uv_now(p->loop);
@@ -121,6 +123,10 @@ static void lifecycle_reconcile(uv_timer_t *t)
     if (!kubelet.ino) {
         if (p->registered_id.ino)
             log_warn("%s is gone (kubelet restarting?); waiting for it", p->kubelet_socket);
+        else if (!p->waiting_said)
+            log_info("%s: serving on %s; waiting for the kubelet's %s to register", p->res->name,
+                     p->socket, p->kubelet_socket);
+        p->waiting_said = true;
         p->registered_id = lifecycle_none;
         lifecycle_schedule(p, LIFECYCLE_SAFETY_MS); /* inotify will be sooner */
         return;
@@ -151,29 +157,16 @@ static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, 
         lifecycle_schedule(p, LIFECYCLE_DEBOUNCE_MS);
 }
 
-static int lifecycle_mkdir(const char *dir, struct err *e)
-{
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *s = path + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return err_set(e, "cannot create %s: %s", path, strerror(errno));
-        *s = '/';
-    }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return err_set(e, "cannot create %s: %s", path, strerror(errno));
-    return 0;
-}
-
 int plugin_lifecycle_start(struct plugin *p, struct err *e)
 {
-    /* The kubelet may not have run yet: make its directory so we can serve
-     * and wait for kubelet.sock to appear in it. */
-    if (lifecycle_mkdir(p->dir, e) < 0)
+    /* The kubelet may not have run yet: its directory is made (the agent
+     * made and records it at start) so we can serve and wait for
+     * kubelet.sock to appear in it. A socket that cannot be served now is
+     * a node set up wrong (a directory that is not ours): said at once,
+     * not retried forever. */
+    if (dirs_make(NULL, p->dir, 0755, e) < 0 || plugin_serve(p, e) < 0)
         return -1;
+    p->socket_id = lifecycle_file_id(p->socket);
     uv_timer_init(p->loop, &p->reconcile_timer);
     p->reconcile_timer.data = p;
     uv_fs_event_init(p->loop, &p->dir_watch);

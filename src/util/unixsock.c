@@ -16,9 +16,11 @@ int unixsock_request(const char *path, const char *line, char *reply, size_t len
     strcpy(addr.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
-        err_set(e, "cannot reach %s: %s", path, strerror(errno));
+        int saved = errno;
+        err_set(e, "cannot reach %s: %s", path, strerror(saved));
         if (fd >= 0)
             close(fd);
+        errno = saved;
         return -1;
     }
     size_t n = strlen(line);

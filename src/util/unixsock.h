@@ -8,7 +8,7 @@
 #include "util/err.h"
 
 /* Sends one line to a unix socket and reads the whole answer into reply.
- * Fails, naming the socket, when it cannot connect. */
+ * Fails, naming the socket, when it cannot connect (errno then says why). */
 int unixsock_request(const char *path, const char *line, char *reply, size_t len,
                      struct err *e);
 

@@ -8,13 +8,14 @@ delete -k` takes it away. Skips where the image was not built
 (scripts/test.sh builds it as root)."""
 import json
 import os
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import SOURCE
+from conftest import GPULET, SOURCE
 
 ARCHIVE = SOURCE / "build-release" / "gpulet-image.tar"
 IMAGE = "localhost/gpulet:test"
@@ -191,39 +192,106 @@ def restore_session_labels(cluster):
          timeout=30)
 
 
-# A stand-in for NVIDIA's device plugin DaemonSet: gpulet's image serving
-# the same simulated A100s under the same resource name, as NVIDIA's plugin
-# would serve a real node's.
-STAND_IN = {
-    "apiVersion": "apps/v1", "kind": "DaemonSet",
-    "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "nvidia-device-plugin"},
-    "spec": {
-        "selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
-        "template": {
-            "metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
-            "spec": {
-                "hostNetwork": True, "terminationGracePeriodSeconds": 2,
-                "containers": [{
-                    "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "Never",
-                    "args": ["agent", "--simulate", "a100-2x4", "--labels", "none", "--no-metrics",
-                             "--config-file", "/config/config.yaml", "--status-socket", "/tmp/s.sock"],
-                    "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"},
-                                     {"name": "config", "mountPath": "/config"}]}],
-                "volumes": [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
-                            {"name": "config", "configMap": {"name": "stand-in-config"}}]}}}}
+# NVIDIA's DaemonSets as they ship. The chart (deployments/helm/
+# nvidia-device-plugin/values.yaml) gives the device plugin and GFD these
+# tolerations and three ORed node affinity terms; its static manifest
+# (nvidia-device-plugin.yml) gives no affinity at all.
+CHART_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "feature.node.kubernetes.io/pci-10de.present",
+                               "operator": "In", "values": ["true"]}]},
+        {"matchExpressions": [{"key": "feature.node.kubernetes.io/cpu-model.vendor_id",
+                               "operator": "In", "values": ["NVIDIA"]}]},
+        {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In",
+                               "values": ["true"]}]}]}}}
+CHART_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+NVIDIA_NS = "nvidia-device-plugin"
+GPU_LABELS = ("feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/cpu-model.vendor_id",
+              "nvidia.com/gpu.present")
+# What deploy/replace-nvidia shipped before: a strategic merge patch, which
+# replaces nodeSelectorTerms whole (it is an atomic list).
+OLD_STRATEGIC_PATCH = {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpulet.io/replaces-nvidia", "operator": "NotIn", "values": ["true"]}]}]}}}}}}}
+
+
+def nvidia_daemonset(name, container, affinity=CHART_AFFINITY, volumes=()):
+    spec = {"priorityClassName": "system-node-critical", "tolerations": CHART_TOLERATIONS,
+            "terminationGracePeriodSeconds": 1, "containers": [container],
+            "volumes": list(volumes)}
+    if affinity:
+        spec["affinity"] = affinity
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": NVIDIA_NS},
+            "spec": {"selector": {"matchLabels": {"name": name}},
+                     "template": {"metadata": {"labels": {"name": name}}, "spec": spec}}}
+
+
+def sleeper(cluster):
+    return {"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"], "command": ["sleep", "3600"]}
+
+
+# A stand-in for NVIDIA's device plugin: gpulet's image serving the same
+# simulated A100s under the same resource name, as NVIDIA's plugin would
+# serve a real node's.
+def stand_in():
+    return nvidia_daemonset("nvidia-device-plugin-daemonset", {
+        "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "Never",
+        "args": ["agent", "--simulate", "a100-2x4", "--labels", "none", "--no-metrics",
+                 "--config-file", "/config/config.yaml", "--status-socket", "/tmp/s.sock"],
+        "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"},
+                         {"name": "config", "mountPath": "/config"}]},
+        volumes=[{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
+                 {"name": "config", "configMap": {"name": "stand-in-config"}}])
+
+
+def desired(cluster, name, ns=NVIDIA_NS):
+    """How many nodes the DaemonSet controller wants name on, once it has
+    seen the DaemonSet's last change."""
+    def settled():
+        ds = cluster.get("ds", name, "-n", ns)
+        status = ds.get("status", {})
+        if status.get("observedGeneration", 0) >= ds["metadata"]["generation"]:
+            return (status.get("desiredNumberScheduled", 0),)
+    return wait(f"the DaemonSet controller never saw {name}", settled)[0]
+
+
+def wait_desired(cluster, names, want, ns=NVIDIA_NS):
+    for name in names:
+        wait(lambda: f"{name} wants {desired(cluster, name, ns)} node(s), not {want}",
+             lambda: desired(cluster, name, ns) == want, timeout=60)
+
+
+def replace_patch(cluster, name):
+    """gpulet replace-nvidia's patch for the DaemonSet, as the docs say to make it."""
+    ds = cluster.kubectl("-n", NVIDIA_NS, "get", "ds", name, "-o", "json")
+    p = subprocess.run([GPULET, "replace-nvidia"], input=ds, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
 
 
 def test_replace_nvidia_node_by_node(cluster, image, gpulet):
-    """deploy/replace-nvidia: label the node, patch NVIDIA's DaemonSet; its
-    pod leaves, gpulet's comes, the resource stays, and a pod that holds a
-    GPU keeps running through the change."""
+    """deploy/replace-nvidia on DaemonSets shaped as NVIDIA ships them.
+    On a node with no GPU label, the patched ones start nowhere they did
+    not before (the old strategic patch made the chart's run there). With
+    the GPU label they run; labelled for gpulet, every one of NVIDIA's
+    leaves, gpulet's comes, the resource stays, and a pod holding a GPU
+    keeps running; the label removed, NVIDIA's come back and gpulet's goes."""
     k = cluster.kubectl
     node = lambda: cluster.get("node", cluster.node)
     alloc = lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed")
-    k("create", "namespace", "nvidia-device-plugin")
-    k("-n", "nvidia-device-plugin", "create", "configmap", "stand-in-config",
+    chart = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery")
+    static, control = "nvidia-device-plugin-static", "strategic-patch-control"
+    # A node with none of the chart's labels: a CPU-only node, for the chart.
+    k("label", "node", cluster.node, *[f"{l}-" for l in GPU_LABELS])
+    k("create", "namespace", NVIDIA_NS)
+    k("-n", NVIDIA_NS, "create", "configmap", "stand-in-config",
       "--from-literal=config.yaml=version: v1\nresources:\n  gpus: [{pattern: '*', name: a100-deployed}]\n")
-    k("apply", "-f", "-", stdin=json.dumps(STAND_IN))
+    for ds in (stand_in(), nvidia_daemonset(chart[1], sleeper(cluster)),
+               nvidia_daemonset(static, sleeper(cluster), affinity=None),
+               nvidia_daemonset(control, sleeper(cluster))):
+        k("apply", "-f", "-", stdin=json.dumps(ds))
     overlay = Path(cluster.base) / "replace-overlay"
     overlay.mkdir(exist_ok=True)
     server = k("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
@@ -237,19 +305,37 @@ def test_replace_nvidia_node_by_node(cluster, image, gpulet):
                   "command": ["sh", "-c", "sleep 3600"],
                   "resources": {"limits": {"nvidia.com/a100-deployed": 1}}}]}}
     try:
+        wait_desired(cluster, chart + (control,), 0)
+        # The patches, as docs/deploy.md says: the chart's shipped file for
+        # the chart's device plugin (it is what gpulet replace-nvidia makes
+        # for it), gpulet replace-nvidia for the others.
+        shipped = SOURCE / "deploy" / "replace-nvidia" / "nvidia-chart-patch.json"
+        assert json.loads(replace_patch(cluster, chart[0])) == json.loads(shipped.read_text())
+        k("-n", NVIDIA_NS, "patch", "ds", chart[0], "--type", "json", "--patch-file", str(shipped))
+        for name in (chart[1], static):
+            k("-n", NVIDIA_NS, "patch", "ds", name, "--type", "json", "-p", replace_patch(cluster, name))
+        assert json.loads(replace_patch(cluster, static)) == []  # patched once is enough
+        k("-n", NVIDIA_NS, "patch", "ds", control, "--type", "strategic", "-p",
+          json.dumps(OLD_STRATEGIC_PATCH))
+        # CPU-only: the chart's stay off it, the static manifest's runs as it
+        # always did; the old patch put the chart's on it.
+        wait_desired(cluster, chart, 0)
+        wait_desired(cluster, (static, control), 1)
+        k("-n", NVIDIA_NS, "delete", "ds", control)
+        # A GPU node (NFD's label): NVIDIA's serve it.
+        k("label", "node", cluster.node, "feature.node.kubernetes.io/pci-10de.present=true")
+        wait_desired(cluster, chart + (static,), 1)
         wait("the stand-in never served", lambda: alloc() == "8")
         k("apply", "-f", "-", stdin=json.dumps(holder))
         cluster.wait_phase("holds-an-a100", "Running")
         uid = cluster.get("pod", "holds-an-a100")["metadata"]["uid"]
         # gpulet is installed but runs nowhere until a node is labelled.
         k("apply", "-k", str(overlay))
-        assert cluster.get("ds", "gpulet", "-n", "gpulet")["status"]["desiredNumberScheduled"] == 0
-        k("-n", "nvidia-device-plugin", "patch", "daemonset", "nvidia-device-plugin-daemonset",
-          "--type", "strategic", "--patch-file",
-          str(SOURCE / "deploy" / "replace-nvidia" / "nvidia-daemonsets-patch.yaml"))
+        assert desired(cluster, "gpulet", "gpulet") == 0
         k("label", "node", cluster.node, "gpulet.io/replaces-nvidia=true")
-        wait("NVIDIA's pod did not leave the node",
-             lambda: not cluster.get("pods", "-n", "nvidia-device-plugin")["items"])
+        wait_desired(cluster, chart + (static,), 0)
+        wait("NVIDIA's pods did not leave the node",
+             lambda: not cluster.get("pods", "-n", NVIDIA_NS)["items"])
         wait(lambda: k("describe", "pods", "-n", "gpulet", check=False)[-3000:],
              lambda: [p for p in cluster.get("pods", "-n", "gpulet")["items"]
                       if all(c.get("ready") for c in p["status"].get("containerStatuses", [{}]))])
@@ -259,11 +345,16 @@ def test_replace_nvidia_node_by_node(cluster, image, gpulet):
         held = cluster.get("pod", "holds-an-a100")
         assert held["metadata"]["uid"] == uid and held["status"]["phase"] == "Running"
         assert held["status"]["containerStatuses"][0]["restartCount"] == 0
+        # Back: the label removed, NVIDIA's return and gpulet's leaves.
+        k("label", "node", cluster.node, "gpulet.io/replaces-nvidia-")
+        wait_desired(cluster, chart + (static,), 1)
+        assert desired(cluster, "gpulet", "gpulet") == 0
     finally:
         k("delete", "pod", "holds-an-a100", "--wait=false", check=False)
         k("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
-        k("delete", "namespace", "nvidia-device-plugin", "--wait=true", "--timeout=60s", check=False)
-        k("label", "node", cluster.node, "gpulet.io/replaces-nvidia-", check=False)
+        k("delete", "namespace", NVIDIA_NS, "--wait=true", "--timeout=60s", check=False)
+        k("label", "node", cluster.node, "gpulet.io/replaces-nvidia-",
+          "feature.node.kubernetes.io/pci-10de.present-", check=False)
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if k("get", "ns", "gpulet", check=False) else True)
     restore_session_labels(cluster)

@@ -155,7 +155,9 @@ def test_driver_mounts_allocate(plugin_agent, kubelet, driver_root):
     assert mounts[f"{LIB}/libnvidia-ml.so.1"] == (
         str(driver_root / f"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{VERSION}"), True)
     assert "/usr/local/nvidia/bin/nvidia-smi" in mounts
-    assert "NVIDIA_VISIBLE_DEVICES" not in r.envs  # nothing for a toolkit to act on
+    # An installed toolkit adds nothing, whatever the image's own value (CUDA
+    # images set "all").
+    assert r.envs["NVIDIA_VISIBLE_DEVICES"] == "void"
     channel.close()
 
 

@@ -75,7 +75,8 @@ def test_bad_value_in_scenario(gpulet, tmp_path):
 
 
 def test_unknown_preset(gpulet):
-    line = one_error_line(gpulet("list", "--simulate", "dgx-h1000"))
+    # A name on the command line that names nothing: a bad command line.
+    line = one_error_line(gpulet("list", "--simulate", "dgx-h1000"), code=2)
     assert "unknown simulator preset 'dgx-h1000'" in line
 
 
@@ -93,7 +94,7 @@ def test_no_driver_names_search_path(gpulet, sim_env):
     for path in ("libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
                  "/usr/local/nvidia/lib64/libnvidia-ml.so.1", "/run/nvidia/driver"):
         assert path in line
-    assert "`gpulet list --simulate dgx-h100` shows simulated ones" in line
+    assert "try `gpulet list --simulate dgx-h100` (simulated GPUs" in line
 
 
 def test_not_nvml_library(gpulet):

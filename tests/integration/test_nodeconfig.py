@@ -161,11 +161,11 @@ def test_api_down_at_start(plugin_agent, kubelet, tmp_path, fail_path, missing):
 def test_bad_options(agent, tmp_path):
     a = agent("--simulate", "l4-pcie", "--config-map", "gpulet-config", "--no-metrics",
               "--kubelet-root", str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"))
-    assert a.proc.wait(timeout=10) == 1
+    assert a.proc.wait(timeout=10) == 2  # options that do not go together
     assert "--config-map needs the Node's name: set NODE_NAME" in a.log()
     b = agent("--simulate", "l4-pcie", "--config-map", "gpulet-config", "--node-name", "n1",
               "--config-label", "bad label", "--no-metrics")
-    assert b.proc.wait(timeout=10) == 1
+    assert b.proc.wait(timeout=10) == 2
     assert "--config-label 'bad label' is not a valid label key" in b.log()
 
 

@@ -309,16 +309,19 @@ def test_bad_health_variable(agent, kubelet, sim_env):
 
 
 def test_socket_paths_too_long(agent, tmp_path):
-    """Socket paths longer than a unix socket takes are refused, saying so:
-    the plugin's stops the agent, the status socket's only warns."""
+    """Socket paths longer than a unix socket takes are refused at start,
+    saying so: the plugin's and the status socket's."""
     root = tmp_path / ("k" * 90)
     status = tmp_path / ("s" * 110)
     a = agent("--simulate", "t4", "--kubelet-root", str(root), "--no-metrics",
-              "--status-socket", str(status))
+              "--status-socket", str(tmp_path / "s.sock"))
     assert a.proc.wait(timeout=10) == 1
     assert f"--kubelet-root {root} is too long" in a.log()
     assert "unix sockets take at most 107" in a.log()
-    assert f"status socket {status}: longer than the 107 bytes" in a.log()
+    b = agent("--simulate", "t4", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
+              "--status-socket", str(status))
+    assert b.proc.wait(timeout=10) == 1
+    assert f"--status-socket {status} is longer than the 107 bytes" in b.log()
 
 
 def test_agent_restart(plugin_agent, kubelet):

@@ -15,8 +15,16 @@ import pytest
 
 from conftest import GPULET
 
+def private_mounts():
+    """Whether a private mount namespace can be made here (not in a plain
+    chroot, where / is not a mount point)."""
+    return os.geteuid() == 0 and subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="podman in a private mount namespace needs root"),
+    pytest.mark.skipif(not private_mounts(), reason="no private mount namespace here (a plain chroot?)"),
     pytest.mark.skipif(not shutil.which("podman"), reason="podman is not installed"),
     pytest.mark.skipif(not os.path.exists("/bin/busybox"), reason="no /bin/busybox for the image"),
 ]
@@ -61,20 +69,29 @@ def node(tmp_path, sim_env):
 RUN = "$P run --rm --network none --device nvidia.com/gpu=1 localhost/gpulet-bb:test"
 
 
+def plain_container_error(tmp_path):
+    """Why podman cannot start even a plain container here (some machines'
+    runc or crun may not set rlimits), or None when it can."""
+    rc, out = podman(tmp_path, "$P run --rm --network none localhost/gpulet-bb:test echo plain-ok")
+    return None if "plain-ok" in out else out.strip()[-200:]
+
+
 def test_podman_resolves_the_spec(node, tmp_path):
     """podman's CDI library loads and applies the spec: without it the name
-    is unresolvable; with it, podman gets past CDI to start the container."""
+    is unresolvable; with it, podman gets past CDI and, where it can start
+    containers at all, starts this one."""
     rc, out = podman(tmp_path, f"{RUN} echo ran")
     assert rc != 0 and "unresolvable CDI devices nvidia.com/gpu=1" in out, out
     rc, out = podman(tmp_path, f"cp {node} /run/cdi/ && {RUN} echo ran")
     assert "CDI" not in out and "cdi" not in out, out  # no complaint about the spec
-    assert rc == 0 or "runc" in out, out               # it got as far as the runtime
+    if plain_container_error(tmp_path) is None:
+        assert rc == 0 and "ran" in out, out
 
 
 def test_podman_container_sees_the_driver(node, tmp_path):
-    rc, out = podman(tmp_path, "$P run --rm --network none localhost/gpulet-bb:test echo plain-ok")
-    if "plain-ok" not in out:
-        pytest.skip(f"podman cannot start a container on this machine: {out.strip()[-200:]}")
+    why = plain_container_error(tmp_path)
+    if why:
+        pytest.skip(f"podman cannot start a container on this machine: {why}")
     rc, out = podman(tmp_path, f"cp {node} /run/cdi/ && {RUN} sh -c "
                                "'ls /dev; ls /usr/local/nvidia/lib64; /usr/local/nvidia/bin/nvidia-smi'")
     assert rc == 0, out

@@ -122,7 +122,7 @@ static void test_file_errors(void **state)
     expect_file_error("flags:\n  plugin:\n    passDeviceSpec: true\n", "3:5",
                       "unknown key 'flags.plugin.passDeviceSpec'");
     expect_file_error("flags:\n  plugin:\n    deviceListStrategy: [envvar, nope]\n", "3:25",
-                      "unknown strategy 'nope'");
+                      "each must be one of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts, not 'nope'");
     expect_file_error("flags:\n  failOnInitError: maybe\n", "2:20", "must be true or false");
     expect_file_error("imex:\n  channelIDs: [0]\n", "2:3",
                       "IMEX channels are not supported yet");
@@ -168,7 +168,7 @@ static void test_flag_and_env_errors(void **state)
     struct err e;
     const char *bad_flag[] = {"agent", "--device-list-strategy", "envvar,oops"};
     assert_int_equal(load(&c, &e, 3, bad_flag), -1);
-    assert_contains(e.msg, "--device-list-strategy: unknown strategy 'oops'");
+    assert_contains(e.msg, "--device-list-strategy: each must be one of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts, not 'oops'");
     const char *unknown[] = {"agent", "--resource-name", "x"};
     assert_int_equal(load(&c, &e, 3, unknown), -1);
     assert_contains(e.msg, "unknown option '--resource-name'");

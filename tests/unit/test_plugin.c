@@ -123,7 +123,7 @@ static V1beta1__AllocateResponse *allocate(const struct config *cfg, const char 
         cr.n_devices_ids = 1, cr.devices_ids = (char **)ids + 1;
     uint8_t buf[4096], *out = NULL;
     size_t len = v1beta1__allocate_request__pack(&req, buf), out_len = 0;
-    struct err e = {""};
+    struct err e = {.msg = ""};
     *status = plugin_allocate(&p, buf, len, &out, &out_len, &e);
     snprintf(why, 256, "%.255s", e.msg);
     V1beta1__AllocateResponse *r = out ? v1beta1__allocate_response__unpack(NULL, out_len, out) : NULL;

@@ -1,0 +1,103 @@
+/* gpulet replace-nvidia: the JSON patch that makes one of NVIDIA's
+ * DaemonSets leave the nodes labelled for gpulet (docs/deploy.md,
+ * "Node by node"). Reads the DaemonSet as kubectl prints it. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "deploy/deploy.h"
+#include "util/opts.h"
+#include "util/strbuf.h"
+
+#define REPLACE_MAX_INPUT (4u << 20) /* a DaemonSet is a few KiB */
+
+static const char replace_usage[] =
+    "usage: gpulet replace-nvidia [-f FILE] [--label KEY=VALUE]\n"
+    "  Reads a DaemonSet (kubectl get daemonset NAME -o json) and prints the JSON patch\n"
+    "  that keeps it off nodes labelled " DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE ": the\n"
+    "  requirement goes into each of its node affinity terms (they are ORed), or becomes\n"
+    "  its one term. Apply it with kubectl patch daemonset NAME --type json -p \"$(...)\".\n"
+    "  The patch tests first that the terms are still those read. \"[]\": nothing to do.\n"
+    "  -f, --file FILE       the DaemonSet's JSON (default: standard input)\n"
+    "  --label KEY=VALUE     the label of the nodes to leave [" DEPLOY_LABEL_KEY "="
+    DEPLOY_LABEL_VALUE "]\n";
+
+static int replace_read(FILE *f, const char *name, struct strbuf *in)
+{
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (in->len + n > REPLACE_MAX_INPUT) {
+            fprintf(stderr, "gpulet replace-nvidia: %s is over %u MiB: not a DaemonSet\n", name,
+                    REPLACE_MAX_INPUT >> 20);
+            return CLI_FAIL;
+        }
+        strbuf_append(in, buf, n);
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "gpulet replace-nvidia: reading %s: %s\n", name, strerror(errno));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+int cmd_replace(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"file", required_argument, NULL, 'f'},
+        {"label", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *file = NULL, *label = DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE;
+    struct err e;
+    if (opts_check_exact(argc, argv, "f:h", opts, &e) < 0)
+        return cli_usage_error("replace-nvidia", "%s", e.msg);
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': file = optarg; break;
+        case 'l': label = optarg; break;
+        case 'h': fputs(replace_usage, stdout); return CLI_OK;
+        default:
+            return cli_usage_error("replace-nvidia", "unknown or incomplete option '%s'",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("replace-nvidia", "unexpected argument '%s'", argv[optind]);
+    const char *eq = strchr(label, '=');
+    if (!eq || eq == label || strlen(label) > 320)
+        return cli_usage_error("replace-nvidia", "--label must be KEY=VALUE, not '%.64s'", label);
+    char key[320];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - label), label);
+
+    FILE *f = file && strcmp(file, "-") ? fopen(file, "r") : stdin;
+    if (!f) {
+        fprintf(stderr, "gpulet replace-nvidia: cannot open %s: %s\n", file, strerror(errno));
+        return CLI_FAIL;
+    }
+    struct strbuf in = {0}, out = {0};
+    int rc = replace_read(f, file ? file : "standard input", &in);
+    if (f != stdin)
+        fclose(f);
+    int already = 0;
+    if (rc == CLI_OK &&
+        deploy_replace_patch(in.data ? in.data : "", in.len, key, eq + 1, &out, &already, &e) < 0) {
+        fprintf(stderr, "gpulet replace-nvidia: %s: %s\n", file ? file : "standard input", e.msg);
+        rc = CLI_FAIL;
+    }
+    if (rc == CLI_OK) {
+        fputs(out.data, stdout);
+        if (already)
+            fprintf(stderr, "gpulet replace-nvidia: it already leaves nodes labelled %s\n", label);
+    }
+    strbuf_free(&in);
+    strbuf_free(&out);
+    return rc;
+}

@@ -1,0 +1,192 @@
+"""What a first-time user meets: the README's demo in the user's own
+directory (never the node's paths, never another user's), the agent's
+words while it waits for a kubelet, what it leaves behind, a path that is
+not the user's, and exit codes and help that follow the README's rule."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import GPULET, Agent, check_clean
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def user_env(sim_env, tmp_path):
+    """The environment of a user running the README's demo: no gpulet path
+    set at all, and XDG_RUNTIME_DIR in the test's own directory."""
+    env = dict(sim_env)
+    for var in ("GPULET_SIM_CONTROL", "GPULET_KUBELET_ROOT", "GPULET_STATUS_SOCKET",
+                "GPULET_CDI_SPEC_DIR"):
+        env.pop(var)
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env["XDG_RUNTIME_DIR"] = str(xdg)
+    return env
+
+
+def run(env, *args):
+    p = subprocess.run([GPULET, *args], capture_output=True, text=True, env=env, timeout=30)
+    check_clean(p.stderr)
+    return p
+
+
+def test_demo_in_the_users_own_directory(user_env, tmp_path):
+    """`gpulet agent --simulate dgx-h100` as README says: its kubelet root,
+    status socket and the simulator's socket are in $XDG_RUNTIME_DIR/gpulet;
+    `gpulet health` and `gpulet sim` find them with no flag; the log says it
+    waits for a kubelet; SIGTERM leaves nothing behind."""
+    mine = tmp_path / "xdg" / "gpulet"
+    a = Agent(["--simulate", "dgx-h100", "--no-metrics"], user_env, tmp_path / "agent.log")
+    try:
+        a.wait_log("agent running")
+        a.wait_log(f"waiting for the kubelet's {mine}/kubelet/device-plugins/kubelet.sock")
+        assert (mine / "kubelet" / "device-plugins" / "gpulet-nvidia-gpu.sock").is_socket()
+        assert oct(mine.stat().st_mode & 0o777) == "0o700"
+        assert run(user_env, "sim", "xid", "3", "79").stdout.startswith("ok")
+        deadline = time.monotonic() + 10
+        while "3 Unhealthy" not in (out := run(user_env, "health").stdout):
+            assert time.monotonic() < deadline, out
+            time.sleep(0.1)
+        assert len(out.splitlines()) == 8
+        listed = run(user_env, "list", "--simulate", "dgx-h100")
+        assert "Unhealthy (XID 79" in listed.stdout and not listed.stderr, listed
+    finally:
+        assert a.stop() == 0
+    assert "waiting for the kubelet" in a.log()
+    assert a.log().count("waiting for the kubelet") == 1
+    assert not mine.exists(), list(mine.rglob("*"))
+
+
+def test_node_paths_are_kept_when_given(user_env, tmp_path):
+    """A path given by flag or variable wins over the user's directory, as
+    the end-to-end tests need with the real kubelet."""
+    env = dict(user_env, GPULET_STATUS_SOCKET=str(tmp_path / "given.sock"))
+    a = Agent(["--simulate", "t4", "--no-metrics", "--kubelet-root", str(tmp_path / "kr")], env,
+              tmp_path / "agent.log")
+    try:
+        a.wait_log("agent running")
+        assert (tmp_path / "kr" / "device-plugins" / "gpulet-nvidia-gpu.sock").is_socket()
+        assert (tmp_path / "given.sock").is_socket()
+    finally:
+        assert a.stop() == 0
+    # The directories it made go with it; the given root it made, too.
+    assert not (tmp_path / "kr").exists() and not (tmp_path / "given.sock").exists()
+
+
+def as_nobody():
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def test_a_path_that_is_not_the_users(user_env, tmp_path):
+    """A kubelet root the agent may not create in: one error naming the
+    path (and its owner, where another user owns it), exit 1, no retrying
+    forever; `gpulet health` says permission denied, not "is the agent
+    running?"."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    env = dict(user_env)
+    prefix = None
+    if os.geteuid() == 0:
+        # The README's second user: root's leftovers, seen by someone else.
+        os.chmod(tmp_path, 0o755)
+        xdg = tmp_path / "xdg-nobody"
+        xdg.mkdir(mode=0o700)
+        os.chown(xdg, NOBODY, NOBODY)
+        env["XDG_RUNTIME_DIR"] = str(xdg)
+        prefix = as_nobody
+    else:
+        os.chmod(theirs, 0o555)
+    p = subprocess.run([GPULET, "agent", "--simulate", "t4", "--no-metrics", "--kubelet-root",
+                        str(theirs / "kubelet")], capture_output=True, text=True, env=env,
+                       timeout=30, preexec_fn=prefix)
+    check_clean(p.stderr)
+    assert p.returncode == 1, p.stderr
+    assert f"cannot create {theirs}/kubelet: Permission denied" in p.stderr, p.stderr
+    if prefix:
+        assert f"({theirs} belongs to uid 0, not to uid {NOBODY})" in p.stderr, p.stderr
+    assert "retrying" not in p.stderr
+    # A status socket the user may not reach.
+    sock = tmp_path / "status.sock"
+    a = Agent(["--simulate", "t4", "--no-metrics", "--status-socket", str(sock)], user_env,
+              tmp_path / "agent.log")
+    try:
+        a.wait_log("agent running")
+        if prefix:
+            q = subprocess.run([GPULET, "health", "--status-socket", str(sock)], capture_output=True,
+                               text=True, env=env, timeout=30, preexec_fn=prefix)
+            assert q.returncode == 1
+            assert "Permission denied (the socket is another user's" in q.stderr, q.stderr
+            assert "is the agent running" not in q.stderr
+    finally:
+        assert a.stop() == 0
+
+
+def test_users_directory_owned_by_someone_else(user_env, tmp_path):
+    """$XDG_RUNTIME_DIR/gpulet that is not a private directory of the user's
+    is refused with what to do."""
+    mine = tmp_path / "xdg" / "gpulet"
+    mine.mkdir(mode=0o777)
+    os.chmod(mine, 0o777)
+    p = run(user_env, "agent", "--simulate", "t4", "--no-metrics")
+    assert p.returncode == 1
+    assert f"{mine} is writable by others (mode 777): run chmod 700 {mine}" in p.stderr, p.stderr
+
+
+EXIT_CODES = [
+    # a bad command line: 2, on every command alike
+    (["list", "--simulate", "dgx-h1000"], 2, "unknown simulator preset 'dgx-h1000'"),
+    (["labels", "--simulate", "dgx-h1000"], 2, "unknown simulator preset 'dgx-h1000'"),
+    (["cdi", "generate", "--simulate", "dgx-h1000"], 2, "unknown simulator preset 'dgx-h1000'"),
+    (["agent", "--simulate", "dgx-h1000", "--no-metrics"], 2, "unknown simulator preset 'dgx-h1000'"),
+    (["agent", "--mig-strategy", "mixd"], 2, "--mig-strategy must be one of none, single, mixed"),
+    (["labels", "--simulate", "t4", "--mig-strategy", "mixd"], 2, "--mig-strategy must be one of"),
+    (["agent", "--device-list-strategy", "envvar,nope"], 2,
+     "each must be one of envvar, volume-mounts, cdi-annotations, cdi-cri, driver-mounts, not 'nope'"),
+    (["sim", "show", "dgx-h1000"], 2, "the presets are:\n  dgx-h100\n"),
+    (["replace-nvidia", "--label", "novalue"], 2, "--label must be KEY=VALUE"),
+    # a failure: 1, on every command alike
+    (["agent", "--simulate", "t4", "--no-metrics", "--config-file", "{bad}"], 1,
+     "unknown key 'flags.nope'"),
+    (["labels", "--simulate", "t4", "--config-file", "{bad}"], 1, "unknown key 'flags.nope'"),
+    (["cdi", "generate", "--simulate", "t4", "--config-file", "{bad}"], 1, "unknown key 'flags.nope'"),
+    (["replace-nvidia", "-f", "{bad}"], 1, "not JSON"),
+]
+
+
+@pytest.mark.parametrize("args,code,text", EXIT_CODES)
+def test_exit_codes(gpulet, tmp_path, args, code, text):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: v1\nflags:\n  nope: 1\n")
+    p = gpulet(*[a.replace("{bad}", str(bad)) for a in args])
+    assert p.returncode == code, p.stderr
+    assert text in p.stderr, p.stderr
+
+
+def test_no_gpu_hints(gpulet):
+    """Without a GPU, each command that needs one names the --simulate that works."""
+    for cmd in (["list"], ["labels"], ["cdi", "generate"]):
+        p = gpulet(*cmd)
+        if p.returncode == 0:
+            pytest.skip("this machine has NVML")
+        assert p.returncode == 1
+        assert f"try `gpulet {' '.join(cmd)} --simulate dgx-h100`" in p.stderr, p.stderr
+
+
+def test_help_says_how(gpulet, user_env):
+    p = gpulet("sim", "xid", "--help", env=user_env)
+    assert p.returncode == 0 and "usage: gpulet sim" in p.stdout
+    assert "The control socket: " + user_env["XDG_RUNTIME_DIR"] + "/gpulet/sim.sock" in p.stdout
+    p = gpulet("health", "--help", env=user_env)
+    assert p.returncode == 0 and "/run/gpulet/status.sock (the node's agent)" in p.stdout
+    assert user_env["XDG_RUNTIME_DIR"] + "/gpulet/status.sock (your simulated one)" in p.stdout
+    p = gpulet("agent", "--help", env=user_env)
+    assert "  --kubelet-root PATH\n" in p.stdout and "  --no-metrics[=BOOL]\n" in p.stdout
+    assert "  --mig-strategy none|single|mixed\n" in p.stdout
+    assert "--no-metrics=false turns it off" in p.stdout
+    assert "[with --simulate: " + user_env["XDG_RUNTIME_DIR"] + "/gpulet/kubelet]" in p.stdout
+    p = gpulet("--help")
+    assert "replace-nvidia" in p.stdout and "Exit codes: 0 success, 1 failure, 2" in p.stdout
