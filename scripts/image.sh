@@ -14,6 +14,18 @@
 # the host's container storage is touched. Needs root. Prints the size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# What buildah needs here, each said in one line before anything is built.
+fail() { echo "image.sh: $*" >&2; exit 1; }
+command -v buildah >/dev/null ||
+    fail "buildah is not installed; as root: apt-get install -y buildah (docs/deploy.md)"
+[ "$(id -u)" -eq 0 ] || fail "buildah with its own storage needs root here: sudo scripts/image.sh"
+if ! why=$(unshare --mount --propagation private true 2>&1); then
+    fail "cannot make a private mount namespace ($why). In a plain chroot / is not a" \
+        "mount point: bind-mount the chroot onto itself before entering it" \
+        "(mount --bind DIR DIR), or build on the host, in a container or in a VM."
+fi
+
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULET_TESTS=OFF >/dev/null
 cmake --build build-release --target gpulet nvml_sim >/dev/null
 version=$(build-release/gpulet version | awk '{print $2}')
