@@ -63,6 +63,7 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     agent_config_applied(a, named);
     if (a->facts_known) {
         agent_labels_start(a, &old);
+        agent_report_start(a, &old);
         agent_mig_start(a); /* a MIG strategy may be new */
     }
     if (!a->nplugins && !a->restart_pending)
@@ -125,11 +126,14 @@ static void agent_close_walk(uv_handle_t *h, void *arg)
 static void agent_shutdown(struct agent *a)
 {
     a->stopping = true; /* the facts, if still being read, start nothing now */
-    metrics_stop(a->metrics); /* first: its sampler thread calls NVML */
+    metrics_stop(a->metrics); /* first: its sampler thread posts to the lanes */
     a->metrics = NULL;
+    agent_lanes_stop(a);      /* then no lane runs a job of anyone's */
     agent_plugin_stop(a);
     agent_labels_stop(a);
+    agent_report_stop(a);
     agent_health_stop(a);
+    agent_probe_stop(a);
     agent_mig_stop(a);
     agent_status_stop(a);
     agent_nodeconfig_stop(a);
@@ -144,15 +148,15 @@ static void agent_shutdown(struct agent *a)
         log_warn("libuv loop closed with handles still open");
     agent_status_free(a);
     agent_nodeconfig_free(a);
-    free(a->mig_seen);
+    agent_mig_free(a);
+    agent_probe_free(a);
     agent_driver_stop(a);
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
-    free(a->probe);
-    free(a->probe_handle);
     gpu_inventory_free(&a->inv);
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
-    nvml_close(&a->nvml);
+    if (!a->lanes_stuck)
+        nvml_close(&a->nvml); /* else a lane is still in its code: it ends with the process */
 }
 
 int agent_run(const struct config_args *args)

@@ -1,6 +1,6 @@
-/* The agent's side of GPU health: NVML events mark GPUs unhealthy, probes
- * on libuv's threadpool find lost GPUs and recoveries, and every change
- * reaches the kubelet through ListAndWatch at once. */
+/* The agent's side of GPU health: NVML events mark GPUs unhealthy (probes
+ * and the hang watchdog are probe.c's), an operator clears one, and every
+ * change reaches every reader at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,8 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
         plugin_on_device(a->plugins[r], gpu, what);
     if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
         agent_labels_refresh(a);
+    if (what & GPU_CHANGED_HEALTH)
+        agent_report_refresh(a);
 }
 
 
@@ -87,104 +89,6 @@ static int agent_mig_of(const struct gpu_device *d, unsigned gi)
     return -1;
 }
 
-/* Worker thread: asks NVML about every GPU. Reads only what does not change
- * while it runs (UUIDs) and writes only the probe arrays. */
-static void agent_probe_work(uv_work_t *w)
-{
-    struct agent *a = w->data;
-    struct nvml *n = &a->nvml;
-    for (unsigned i = 0; i < a->inv.count; i++) {
-        struct health_probe *p = &a->probe[i];
-        memset(p, 0, sizeof *p);
-        nvmlDevice_t h = NULL;
-        nvmlReturn_t rc = n->DeviceGetHandleByUUID
-                              ? n->DeviceGetHandleByUUID(a->inv.gpus[i].uuid, &h)
-                              : n->DeviceGetHandleByIndex(a->inv.gpus[i].index, &h);
-        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        if (rc == NVML_SUCCESS)
-            rc = n->DeviceGetUUID(h, uuid, sizeof uuid);
-        p->lost = rc == NVML_ERROR_GPU_IS_LOST;
-        p->answered = rc == NVML_SUCCESS;
-        a->probe_handle[i] = p->answered ? h : NULL;
-        unsigned long long dbe;
-        if (p->answered && n->DeviceGetTotalEccErrors &&
-            n->DeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
-                                       &dbe) == NVML_SUCCESS) {
-            p->dbe_known = true;
-            p->dbe = dbe;
-        }
-    }
-}
-
-static void agent_probe_done(uv_work_t *w, int status)
-{
-    struct agent *a = w->data;
-    a->probing = false;
-    if (status == UV_ECANCELED)
-        return;
-    double now = (double)uv_now(&a->loop);
-    double quiet = (double)a->cfg.xid_recovery_s * 1000.0;
-    for (unsigned i = 0; i < a->inv.count; i++) {
-        unsigned what = 0;
-        /* A reset can give the GPU a new handle: from now on, everyone uses that one. */
-        if (a->probe_handle[i] && gpu_device_set_handle(&a->devs[i], a->probe_handle[i]))
-            what |= GPU_CHANGED_HANDLE;
-        if (health_on_probe(&a->devs[i].health, &a->probe[i], now, quiet))
-            what |= GPU_CHANGED_HEALTH;
-        /* A MIG device's XID clears as a GPU's does: quiet, and the GPU answering. */
-        for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
-            if (health_on_probe(&a->devs[i].mig_health[k], &a->probe[i], now, quiet))
-                what |= GPU_CHANGED_HEALTH;
-        if (what)
-            agent_device_changed(a, i, what);
-    }
-    if (a->probe_again) {
-        a->probe_again = false;
-        agent_probe_start(a);
-    }
-}
-
-void agent_probe_start(struct agent *a)
-{
-    if (!a->nvml_up)
-        return; /* NVML is still starting: it will tell us */
-    if (a->probing) {
-        a->probe_again = true; /* one more pass once this one is back */
-        return;
-    }
-    a->probing = true;
-    a->probe_work.data = a;
-    uv_queue_work(&a->loop, &a->probe_work, agent_probe_work, agent_probe_done);
-}
-
-static void agent_probe_tick(uv_timer_t *t)
-{
-    struct agent *a = t->data;
-    for (unsigned i = 0; i < a->inv.count; i++) {
-        bool mig_ok = true;
-        for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
-            mig_ok &= a->devs[i].mig_health[k].reason == HEALTH_OK;
-        if (a->devs[i].health.reason != HEALTH_OK || !mig_ok) {
-            agent_probe_start(a);
-            return;
-        }
-    }
-}
-
-void agent_health_start(struct agent *a)
-{
-    a->probe = xcalloc(a->inv.count, sizeof *a->probe);
-    a->probe_handle = xcalloc(a->inv.count, sizeof *a->probe_handle);
-    if (!health_policy_active(&a->policy)) {
-        log_warn("health checking is off (DP_DISABLE_HEALTHCHECKS)");
-        return;
-    }
-    uv_timer_init(&a->loop, &a->probe_timer);
-    a->probe_timer.data = a;
-    a->probe_timer_on = true;
-    uv_timer_start(&a->probe_timer, agent_probe_tick, a->cfg.probe_ms, a->cfg.probe_ms);
-}
-
 int agent_health_watch(struct agent *a, struct err *e)
 {
     if (!health_policy_active(&a->policy))
@@ -196,10 +100,6 @@ int agent_health_watch(struct agent *a, struct err *e)
 void agent_health_stop(struct agent *a)
 {
     gpu_watch_stop(&a->watch);
-    if (a->probe_timer_on) {
-        uv_close((uv_handle_t *)&a->probe_timer, NULL);
-        a->probe_timer_on = false;
-    }
 }
 
 int agent_health_clear(struct agent *a, const char *gpu, struct err *e)

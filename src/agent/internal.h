@@ -12,6 +12,7 @@
 #include "gpu/device.h"
 #include "gpu/health.h"
 #include "gpu/inventory.h"
+#include "gpu/lane.h"
 #include "gpu/watch.h"
 #include "labels/labels.h"
 #include "labels/publish.h"
@@ -19,9 +20,12 @@
 #include "mps/mps.h"
 #include "nvml/nvml.h"
 #include "plugin/plugin.h"
+#include "report/report.h"
 #include "util/dirs.h"
 
 struct agent_status;
+struct agent_probe;
+struct agent_mig_job;
 
 struct agent {
     uv_loop_t loop;
@@ -50,17 +54,19 @@ struct agent {
     nvmlComputeMode_t *mps_modes;        /* per GPU: its compute mode before MPS */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
-    /* recovery probes, run on libuv's threadpool */
-    uv_timer_t probe_timer;
-    bool probe_timer_on;
-    uv_work_t probe_work;
-    bool probing, probe_again;
-    struct health_probe *probe;          /* one per GPU, written by the worker while probing */
-    nvmlDevice_t *probe_handle;          /* likewise */
+    /* the GPUs' lanes (probe.c): every NVML call on a running GPU goes
+     * through its lane, so that a hung GPU stalls only itself */
+    struct gpu_lanes *lanes;
+    bool lanes_stuck;                    /* at stop, a lane was left in a call: NVML stays loaded */
+    uv_async_t lanes_done;               /* a lane finished one of the agent's jobs */
+    struct agent_probe *probes;          /* per GPU */
+    uv_timer_t probe_timer, hang_timer;
+    bool probe_timers_on;
     struct agent_status *status;
     struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
     bool facts_known;                    /* the inventory's slow half is in (names, memory) */
     struct labels_publisher *labels;     /* NULL when labels go nowhere */
+    struct report *report;               /* NULL without the API server, or --fault-report none */
     char *machine;                       /* the DMI product name, NULL when unreadable */
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
@@ -68,10 +74,8 @@ struct agent {
     /* MIG reconfiguration (mig.c): a periodic read of each MIG GPU's devices */
     uv_timer_t mig_timer;
     bool mig_timer_on;
-    uv_work_t mig_work;
-    bool mig_checking;                   /* mig_work in flight */
-    struct gpu_info *mig_seen;           /* per GPU: what mig_work read (written by it) */
-    bool mig_update;                     /* mig_seen differs: taken when the plugins restart */
+    struct agent_mig_job *mig_jobs;      /* per GPU, on its lane */
+    bool mig_update;                     /* a check found other devices: taken when the plugins restart */
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
     struct dirs made;                    /* directories the agent made: removed on exit if empty */
@@ -93,6 +97,10 @@ void agent_plugins_restart(struct agent *a);
 void agent_mig_start(struct agent *a);
 void agent_mig_apply(struct agent *a);
 void agent_mig_stop(struct agent *a);
+void agent_mig_free(struct agent *a);
+
+/* Takes the MIG checks the lanes have finished (probe.c calls it). */
+void agent_mig_collect(struct agent *a);
 
 /* Per-node configuration (nodeconfig.c): with --config-map, watches the
  * Node's label and the ConfigMap and applies the chosen named config. start
@@ -122,16 +130,22 @@ void agent_plugin_stop(struct agent *a);
  * watcher, metrics, the plugin. The one way news of a device travels. */
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what);
 
-/* Starts the probe timer. */
-void agent_health_start(struct agent *a);
+/* The GPUs' lanes, probes and the hang watchdog (probe.c): init starts the
+ * lanes and, with health checking on, the probe and watchdog timers; stop
+ * closes the handles; lanes_stop ends the lanes (after metrics stopped
+ * posting); free after the loop closed. */
+int agent_probe_init(struct agent *a, struct err *e);
+void agent_probe_stop(struct agent *a);
+void agent_lanes_stop(struct agent *a);
+void agent_probe_free(struct agent *a);
 
 /* Starts watching NVML events (1.6 ms on an H200: after registering). */
 int agent_health_watch(struct agent *a, struct err *e);
 
-/* Stops the probe timer (a probe in flight finishes on its own). */
+/* Stops watching NVML events. */
 void agent_health_stop(struct agent *a);
 
-/* Probes every GPU now, off the loop (a failed event wait, a GPU the
+/* Probes every GPU now, each on its lane (a failed event wait, a GPU the
  * sampler found lost). */
 void agent_probe_start(struct agent *a);
 
@@ -149,6 +163,12 @@ void agent_mps_stop(struct agent *a);
 void agent_labels_start(struct agent *a, const struct config *old);
 void agent_labels_refresh(struct agent *a);
 void agent_labels_stop(struct agent *a);
+
+/* GPU faults to the control plane (report.c): start (after a reload, old
+ * is the configuration before it), tell it the GPUs now, stop. */
+void agent_report_start(struct agent *a, const struct config *old);
+void agent_report_refresh(struct agent *a);
+void agent_report_stop(struct agent *a);
 
 /* Starts the status socket, making its directory (recorded in a->made);
  * fails, naming the path and its owner, when it cannot. */

@@ -1,6 +1,6 @@
 /* MIG reconfiguration without a restart. NVIDIA's plugin reads MIG devices
  * once and needs a restart after mig-parted changes them. Here, with a MIG
- * strategy, a worker reads each MIG GPU's devices every 2 s (a handful of
+ * strategy, each MIG GPU's lane reads its devices every 2 s (a handful of
  * NVML calls, microseconds each); when the set differs, the plugins stop
  * and start again on the new devices, and the labels follow. Pods holding a
  * device that went keep running: the kubelet never takes a device back, it
@@ -16,6 +16,14 @@
 
 #define MIG_CHECK_MS 2000
 
+/* One GPU's check: the loop owns it but between post and done. */
+struct agent_mig_job {
+    struct gpu_lane_job job;         /* first: the lane hands it back */
+    struct nvml *nvml;
+    struct gpu_info seen;            /* the GPU as the check found it (the lane's while posted) */
+    bool posted;                     /* loop: its result not taken yet */
+};
+
 static bool mig_any(const struct agent *a)
 {
     for (unsigned i = 0; i < a->inv.count; i++)
@@ -24,15 +32,11 @@ static bool mig_any(const struct agent *a)
     return false;
 }
 
-/* Off the loop: each MIG GPU's devices, into mig_seen. */
-static void mig_work(uv_work_t *w)
+/* On the GPU's lane: its MIG devices, into seen. */
+static void mig_run(struct gpu_lane_job *job)
 {
-    struct agent *a = w->data;
-    for (unsigned i = 0; i < a->inv.count; i++) {
-        struct gpu_info *g = &a->mig_seen[i];
-        if (g->mig_mode == NVML_DEVICE_MIG_ENABLE && !g->lost && g->handle)
-            gpu_mig_read(&a->nvml, g);
-    }
+    struct agent_mig_job *j = (struct agent_mig_job *)job;
+    gpu_mig_read(j->nvml, &j->seen);
 }
 
 static bool mig_same(const struct gpu_info *a, const struct gpu_info *b)
@@ -60,16 +64,28 @@ static void mig_diff(const struct gpu_info *from, const struct gpu_info *to, str
         strbuf_puts(out, "none");
 }
 
-static void mig_done(uv_work_t *w, int status)
+/* A GPU whose check is back and finds other devices; NULL otherwise. */
+static const struct gpu_info *mig_changed(const struct agent *a, unsigned i)
 {
-    struct agent *a = w->data;
-    a->mig_checking = false;
-    if (status == UV_ECANCELED || a->stopping)
+    const struct agent_mig_job *j = &a->mig_jobs[i];
+    if (j->posted || j->seen.mig_mode != NVML_DEVICE_MIG_ENABLE ||
+        mig_same(&j->seen, &a->inv.gpus[i]))
+        return NULL;
+    return &j->seen;
+}
+
+void agent_mig_collect(struct agent *a)
+{
+    if (!a->mig_jobs)
         return;
     bool changed = false;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        const struct gpu_info *now = &a->mig_seen[i], *was = &a->inv.gpus[i];
-        if (now->mig_mode != NVML_DEVICE_MIG_ENABLE || mig_same(now, was))
+        struct agent_mig_job *j = &a->mig_jobs[i];
+        if (!j->posted || gpu_lane_job_busy(&j->job))
+            continue;
+        j->posted = false;
+        const struct gpu_info *now = mig_changed(a, i), *was = &a->inv.gpus[i];
+        if (!now)
             continue;
         struct strbuf gone = {0}, added = {0};
         mig_diff(was, now, &gone);
@@ -79,7 +95,7 @@ static void mig_done(uv_work_t *w, int status)
         strbuf_free(&added);
         changed = true;
     }
-    if (!changed)
+    if (!changed || a->mig_update)
         return;
     log_info("MIG: re-advertising; pods holding a device that went keep running, and it is no "
              "longer offered");
@@ -90,24 +106,33 @@ static void mig_done(uv_work_t *w, int status)
 static void mig_tick(uv_timer_t *t)
 {
     struct agent *a = t->data;
-    if (a->mig_checking || a->mig_update || a->restart_pending || !a->nvml_up)
+    if (a->mig_update || a->restart_pending || !a->nvml_up)
         return;
-    /* The worker reads with the device model's handles, into its own copy. */
+    /* Each check reads with the device model's handle, into its own copy;
+     * a GPU whose check is still out (a hung one) is left to it. */
     for (unsigned i = 0; i < a->inv.count; i++) {
-        a->mig_seen[i] = a->inv.gpus[i];
-        a->mig_seen[i].handle = a->devs[i].handle;
-        a->mig_seen[i].lost = a->devs[i].health.reason == HEALTH_LOST;
+        struct agent_mig_job *j = &a->mig_jobs[i];
+        if (j->posted || a->inv.gpus[i].mig_mode != NVML_DEVICE_MIG_ENABLE ||
+            a->devs[i].health.reason == HEALTH_LOST || !a->devs[i].handle)
+            continue;
+        j->seen = a->inv.gpus[i];
+        j->seen.handle = a->devs[i].handle;
+        j->posted = gpu_lanes_post(a->lanes, i, &j->job);
     }
-    a->mig_checking = true;
-    a->mig_work.data = a;
-    uv_queue_work(&a->loop, &a->mig_work, mig_work, mig_done);
 }
 
 void agent_mig_start(struct agent *a)
 {
     if (a->cfg.mig_strategy == CONFIG_MIG_NONE || !mig_any(a) || a->mig_timer_on)
         return;
-    a->mig_seen = xcalloc(a->inv.count + 1, sizeof *a->mig_seen);
+    if (!a->mig_jobs) {
+        a->mig_jobs = xcalloc(a->inv.count + 1, sizeof *a->mig_jobs);
+        for (unsigned i = 0; i < a->inv.count; i++) {
+            a->mig_jobs[i].job.run = mig_run;
+            a->mig_jobs[i].job.notify = &a->lanes_done;
+            a->mig_jobs[i].nvml = &a->nvml;
+        }
+    }
     uv_timer_init(&a->loop, &a->mig_timer);
     a->mig_timer.data = a;
     uv_timer_start(&a->mig_timer, mig_tick, MIG_CHECK_MS, MIG_CHECK_MS);
@@ -119,10 +144,11 @@ void agent_mig_apply(struct agent *a)
     if (!a->mig_update)
         return;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        if (mig_same(&a->inv.gpus[i], &a->mig_seen[i]))
+        const struct gpu_info *now = mig_changed(a, i);
+        if (!now)
             continue;
-        memcpy(a->inv.gpus[i].mig, a->mig_seen[i].mig, sizeof a->inv.gpus[i].mig);
-        a->inv.gpus[i].nmig = a->mig_seen[i].nmig;
+        memcpy(a->inv.gpus[i].mig, now->mig, sizeof a->inv.gpus[i].mig);
+        a->inv.gpus[i].nmig = now->nmig;
         /* New devices start healthy; the GPU's own health stays. */
         memset(a->devs[i].mig_health, 0, sizeof a->devs[i].mig_health);
     }
@@ -134,4 +160,14 @@ void agent_mig_stop(struct agent *a)
     if (a->mig_timer_on)
         uv_close((uv_handle_t *)&a->mig_timer, NULL);
     a->mig_timer_on = false;
+}
+
+void agent_mig_free(struct agent *a)
+{
+    bool busy = false; /* a check still in a stuck lane's hands is left to it */
+    for (unsigned i = 0; a->mig_jobs && i < a->inv.count; i++)
+        busy |= gpu_lane_job_busy(&a->mig_jobs[i].job);
+    if (!busy)
+        free(a->mig_jobs);
+    a->mig_jobs = NULL;
 }

@@ -189,6 +189,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
     agent_log_inventory(a);
     a->facts_known = true;
     agent_labels_start(a, NULL);
+    agent_report_start(a, NULL);
     if (agent_mps_start(a, &e) < 0)
         log_error("%s; the MPS resources stay unavailable", e.msg);
     agent_mig_start(a);
@@ -196,7 +197,8 @@ static void agent_nvml_done(uv_work_t *w, int status)
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
     if (!a->cfg.no_metrics &&
-        metrics_start(&a->metrics, &a->loop, &a->nvml, &a->inv, a->devs, &a->cfg, &mh, &e) < 0)
+        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg, &mh,
+                      &e) < 0)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
     const double *t = a->start_ms;
@@ -284,9 +286,8 @@ int agent_start(struct agent *a)
         return 1;
     }
     t[1] = nvml_clock_ms();
-    agent_health_start(a);
-    if (agent_dirs_make(a, &e) < 0 || agent_status_start(a, &e) < 0 ||
-        agent_plugin_start(a, &e) < 0) {
+    if (agent_probe_init(a, &e) < 0 || agent_dirs_make(a, &e) < 0 ||
+        agent_status_start(a, &e) < 0 || agent_plugin_start(a, &e) < 0) {
         log_error("%s", e.msg);
         return 1;
     }

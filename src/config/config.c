@@ -1,5 +1,6 @@
 #include "config/config.h"
 #include "driver/driver.h"
+#include "gpu/health.h"
 #include "config/internal.h"
 
 #include <ctype.h>
@@ -42,6 +43,7 @@ static const char *const compute_choices[] = {"keep", "exclusive-process", NULL}
 static const char *const policy_choices[] = {"distributed", "packed", NULL};
 static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
+static const char *const report_choices[] = {"auto", "none", NULL};
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 #define F(field) offsetof(struct config, field), 0
@@ -104,6 +106,9 @@ static const struct config_opt options[] = {
      NULL, "300", "quiet seconds after which a GPU failed by an XID is healthy again; 0 never", NULL, NULL},
     {"health-probe-ms", "GPULET_HEALTH_PROBE_MS", NULL, T_UINT, F(probe_ms), NULL, "5000",
      "how often unhealthy GPUs are probed for recovery", NULL, NULL},
+    {"hang-seconds", "GPULET_HANG_SECONDS", NULL, T_UINT, F(hang_s), NULL, "10",
+     "an NVML call on a GPU that has not returned after this long makes it unhealthy (hung)",
+     NULL, NULL},
     {"no-metrics", "GPULET_NO_METRICS", NULL, T_BOOL, F(no_metrics), NULL, "false",
      "serve no /metrics endpoint (true/false)", NULL, NULL},
     {"metrics-listen", "DCGM_EXPORTER_LISTEN", NULL, T_STRING, S(metrics_listen), NULL, ":9400",
@@ -143,6 +148,16 @@ static const struct config_opt options[] = {
      "kubeconfig for the API server (default: the pod's service account)", "PATH", NULL},
     {"node-name", "NODE_NAME", NULL, T_STRING, S(node_name), NULL, "",
      "the Node whose labels gpulet keeps (--labels api)", "NAME", NULL},
+    {"fault-report", "GPULET_FAULT_REPORT", NULL, T_ENUM, F(fault_report), report_choices, "auto",
+     "the Node condition GPUUnhealthy and GPU events: auto (with API server credentials and the "
+     "Node's name) or none", NULL, NULL},
+    {"fault-taint", "GPULET_FAULT_TAINT", NULL, T_BOOL, F(fault_taint), NULL, "false",
+     "taint the Node NoSchedule (" "gpulet.io/gpu-fault" ") while a GPU has a fault of --fault-taint-on",
+     NULL, NULL},
+    {"fault-taint-on", "GPULET_FAULT_TAINT_ON", NULL, T_STRING, S(fault_taint_on), NULL,
+     "79,74,95,119,120,140,lost,hung",
+     "the faults that taint: XIDs, lost, hung, ecc (double-bit) or xid (any critical XID)", "LIST",
+     NULL},
     {"config-map", "GPULET_CONFIG_MAP", NULL, T_STRING, S(config_map), NULL, "",
      "[namespace/]name of a ConfigMap of named configs, one chosen per node by --config-label", "[NAMESPACE/]NAME", NULL},
     {"default-config", "DEFAULT_CONFIG", NULL, T_STRING, S(default_config), NULL, "",
@@ -502,6 +517,9 @@ static int config_check(const struct config *c, struct err *e)
                           "API, spec.nodeName) or --node-name");
     if (c->config_map[0] && !config_label_key_ok(c->config_label))
         return err_usage(e, "--config-label '%s' is not a valid label key", c->config_label);
+    struct health_faults faults;
+    if (health_faults_parse(&faults, "--fault-taint-on", c->fault_taint_on, e) < 0)
+        return -1;
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
         return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
                           "API, spec.nodeName) or --node-name");
@@ -579,6 +597,8 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         return -1;
     if (c->probe_ms == 0)
         return err_usage(e, "--health-probe-ms must be at least 1");
+    if (c->hang_s < 1 || c->hang_s > 3600)
+        return err_usage(e, "--hang-seconds must be from 1 to 3600, not %u", c->hang_s);
     if (c->metrics_interval_ms < 100 || c->metrics_interval_ms > 3600000)
         return err_usage(e, "--metrics-interval-ms must be from 100 to 3600000, not %u",
                        c->metrics_interval_ms);

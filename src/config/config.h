@@ -18,6 +18,9 @@ enum config_compute_mode { CONFIG_COMPUTE_KEEP, CONFIG_COMPUTE_EXCLUSIVE };
 /* Where node labels go: auto is api inside a cluster (or with a
  * kubeconfig), else none. */
 enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
+/* The Node condition and events of GPU faults: auto is on where labels
+ * could go to the API server. */
+enum config_report { CONFIG_REPORT_AUTO, CONFIG_REPORT_NONE };
 
 #define CONFIG_MAX_RESOURCES 16
 
@@ -89,6 +92,7 @@ struct config {
     int log_level;                      /* enum log_level */
     unsigned xid_recovery_s;            /* quiet period before an XID clears; 0 never */
     unsigned probe_ms;                  /* how often unhealthy GPUs are probed */
+    unsigned hang_s;                    /* an NVML call this old makes its GPU hung */
     /* metrics (dcgm-exporter's variables where it has one) */
     bool no_metrics;
     char metrics_listen[128];
@@ -110,6 +114,10 @@ struct config {
     char accelerator_label[64];         /* the key; empty: no accelerator label */
     char kubeconfig[CONFIG_PATH_MAX];   /* empty: in-cluster credentials */
     char node_name[128];                /* the Node to label */
+    /* GPU faults to the control plane (src/report) */
+    int fault_report;                   /* enum config_report */
+    bool fault_taint;                   /* taint the Node on the faults below */
+    char fault_taint_on[256];           /* XIDs and lost, hung, ecc, xid */
     /* per-node configuration (NVIDIA's config-manager, built in) */
     char config_map[256];               /* [namespace/]name of the named configs; empty: off */
     char default_config[64];            /* the config for nodes without the label */

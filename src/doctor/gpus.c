@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "gpu/lane.h"
 #include "util/strbuf.h"
 #include "util/xmalloc.h"
 
@@ -27,35 +28,83 @@ static int gpus_start(struct doctor *d, struct err *e)
     return nvml_start(&d->nvml, c->simulate[0] ? c->simulate : NULL, path, e);
 }
 
-/* One GPU's IDs; "" or what failed. */
-static void gpus_read_one(struct doctor *d, unsigned i, struct gpu_info *g, char *why, size_t len)
+/* One GPU, read on its own lane and timed: its IDs, and a live value (the
+ * temperature, which the driver asks the GPU for). */
+struct gpus_job {
+    struct gpu_lane_job job;         /* first: the lane hands it back */
+    struct nvml *n;
+    struct gpu_info g;
+    char why[128];                   /* "" or what failed */
+    double ms;                       /* how long it took */
+};
+
+static void gpus_run(struct gpu_lane_job *job)
 {
-    struct nvml *n = &d->nvml;
-    g->index = i;
-    why[0] = '\0';
-    doctor_step(d, "GPU %u: nvmlDeviceGetHandleByIndex", i);
-    nvmlReturn_t rc = n->DeviceGetHandleByIndex(i, &g->handle);
-    if (rc == NVML_SUCCESS) {
-        doctor_step(d, "GPU %u: nvmlDeviceGetUUID", i);
-        rc = n->DeviceGetUUID(g->handle, g->uuid, sizeof g->uuid);
-    }
-    if (rc == NVML_SUCCESS) {
-        doctor_step(d, "GPU %u: nvmlDeviceGetName", i);
-        rc = n->DeviceGetName(g->handle, g->name, sizeof g->name);
-    }
+    struct gpus_job *j = (struct gpus_job *)job;
+    struct nvml *n = j->n;
+    struct gpu_info *g = &j->g;
+    double t0 = nvml_clock_ms();
+    nvmlReturn_t rc = NVML_CALL(n, DeviceGetHandleByIndex, g->index, &g->handle);
+    if (rc == NVML_SUCCESS)
+        rc = NVML_CALL(n, DeviceGetUUID, g->handle, g->uuid, sizeof g->uuid);
+    if (rc == NVML_SUCCESS)
+        rc = NVML_CALL(n, DeviceGetName, g->handle, g->name, sizeof g->name);
     nvmlPciInfo_t pci;
-    if (rc == NVML_SUCCESS) {
-        doctor_step(d, "GPU %u: nvmlDeviceGetPciInfo", i);
-        rc = n->DeviceGetPciInfo(g->handle, &pci);
+    if (rc == NVML_SUCCESS && (rc = NVML_CALL(n, DeviceGetPciInfo, g->handle, &pci)) == NVML_SUCCESS)
         snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", pci.busId);
-    }
-    if (rc == NVML_SUCCESS) {
-        doctor_step(d, "GPU %u: nvmlDeviceGetMinorNumber", i);
-        rc = n->DeviceGetMinorNumber(g->handle, &g->minor);
-    }
+    if (rc == NVML_SUCCESS)
+        rc = NVML_CALL(n, DeviceGetMinorNumber, g->handle, &g->minor);
+    unsigned temp;
+    if (rc == NVML_SUCCESS && n->DeviceGetTemperature)
+        NVML_CALL(n, DeviceGetTemperature, g->handle, NVML_TEMPERATURE_GPU, &temp);
     g->lost = rc == NVML_ERROR_GPU_IS_LOST;
     if (rc != NVML_SUCCESS)
-        snprintf(why, len, "%s", nvml_strerror(n, rc));
+        snprintf(j->why, sizeof j->why, "%s", nvml_strerror(n, rc));
+    j->ms = nvml_clock_ms() - t0;
+}
+
+/* Every GPU at once, each on its lane, within most of the check's time: a
+ * GPU that has not answered by then is hung, named with the call it is in,
+ * and left out of the later checks; the others are read all the same. */
+static void gpus_read(struct doctor *d, struct strbuf *bad, unsigned *failed, unsigned *lost,
+                      double *slowest)
+{
+    struct gpu_inventory *inv = &d->inv;
+    struct err e;
+    if (gpu_lanes_start(&d->lanes, inv->count, &e) < 0) {
+        strbuf_printf(bad, "%s", e.msg);
+        *failed = inv->count;
+        return;
+    }
+    d->gpu_jobs = xcalloc(inv->count, sizeof *d->gpu_jobs);
+    for (unsigned i = 0; i < inv->count; i++) {
+        struct gpus_job *j = &d->gpu_jobs[i];
+        j->job.run = gpus_run;
+        j->n = &d->nvml;
+        j->g.index = inv->gpus[i].index = i;
+        gpu_lanes_post(d->lanes, i, &j->job);
+    }
+    double bound_s = d->o->timeout_ms * 0.75 / 1000.0;
+    uint64_t deadline = uv_hrtime() + (uint64_t)(bound_s * 1e9);
+    for (unsigned i = 0; i < inv->count; i++) {
+        struct gpus_job *j = &d->gpu_jobs[i];
+        if (!gpu_lanes_wait(d->lanes, i, &j->job, deadline)) {
+            const char *call;
+            gpu_lanes_busy(d->lanes, i, &call);
+            strbuf_printf(bad, "%sGPU %u: hung (no answer in %.1f s, in %s)", bad->len ? "; " : "",
+                          i, bound_s, call ? call : "an NVML call");
+            ++*failed;
+            continue;
+        }
+        inv->gpus[i] = j->g;
+        if (j->ms > *slowest)
+            *slowest = j->ms;
+        if (j->why[0]) {
+            strbuf_printf(bad, "%sGPU %u: %s", bad->len ? "; " : "", i, j->why);
+            ++*failed;
+            *lost += j->g.lost;
+        }
+    }
 }
 
 void doctor_nvml(struct doctor *d, struct doctor_result *r)
@@ -86,15 +135,10 @@ void doctor_nvml(struct doctor *d, struct doctor_result *r)
     inv->gpus = xcalloc(count, sizeof *inv->gpus);
     inv->count = count;
     struct strbuf bad = {0};
-    unsigned lost = 0;
-    for (unsigned i = 0; i < count; i++) {
-        char why[128];
-        gpus_read_one(d, i, &inv->gpus[i], why, sizeof why);
-        if (why[0]) {
-            strbuf_printf(&bad, "%sGPU %u: %s", bad.len ? "; " : "", i, why);
-            lost += inv->gpus[i].lost;
-        }
-    }
+    unsigned failed = 0, lost = 0;
+    double slowest = 0;
+    doctor_step(d, "reading each GPU on a thread of its own");
+    gpus_read(d, &bad, &failed, &lost, &slowest);
     d->nvml_ok = true;
     if (d->kernel_version[0] && strcmp(d->kernel_version, inv->driver_version))
         doctor_set(r, DOCTOR_FAIL, "reboot the node so that the kernel module is the installed "
@@ -104,10 +148,11 @@ void doctor_nvml(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_FAIL, lost ? "a GPU fell off the bus: drain the node and reboot it "
                    "(a reset rarely brings it back)" : "drain the node, reset the GPU "
                    "(nvidia-smi -r -i N) or reboot", "%u of %u GPUs do not answer: %s",
-                   lost ? lost : 1, count, bad.data);
+                   failed, count, bad.data);
     else
-        doctor_set(r, DOCTOR_PASS, NULL, "NVML from %s, driver %s: %u GPU(s) answer (%s)",
-                   n->path, inv->driver_version, count, inv->gpus[0].name);
+        doctor_set(r, DOCTOR_PASS, NULL, "NVML from %s, driver %s: %u GPU(s) answer (%s), the "
+                   "slowest in %.1f ms", n->path, inv->driver_version, count, inv->gpus[0].name,
+                   slowest);
     strbuf_free(&bad);
 }
 

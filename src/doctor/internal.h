@@ -8,9 +8,12 @@
 
 #include "doctor/doctor.h"
 #include "gpu/inventory.h"
+#include "gpu/lane.h"
 #include "nvml/nvml.h"
 
 #define DOCTOR_MAX_RESOURCES 64      /* resources a registration check keeps */
+
+struct gpus_job;
 
 struct doctor {
     const struct doctor_options *o;
@@ -23,6 +26,8 @@ struct doctor {
     bool nvml_ok;
     bool nvml_stuck;                 /* an NVML call did not return in time */
     struct gpu_inventory inv;        /* IDs, names, bus ids, minors, handles */
+    struct gpu_lanes *lanes;         /* the nvml check's: one thread per GPU */
+    struct gpus_job *gpu_jobs;       /* per GPU, on its lane */
     /* registration: what the agent serves, for PodResources and the Node */
     struct doctor_served {
         char name[96];               /* nvidia.com/gpu */

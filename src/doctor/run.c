@@ -210,8 +210,11 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
             rep->worst = s;
     }
     rep->seconds = doctor_now() - t0;
+    if (gpu_lanes_stop(d->lanes, 0))
+        rep->abandoned = true; /* a GPU that hangs still holds its thread */
     /* A check left running may still use what d holds: then it stays. */
     if (!rep->abandoned) {
+        free(d->gpu_jobs);
         gpu_inventory_free(&d->inv);
         nvml_close(&d->nvml);
         pthread_mutex_destroy(&d->lock);

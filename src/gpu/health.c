@@ -1,6 +1,7 @@
 #include "gpu/health.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,34 @@ int health_policy_init(struct health_policy *p, const char *disable, const char 
     return 0;
 }
 
+int health_faults_parse(struct health_faults *f, const char *what, const char *spec,
+                        struct err *e)
+{
+    static const struct { const char *word; size_t at; } words[] = {
+        {"lost", offsetof(struct health_faults, lost)}, {"hung", offsetof(struct health_faults, hung)},
+        {"ecc", offsetof(struct health_faults, ecc)}, {"xid", offsetof(struct health_faults, any_xid)},
+    };
+    memset(f, 0, sizeof *f);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        size_t w = 0;
+        while (w < sizeof words / sizeof *words && strcasecmp(t, words[w].word))
+            w++;
+        if (w < sizeof words / sizeof *words) {
+            *(bool *)((char *)f + words[w].at) = true;
+            continue;
+        }
+        size_t n = f->nxids;
+        if (health_parse_list(what, t, f->xids, &n, e) < 0)
+            return err_usage(e, "%s: '%s' is neither an XID number nor lost, hung, ecc or xid",
+                             what, t);
+        f->nxids = n;
+    }
+    return 0;
+}
+
 static bool health_in(const unsigned *list, size_t n, unsigned xid)
 {
     for (size_t i = 0; i < n; i++)
@@ -70,6 +99,19 @@ bool health_xid_fatal(const struct health_policy *p, unsigned xid)
     if (p->all_fatal || health_in(p->force, p->nforce, xid))
         return true;
     return !p->disabled && !health_in(p->skip, p->nskip, xid);
+}
+
+bool health_faults_match(const struct health_faults *f, const struct gpu_health *h)
+{
+    switch (h->reason) {
+    case HEALTH_LOST: return f->lost || (h->xid && health_in(f->xids, f->nxids, h->xid));
+    case HEALTH_HUNG: return f->hung;
+    case HEALTH_ECC: return f->ecc || (h->xid && health_in(f->xids, f->nxids, h->xid));
+    case HEALTH_XID: return f->any_xid || health_in(f->xids, f->nxids, h->xid);
+    case HEALTH_OK:
+    case HEALTH_REASONS: break;
+    }
+    return false;
 }
 
 bool health_policy_active(const struct health_policy *p)
@@ -89,7 +131,7 @@ static long long health_wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Moves to a reason of at least this severity (LOST > ECC > XID). */
+/* Moves to a reason of at least this severity (LOST > HUNG > ECC > XID). */
 static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid, double now_ms,
                        const char *detail)
 {
@@ -134,6 +176,14 @@ bool health_on_lost(struct gpu_health *h, double now_ms)
     return changed;
 }
 
+bool health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms)
+{
+    char d[96];
+    snprintf(d, sizeof d, "hung: %s has not returned for %u s", call ? call : "an NVML call",
+             seconds);
+    return health_set(h, HEALTH_HUNG, 0, now_ms, d);
+}
+
 bool health_on_missing(struct gpu_health *h, const char *why, double now_ms)
 {
     return health_set(h, HEALTH_LOST, 0, now_ms, why);
@@ -171,17 +221,20 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
         if (quiet_ms <= 0 || now_ms - h->last_event_ms < quiet_ms)
             return false;
         break;
+    case HEALTH_HUNG:
+        break; /* the probe's calls went through the GPU's lane: it answers again */
     case HEALTH_OK:
+    case HEALTH_REASONS:
         return false;
     }
     return health_clear(h);
 }
 
-static const char *const health_reasons[] = {"ok", "xid", "ecc", "lost"};
+static const char *const health_reasons[HEALTH_REASONS] = {"ok", "xid", "ecc", "hung", "lost"};
 
 const char *health_reason_name(enum health_reason r)
 {
-    return (unsigned)r < 4 ? health_reasons[r] : "unknown";
+    return (unsigned)r < HEALTH_REASONS ? health_reasons[r] : "unknown";
 }
 
 void health_line_write(struct strbuf *out, unsigned index, const char *uuid,
@@ -201,9 +254,9 @@ int health_line_read(const char *line, unsigned *index, char *uuid, size_t uuid_
                &used) != 5 || !used)
         return -1;
     unsigned r = 0;
-    while (r < 4 && strcmp(reason, health_reasons[r]))
+    while (r < HEALTH_REASONS && strcmp(reason, health_reasons[r]))
         r++;
-    if (r == 4)
+    if (r == HEALTH_REASONS)
         return -1;
     h->reason = (enum health_reason)r;
     snprintf(uuid, uuid_len, "%s", id);

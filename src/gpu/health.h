@@ -32,12 +32,27 @@ bool health_policy_active(const struct health_policy *p);
 /* True if this XID makes a GPU unhealthy. */
 bool health_xid_fatal(const struct health_policy *p, unsigned xid);
 
+/* In order of severity: a worse reason replaces a milder one. */
 enum health_reason {
     HEALTH_OK,
     HEALTH_XID,      /* a critical XID */
     HEALTH_ECC,      /* a double-bit ECC error (or XID 48) */
+    HEALTH_HUNG,     /* an NVML call on the GPU has not returned within the bound */
     HEALTH_LOST,     /* NVML cannot reach the GPU (or XID 79) */
+    HEALTH_REASONS
 };
+
+/* A list of faults (the ones that taint a Node): XID numbers, and the
+ * words lost, hung, ecc (a double-bit error) and xid (any critical XID). */
+struct health_faults {
+    unsigned xids[HEALTH_MAX_XIDS];
+    size_t nxids;
+    bool lost, hung, ecc, any_xid;
+};
+
+/* Parses "79,74,lost,hung"; the error names what (a flag) and the word. */
+int health_faults_parse(struct health_faults *f, const char *what, const char *spec,
+                        struct err *e);
 
 /* One GPU's health and why. */
 struct gpu_health {
@@ -57,6 +72,9 @@ struct health_probe {
     unsigned long long dbe;      /* that count */
 };
 
+/* Whether h's fault is on the list. */
+bool health_faults_match(const struct health_faults *f, const struct gpu_health *h);
+
 /* "Healthy" or "Unhealthy", as the kubelet API spells them. */
 const char *health_name(const struct gpu_health *h);
 
@@ -68,6 +86,11 @@ bool health_on_ecc(struct gpu_health *h, double now_ms);
 
 /* Records that NVML cannot reach the GPU; returns true if the state changed. */
 bool health_on_lost(struct gpu_health *h, double now_ms);
+
+/* Records that an NVML call on the GPU (call, its name) has not returned
+ * for seconds; returns true if the state changed. A probe that gets an
+ * answer clears it. */
+bool health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms);
 
 /* Records that NVML does not give us the GPU at all (it failed to start, or
  * does not list a GPU the driver does), with why; a lost GPU. Returns true
@@ -83,8 +106,8 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
 /* An operator's clear: healthy now. Returns true if the state changed. */
 bool health_clear(struct gpu_health *h);
 
-/* "ok", "xid", "ecc", "lost": the reason as metrics and the status socket
- * name it. */
+/* "ok", "xid", "ecc", "hung", "lost": the reason as metrics and the status
+ * socket name it. */
 const char *health_reason_name(enum health_reason r);
 
 /* One GPU's health as one line of the agent's status socket, written by the

@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "gpu/device.h"
+#include "gpu/lane.h"
 #include "metrics/collectors.h"
 #include "metrics/metrics.h"
 #include "util/strbuf.h"
@@ -68,7 +69,9 @@ struct metrics_state {
 
 /* One GPU's reading: value per collector, and whether it has one. */
 struct metrics_gpu {
-    bool up;                         /* NVML answered at this sample */
+    bool up;                         /* a fresh sample to render: answered within two
+                                      * intervals, neither lost nor hung */
+    double sampled_at;               /* wall seconds of the last sample done; 0 never */
     double value[COLLECTORS_MAX];
     bool have[COLLECTORS_MAX];
     /* per MIG device: its GPU instance's framebuffer (MiB), where read */
@@ -124,15 +127,42 @@ struct metrics_class_state {
     unsigned cursor;                 /* next GPU in the round */
 };
 
-/* What the sampler keeps of one GPU between samples. */
+/* One GPU's process lists, read on its lane at each sample. */
+struct procs_gpu {
+    nvmlProcessInfo_t *info;
+    unsigned info_cap;
+    int ninfo;                       /* -1: NVML failed */
+    nvmlProcessUtilizationSample_t *util;
+    unsigned util_cap, nutil;
+    unsigned long long last_ts;      /* newest utilization sample seen */
+};
+
+struct metrics_sampler;
+
+/* What the sampler keeps of one GPU between samples, and its sample: the
+ * GPU's lane's while a sample is out (posted), the sampler thread's
+ * otherwise. */
 struct sampler_gpu {
-    nvmlDevice_t handle;             /* the agent's, as of the last sample (metrics_device) */
+    struct gpu_lane_job job;         /* first: the lane hands it back */
+    struct metrics_sampler *s;       /* read only on the lane: nvml, col, inv, procs.on */
+    unsigned gpu;
+    bool posted;                     /* sampler thread: out, not yet taken back */
+    /* set before posting */
+    struct metrics_device dev;       /* the agent's record as copied: handle, MIG handles */
+    unsigned classes;                /* bit per enum metrics_class: read this time */
+    /* the sample's */
+    bool ready;                      /* labels, mode and GPM buffers read (first sample) */
+    nvmlDevice_t handle;             /* the handle it sampled with */
     bool lost;                       /* GPU_IS_LOST at the last sample */
     int virt_mode;                   /* -1 unknown */
     double nvl_kib, nvl_t;           /* last NVLink counter, and when */
     nvmlGpmSample_t gpm[2];          /* two sample buffers */
     int gpm_state;                   /* -1 unsupported, 0 no sample yet, 1 have one */
     int gpm_cur;
+    double spent_us[CLASS_COUNT];    /* each expensive class's time, where read */
+    unsigned long long errors[FN_COUNT]; /* failed calls since taken back */
+    double done;                     /* monotonic seconds the last sample ended; 0 never */
+    struct procs_gpu procs;
 };
 
 /* One process on one GPU at the last sample. */
@@ -163,11 +193,6 @@ struct metrics_procs {
     bool on;
     char proc_root[CONFIG_PATH_MAX];     /* the host's /proc */
     char log_dir[CONFIG_PATH_MAX];       /* the kubelet's /var/log/containers */
-    nvmlProcessInfo_t *info;
-    unsigned info_cap;
-    nvmlProcessUtilizationSample_t *util;
-    unsigned util_cap;
-    unsigned long long *last_ts;     /* per GPU: newest utilization sample seen */
     struct procs_pid *pids;          /* cgroups of the processes of the last sample, by pid */
     unsigned npids;
     struct procs_seen *seen;
@@ -181,12 +206,20 @@ struct metrics_procs {
     double seconds;                  /* how long the last process sample took */
 };
 
-/* Reads the processes of every GPU not lost, where each runs and (through
- * log_dir) which pod's container it is; frees what ended. */
 void metrics_procs_init(struct metrics_procs *p, const struct config *cfg);
 
-struct metrics_sampler;
-void metrics_procs_sample(struct metrics_sampler *s, const bool *lost);
+/* On a GPU's lane: its compute processes and their utilization samples
+ * (errors counted per enum metrics_nvml_call). */
+void metrics_procs_read(struct procs_gpu *pg, struct nvml *n, nvmlDevice_t h,
+                        unsigned long long *errors);
+
+/* On the sampler thread: where each process of the GPUs sampled afresh
+ * (fresh[i]) runs and (through log_dir) which pod's container it is;
+ * forgets what ended. */
+void metrics_procs_sample(struct metrics_sampler *s, const bool *fresh);
+
+/* Frees one GPU's process lists. */
+void metrics_procs_gpu_free(struct procs_gpu *pg);
 
 /* Builds p->usage from the last sample: processes in a pod whose container
  * could not be named go to the one container PodResources says holds the
@@ -195,33 +228,40 @@ void metrics_procs_usage(struct metrics_procs *p, const struct metrics_state *po
 
 void metrics_procs_free(struct metrics_procs *p);
 
-/* The sampler thread's own state: nothing here is touched by the loop. */
+/* The sampler thread's own state: nothing here is touched by the loop.
+ * Each GPU is read on its own lane (gpu/lane.h), so that one GPU whose
+ * calls block leaves the others' series fresh. */
 struct metrics_sampler {
     struct nvml *nvml;
     const struct gpu_inventory *inv;
     const struct collectors *col;
+    struct gpu_lanes *lanes;
     unsigned interval_ms;
-    struct sampler_gpu *g;           /* per GPU */
-    struct metrics_gpu *gpus;        /* per GPU: the reading rendered */
-    char **labels;                   /* per GPU per collector: label value or NULL */
+    struct sampler_gpu *g;           /* per GPU; each the lane's while posted */
+    struct metrics_gpu *gpus;        /* per GPU: the reading rendered (likewise) */
+    char **labels;                   /* per GPU per collector: label value or NULL (likewise) */
     struct metrics_class_state classes[CLASS_COUNT];
-    nvmlGpmMetricsGet_t gpm_get;     /* 8 KiB of request, reused for every GPU */
     unsigned long long nvml_errors[FN_COUNT];
     struct metrics_procs procs;
+    unsigned out;                    /* samples still out after the last round */
 };
 
-/* Prepares the sampler with the GPUs' handles at start (reads the static
- * labels once). */
-void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
-                          const struct gpu_inventory *inv, const struct gpu_device *devs,
-                          const struct collectors *col, unsigned interval_ms);
+/* Prepares the sampler; nothing is read yet (each GPU's first sample reads
+ * its labels, on its lane). */
+void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_lanes *lanes,
+                          const struct gpu_inventory *inv, const struct collectors *col,
+                          unsigned interval_ms);
 
-/* Reads every GPU once with the handles in devs (the agent's, as copied);
- * returns how long it took, in seconds. Afterwards g[i].lost says which
- * GPUs NVML called lost. */
-double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs);
+/* One round: each GPU whose last sample is back gets a new one on its lane,
+ * with the handle in devs (the agent's, as copied); the round waits for
+ * them until deadline (uv_hrtime), and a GPU still out is left to its lane
+ * and rendered without its series. Returns how long the round took, in
+ * seconds. Afterwards g[i].lost says which GPUs NVML called lost. */
+double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs,
+                      uint64_t deadline);
 
-/* Frees the sampler's memory and GPM buffers. */
+/* Frees the sampler's memory and GPM buffers, but a sample's still out on a
+ * stuck lane (the lanes stopped first). */
 void metrics_sampler_free(struct metrics_sampler *s);
 
 /* Renders the whole /metrics text but gpulet_scrapes_total. */

@@ -138,7 +138,7 @@ static void metrics_thread(void *arg)
         metrics_state_copy(&snap, &m->state); /* the agent's handles, health, XIDs */
         uv_mutex_unlock(&m->lock);
         uint64_t t0 = uv_hrtime();
-        double secs = metrics_sample(&m->sampler, snap.dev);
+        double secs = metrics_sample(&m->sampler, snap.dev, t0 + interval_ns);
         struct strbuf *body = xcalloc(1, sizeof *body);
         uv_mutex_lock(&m->lock);
         metrics_state_copy(&snap, &m->state); /* the freshest health and pods to render */
@@ -336,7 +336,7 @@ void metrics_on_allocate(struct metrics *m)
 
 /* --- lifetime ------------------------------------------------------------------- */
 
-int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
+int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
                   const struct config *cfg, const struct metrics_hooks *hooks, struct err *e)
 {
@@ -373,7 +373,7 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
     m->lost = xcalloc(inv->count, sizeof *m->lost);
     for (unsigned i = 0; i < inv->count; i++)
         metrics_on_device(m, i, 0, &devs[i]);
-    metrics_sampler_init(&m->sampler, n, inv, devs, &m->collectors, cfg->metrics_interval_ms);
+    metrics_sampler_init(&m->sampler, n, lanes, inv, &m->collectors, cfg->metrics_interval_ms);
     metrics_procs_init(&m->sampler.procs, cfg);
     struct http_security sec = {0};
     if ((cfg->web_config_file[0] && http_webconfig_load(&sec, cfg->web_config_file, e) < 0) ||

@@ -1,6 +1,7 @@
 /* GPU metrics for Prometheus, compatible with dcgm-exporter: a sampler
- * thread reads NVML every interval and renders the whole /metrics text; a
- * scrape only copies the latest text, so it never waits on NVML. Pod
+ * thread has every GPU read on its lane each interval and renders the
+ * whole /metrics text; a scrape only copies the latest text, so it never
+ * waits on NVML. Pod
  * labels come from the kubelet's PodResources API (docs/metrics.md). */
 #ifndef GPULET_METRICS_H
 #define GPULET_METRICS_H
@@ -11,6 +12,7 @@
 #include "config/config.h"
 #include "gpu/device.h"
 #include "gpu/inventory.h"
+#include "gpu/lane.h"
 #include "util/err.h"
 
 struct metrics;
@@ -25,8 +27,10 @@ struct metrics_hooks {
 
 /* Starts the sampler, the HTTP endpoint and PodResources refreshes. devs
  * is the agent's model as it is now; later changes come through
- * metrics_on_device. n, inv and cfg must outlive metrics. */
-int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n,
+ * metrics_on_device. Each GPU is read on its lane. n, lanes, inv and cfg
+ * must outlive metrics; the lanes stop after metrics_stop and before
+ * metrics is freed (the loop's next turn). */
+int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
                   const struct config *cfg, const struct metrics_hooks *hooks, struct err *e);
 

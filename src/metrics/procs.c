@@ -143,60 +143,67 @@ static void *procs_room(void *buf, unsigned *cap, unsigned want, size_t size)
 
 /* The compute processes of one GPU: how many, or -1 when NVML failed. A
  * lost GPU is not counted as an error: the cheap reads have found it. */
-static int procs_list(struct metrics_sampler *s, nvmlDevice_t h)
+static int procs_list(struct procs_gpu *pg, struct nvml *n, nvmlDevice_t h,
+                      unsigned long long *errors)
 {
-    struct metrics_procs *p = &s->procs;
     for (int tries = 0; tries < 3; tries++) {
-        unsigned count = p->info_cap;
-        nvmlReturn_t rc = s->nvml->DeviceGetComputeRunningProcesses(h, &count, p->info);
+        unsigned count = pg->info_cap;
+        nvmlReturn_t rc = NVML_CALL(n, DeviceGetComputeRunningProcesses, h, &count, pg->info);
         if (rc == NVML_SUCCESS)
             return (int)count;
         if (rc != NVML_ERROR_INSUFFICIENT_SIZE) {
             if (rc != NVML_ERROR_GPU_IS_LOST && rc != NVML_ERROR_NOT_SUPPORTED)
-                s->nvml_errors[FN_PROCS]++;
+                errors[FN_PROCS]++;
             return -1;
         }
-        p->info = procs_room(p->info, &p->info_cap, count, sizeof *p->info);
+        pg->info = procs_room(pg->info, &pg->info_cap, count, sizeof *pg->info);
     }
     return -1;
 }
 
 /* Utilization samples of one GPU newer than the last seen: how many. */
-static unsigned procs_util(struct metrics_sampler *s, unsigned gpu, nvmlDevice_t h)
+static unsigned procs_util(struct procs_gpu *pg, struct nvml *n, nvmlDevice_t h,
+                           unsigned long long *errors)
 {
-    struct metrics_procs *p = &s->procs;
-    if (!s->nvml->DeviceGetProcessUtilization)
+    if (!n->DeviceGetProcessUtilization)
         return 0;
     for (int tries = 0; tries < 3; tries++) {
-        unsigned count = p->util_cap;
-        nvmlReturn_t rc = s->nvml->DeviceGetProcessUtilization(h, p->util_cap ? p->util : NULL,
-                                                               &count, p->last_ts[gpu]);
+        unsigned count = pg->util_cap;
+        nvmlReturn_t rc = NVML_CALL(n, DeviceGetProcessUtilization, h,
+                                    pg->util_cap ? pg->util : NULL, &count, pg->last_ts);
         if (rc == NVML_SUCCESS) {
             for (unsigned i = 0; i < count; i++)
-                if (p->util[i].timeStamp > p->last_ts[gpu])
-                    p->last_ts[gpu] = p->util[i].timeStamp;
+                if (pg->util[i].timeStamp > pg->last_ts)
+                    pg->last_ts = pg->util[i].timeStamp;
             return count;
         }
         if (rc != NVML_ERROR_INSUFFICIENT_SIZE || count == 0) {
             /* NOT_FOUND: no sample since the last one, nothing ran */
             if (rc != NVML_ERROR_NOT_FOUND && rc != NVML_ERROR_NOT_SUPPORTED &&
                 rc != NVML_ERROR_INSUFFICIENT_SIZE)
-                s->nvml_errors[FN_PROC_UTIL]++;
+                errors[FN_PROC_UTIL]++;
             return 0;
         }
-        p->util = procs_room(p->util, &p->util_cap, count, sizeof *p->util);
+        pg->util = procs_room(pg->util, &pg->util_cap, count, sizeof *pg->util);
     }
     return 0;
 }
 
+void metrics_procs_read(struct procs_gpu *pg, struct nvml *n, nvmlDevice_t h,
+                        unsigned long long *errors)
+{
+    pg->ninfo = procs_list(pg, n, h, errors);
+    pg->nutil = pg->ninfo > 0 ? procs_util(pg, n, h, errors) : 0;
+}
+
 /* The mean SM utilization of pid over the samples just read. */
-static double procs_sm(const struct metrics_procs *p, unsigned nutil, unsigned pid)
+static double procs_sm(const struct procs_gpu *pg, unsigned pid)
 {
     double sum = 0;
     unsigned k = 0;
-    for (unsigned i = 0; i < nutil; i++)
-        if (p->util[i].pid == pid) {
-            sum += p->util[i].smUtil;
+    for (unsigned i = 0; i < pg->nutil; i++)
+        if (pg->util[i].pid == pid) {
+            sum += pg->util[i].smUtil;
             k++;
         }
     return k ? sum / k : 0;
@@ -233,26 +240,22 @@ void metrics_procs_init(struct metrics_procs *p, const struct config *cfg)
     snprintf(p->log_dir, sizeof p->log_dir, "%s", cfg->container_log_dir);
 }
 
-void metrics_procs_sample(struct metrics_sampler *s, const bool *lost)
+void metrics_procs_sample(struct metrics_sampler *s, const bool *fresh)
 {
     struct metrics_procs *p = &s->procs;
     if (!p->on || !s->nvml->DeviceGetComputeRunningProcesses)
         return;
     double t0 = procs_now();
-    unsigned count = s->inv->count;
-    if (!p->last_ts)
-        p->last_ts = xcalloc(count ? count : 1, sizeof *p->last_ts);
     p->nseen = 0;
     unsigned npids = 0, cap = 16;
     struct procs_pid *pids = xmalloc(cap * sizeof *pids);
     bool reread = false;
-    for (unsigned i = 0; i < count; i++) {
-        int n = lost[i] || !s->g[i].handle ? -1 : procs_list(s, s->g[i].handle);
-        if (n <= 0)
-            continue;
-        unsigned nutil = procs_util(s, i, s->g[i].handle);
-        for (int k = 0; k < n; k++) {
-            const nvmlProcessInfo_t *info = &p->info[k];
+    for (unsigned i = 0; i < s->inv->count; i++) {
+        const struct procs_gpu *pg = &s->g[i].procs;
+        if (!fresh[i] || pg->ninfo <= 0)
+            continue; /* a GPU whose sample is out has no rows until it is back */
+        for (int k = 0; k < pg->ninfo; k++) {
+            const nvmlProcessInfo_t *info = &pg->info[k];
             struct procs_pid where = procs_where(p, info->pid);
             if (npids == cap)
                 pids = xrealloc(pids, (cap *= 2) * sizeof *pids);
@@ -261,7 +264,7 @@ void metrics_procs_sample(struct metrics_sampler *s, const bool *lost)
             seen->gpu = i;
             seen->pid = info->pid;
             seen->memory = info->usedGpuMemory == NVML_VALUE_NOT_AVAILABLE ? 0 : info->usedGpuMemory;
-            seen->sm = procs_sm(p, nutil, info->pid);
+            seen->sm = procs_sm(pg, info->pid);
             seen->in_pod = where.in_pod;
             if (where.in_pod)
                 procs_name(p, seen, &where, &reread);
@@ -323,11 +326,15 @@ void metrics_procs_usage(struct metrics_procs *p, const struct metrics_state *po
     }
 }
 
+void metrics_procs_gpu_free(struct procs_gpu *pg)
+{
+    free(pg->info);
+    free(pg->util);
+    memset(pg, 0, sizeof *pg);
+}
+
 void metrics_procs_free(struct metrics_procs *p)
 {
-    free(p->info);
-    free(p->util);
-    free(p->last_ts);
     free(p->pids);
     free(p->seen);
     free(p->names);

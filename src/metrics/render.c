@@ -129,9 +129,10 @@ static void render_fields(struct strbuf *out, const struct metrics_frame *f, con
             continue;
         strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", col->field->name, col->help,
                       col->field->name, col->type);
+        bool known = col->field->src == SRC_XID; /* the agent's, whether the GPU answers or not */
         for (unsigned i = 0; i < f->inv->count; i++) {
             const struct metrics_gpu *g = &f->gpus[i];
-            if (!g->up || !g->have[k])
+            if (!known && (!g->up || !g->have[k]))
                 continue; /* no stale value: a GPU that did not answer has no series */
             strbuf_puts(out, col->field->name);
             render_identity(out, f, i, labels, nlabels);
@@ -150,33 +151,46 @@ static void render_fields(struct strbuf *out, const struct metrics_frame *f, con
     }
 }
 
-/* gpulet's own families: per-GPU state, XID counts, allocations, self. */
-static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
+/* gpulet's own families, one row each: a name, its type and help, and
+ * the function that writes its samples. */
+typedef void (*render_rows_fn)(struct strbuf *out, const struct metrics_frame *f);
+
+/* Per GPU: up, health and the rest come from the agent's one record of the
+ * GPU (metrics' copy), so they cannot disagree. */
+static void rows_up(struct strbuf *out, const struct metrics_frame *f)
 {
-    const struct metrics_state *s = f->state;
-    unsigned n = f->inv->count;
-    /* Both families come from the agent's one record of the GPU, so they
-     * cannot disagree: up is 0 exactly while the reason is "lost". */
-    strbuf_puts(out, "# HELP gpulet_gpu_up 0 while NVML cannot reach the GPU (lost), else 1.\n"
-                     "# TYPE gpulet_gpu_up gauge\n");
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < f->inv->count; i++) {
+        enum health_reason r = f->state->dev[i].health;
         strbuf_puts(out, "gpulet_gpu_up");
         render_identity(out, f, i, NULL, 0);
-        strbuf_printf(out, "} %d\n", s->dev[i].health == HEALTH_LOST ? 0 : 1);
+        strbuf_printf(out, "} %d\n", r == HEALTH_LOST || r == HEALTH_HUNG ? 0 : 1);
     }
-    strbuf_puts(out, "# HELP gpulet_gpu_health 1 if the GPU is healthy (advertised to the kubelet); "
-                     "reason says why not.\n# TYPE gpulet_gpu_health gauge\n");
-    for (unsigned i = 0; i < n; i++) {
+}
+
+static void rows_health(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (unsigned i = 0; i < f->inv->count; i++) {
+        enum health_reason r = f->state->dev[i].health;
         strbuf_puts(out, "gpulet_gpu_health");
         render_identity(out, f, i, NULL, 0);
-        enum health_reason r = s->dev[i].health;
         render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
         strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
     }
-    strbuf_puts(out, "# HELP gpulet_gpu_resource The extended resource the GPU, or its MIG "
-                     "device, is advertised under (1).\n# TYPE gpulet_gpu_resource gauge\n");
-    for (unsigned i = 0; i < n; i++) {
-        const struct metrics_device *d = &s->dev[i];
+}
+
+static void rows_last_sample(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (unsigned i = 0; i < f->inv->count; i++) {
+        strbuf_puts(out, "gpulet_gpu_last_sample_timestamp_seconds");
+        render_identity(out, f, i, NULL, 0);
+        strbuf_printf(out, "} %.3f\n", f->gpus[i].sampled_at);
+    }
+}
+
+static void rows_resource(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (unsigned i = 0; i < f->inv->count; i++) {
+        const struct metrics_device *d = &f->state->dev[i];
         for (int k = -1; k < (int)d->nmig; k++) {
             const char *res = k < 0 ? d->resource : d->mig_resource[k];
             if (!res[0])
@@ -187,10 +201,12 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
             strbuf_puts(out, "} 1\n");
         }
     }
-    strbuf_puts(out, "# HELP gpulet_xid_errors_total XID errors seen on the GPU since gpulet started.\n"
-                     "# TYPE gpulet_xid_errors_total counter\n");
-    for (unsigned i = 0; i < n; i++) {
-        const struct gpu_xid_count *x = s->dev[i].xids;
+}
+
+static void rows_xids(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (unsigned i = 0; i < f->inv->count; i++) {
+        const struct gpu_xid_count *x = f->state->dev[i].xids;
         for (unsigned k = 0; k < GPU_DEVICE_MAX_XIDS && x[k].count; k++) {
             char xid[16];
             snprintf(xid, sizeof xid, "%u", x[k].xid);
@@ -200,8 +216,11 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
             strbuf_printf(out, "} %llu\n", x[k].count);
         }
     }
-    strbuf_puts(out, "# HELP gpulet_gpu_allocation A pod's container holding a share of a shared GPU.\n"
-                     "# TYPE gpulet_gpu_allocation gauge\n");
+}
+
+static void rows_allocation(struct strbuf *out, const struct metrics_frame *f)
+{
+    const struct metrics_state *s = f->state;
     for (unsigned k = 0; k < s->nshares; k++) {
         strbuf_puts(out, "gpulet_gpu_allocation{");
         render_label(out, "UUID", f->inv->gpus[s->shares[k].gpu].uuid, true);
@@ -210,44 +229,106 @@ static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
         render_label(out, "container", s->shares[k].owner.container, false);
         strbuf_puts(out, "} 1\n");
     }
-    strbuf_printf(out, "# HELP gpulet_sample_duration_seconds How long the last NVML sample of all "
-                       "GPUs took.\n# TYPE gpulet_sample_duration_seconds gauge\n"
-                       "gpulet_sample_duration_seconds %.6f\n", f->sample_seconds);
-    strbuf_puts(out, "# HELP gpulet_nvml_errors_total NVML calls that failed while sampling, by "
-                     "function (not counting unsupported features).\n"
-                     "# TYPE gpulet_nvml_errors_total counter\n");
+}
+
+static void rows_sample_duration(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_sample_duration_seconds %.6f\n", f->sample_seconds);
+}
+
+static void rows_nvml_errors(struct strbuf *out, const struct metrics_frame *f)
+{
     for (unsigned k = 0; k < FN_COUNT; k++)
         if (f->nvml_errors[k])
             strbuf_printf(out, "gpulet_nvml_errors_total{function=\"%s\"} %llu\n",
                           metrics_nvml_names[k], f->nvml_errors[k]);
-    strbuf_printf(out, "# HELP gpulet_scrapes_total Scrapes of /metrics served (as of this sample).\n"
-                       "# TYPE gpulet_scrapes_total counter\ngpulet_scrapes_total %llu\n", s->scrapes);
-    strbuf_printf(out, "# HELP gpulet_podresources_errors_total Failed PodResources List calls.\n"
-                       "# TYPE gpulet_podresources_errors_total counter\n"
-                       "gpulet_podresources_errors_total %llu\n"
-                       "# HELP gpulet_podresources_last_success_timestamp_seconds When the pod "
-                       "labels were last refreshed.\n"
-                       "# TYPE gpulet_podresources_last_success_timestamp_seconds gauge\n"
-                       "gpulet_podresources_last_success_timestamp_seconds %.3f\n",
-                  s->podres_errors, s->podres_last_ok);
-    const struct metrics_config *cf = &s->config;
-    strbuf_printf(out, "# HELP gpulet_config_last_reload_successful Whether the last configuration "
-                       "change (SIGHUP, the node's config label, its ConfigMap) was applied.\n"
-                       "# TYPE gpulet_config_last_reload_successful gauge\n"
-                       "gpulet_config_last_reload_successful %d\n"
-                       "# HELP gpulet_config_last_reload_success_timestamp_seconds When the "
-                       "running configuration was applied.\n"
-                       "# TYPE gpulet_config_last_reload_success_timestamp_seconds gauge\n"
-                       "gpulet_config_last_reload_success_timestamp_seconds %.3f\n"
-                       "# HELP gpulet_config_reload_failures_total Configuration changes refused "
-                       "(the running configuration was kept).\n"
-                       "# TYPE gpulet_config_reload_failures_total counter\n"
-                       "gpulet_config_reload_failures_total %llu\n"
-                       "# HELP gpulet_config_info The named config in use (empty: none).\n"
-                       "# TYPE gpulet_config_info gauge\ngpulet_config_info{",
-                  cf->last_ok ? 1 : 0, cf->last_ok_time, cf->failures);
-    render_label(out, "config", cf->name, true);
+}
+
+static void rows_scrapes(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_scrapes_total %llu\n", f->state->scrapes);
+}
+
+static void rows_podres_errors(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_podresources_errors_total %llu\n", f->state->podres_errors);
+}
+
+static void rows_podres_ok(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_podresources_last_success_timestamp_seconds %.3f\n",
+                  f->state->podres_last_ok);
+}
+
+static void rows_reload_ok(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_config_last_reload_successful %d\n", f->state->config.last_ok ? 1 : 0);
+}
+
+static void rows_reload_time(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_config_last_reload_success_timestamp_seconds %.3f\n",
+                  f->state->config.last_ok_time);
+}
+
+static void rows_reload_failures(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_config_reload_failures_total %llu\n", f->state->config.failures);
+}
+
+static void rows_config(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_puts(out, "gpulet_config_info{");
+    render_label(out, "config", f->state->config.name, true);
     strbuf_puts(out, "} 1\n");
+}
+
+static const struct {
+    const char *name, *type, *help;
+    render_rows_fn rows;
+} render_gpulet_families[] = {
+    {"gpulet_gpu_up", "gauge", "0 while NVML cannot reach the GPU (lost, or hung), else 1.",
+     rows_up},
+    {"gpulet_gpu_health", "gauge",
+     "1 if the GPU is healthy (advertised to the kubelet); reason says why not.", rows_health},
+    {"gpulet_gpu_last_sample_timestamp_seconds", "gauge",
+     "When the GPU's metrics were last read (0: never); its DCGM series are served only while "
+     "this is at most two intervals old.", rows_last_sample},
+    {"gpulet_gpu_resource", "gauge",
+     "The extended resource the GPU, or its MIG device, is advertised under (1).", rows_resource},
+    {"gpulet_xid_errors_total", "counter", "XID errors seen on the GPU since gpulet started.",
+     rows_xids},
+    {"gpulet_gpu_allocation", "gauge", "A pod's container holding a share of a shared GPU.",
+     rows_allocation},
+    {"gpulet_sample_duration_seconds", "gauge",
+     "How long the last round of NVML samples (all GPUs, in parallel) took.", rows_sample_duration},
+    {"gpulet_nvml_errors_total", "counter",
+     "NVML calls that failed while sampling, by function (not counting unsupported features).",
+     rows_nvml_errors},
+    {"gpulet_scrapes_total", "counter", "Scrapes of /metrics served (as of this sample).",
+     rows_scrapes},
+    {"gpulet_podresources_errors_total", "counter", "Failed PodResources List calls.",
+     rows_podres_errors},
+    {"gpulet_podresources_last_success_timestamp_seconds", "gauge",
+     "When the pod labels were last refreshed.", rows_podres_ok},
+    {"gpulet_config_last_reload_successful", "gauge",
+     "Whether the last configuration change (SIGHUP, the node's config label, its ConfigMap) was "
+     "applied.", rows_reload_ok},
+    {"gpulet_config_last_reload_success_timestamp_seconds", "gauge",
+     "When the running configuration was applied.", rows_reload_time},
+    {"gpulet_config_reload_failures_total", "counter",
+     "Configuration changes refused (the running configuration was kept).", rows_reload_failures},
+    {"gpulet_config_info", "gauge", "The named config in use (empty: none).", rows_config},
+};
+
+static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (size_t k = 0; k < sizeof render_gpulet_families / sizeof *render_gpulet_families; k++) {
+        strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", render_gpulet_families[k].name,
+                      render_gpulet_families[k].help, render_gpulet_families[k].name,
+                      render_gpulet_families[k].type);
+        render_gpulet_families[k].rows(out, f);
+    }
 }
 
 /* Per-container usage of each GPU: one row per family (adding one is a row). */

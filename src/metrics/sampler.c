@@ -1,14 +1,18 @@
-/* The sampler: reads each GPU's fields from NVML on the sampler thread.
- * Cheap calls (clocks, temperature, power, utilization, memory: microseconds)
- * run for every GPU on every tick. Expensive ones (energy ~4 ms, PCIe replays
- * and field values ~140 us, GPM ~1.7 ms on an H200: docs/benchmarks.md) are
- * read for as many GPUs per tick as a small budget allows at their measured
- * cost, round robin, and keep their last value in between. */
+/* The sampler: reads each GPU's fields from NVML, each GPU on its own lane
+ * (gpu/lane.h), the sampler thread handing out the samples and taking them
+ * back. Cheap calls (clocks, temperature, power, utilization, memory:
+ * microseconds) run for every GPU on every tick. Expensive ones (energy
+ * ~4 ms, PCIe replays and field values ~140 us, GPM ~1.7 ms on an H200:
+ * docs/benchmarks.md) are read for as many GPUs per tick as a small budget
+ * allows at their measured cost, round robin, and keep their last value in
+ * between. A GPU whose sample does not come back (a hung GPU) is left to
+ * its lane: the others' series stay fresh, and its own are not served. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "gpu/health.h"
 #include "metrics/internal.h"
 #include "util/xmalloc.h"
 
@@ -31,6 +35,7 @@ struct sampler_gpu_ctx {
     struct metrics_sampler *s;
     unsigned gpu;
     bool lost;
+    unsigned long long *errors;      /* the GPU's own counts (per enum metrics_nvml_call) */
 };
 
 static bool sampler_ok(struct sampler_gpu_ctx *c, nvmlReturn_t rc, int fn)
@@ -40,7 +45,7 @@ static bool sampler_ok(struct sampler_gpu_ctx *c, nvmlReturn_t rc, int fn)
     if (rc == NVML_ERROR_GPU_IS_LOST)
         c->lost = true;
     else if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_FUNCTION_NOT_FOUND)
-        c->s->nvml_errors[fn]++;
+        c->errors[fn]++;
     return false;
 }
 
@@ -69,7 +74,7 @@ static bool read_clock(struct sampler_cheap_ctx *x, const struct field *f, doubl
     struct nvml *n = x->c->s->nvml;
     unsigned u;
     nvmlClockType_t t = f->src == SRC_CLOCK_SM ? NVML_CLOCK_SM : NVML_CLOCK_MEM;
-    return n->DeviceGetClockInfo && sampler_ok(x->c, n->DeviceGetClockInfo(x->h, t, &u), FN_CLOCK) &&
+    return n->DeviceGetClockInfo && sampler_ok(x->c, NVML_CALL(n, DeviceGetClockInfo, x->h, t, &u), FN_CLOCK) &&
            (*v = u, true);
 }
 
@@ -79,7 +84,7 @@ static bool read_temp(struct sampler_cheap_ctx *x, const struct field *f, double
     struct nvml *n = x->c->s->nvml;
     unsigned u;
     return n->DeviceGetTemperature &&
-           sampler_ok(x->c, n->DeviceGetTemperature(x->h, NVML_TEMPERATURE_GPU, &u), FN_TEMP) &&
+           sampler_ok(x->c, NVML_CALL(n, DeviceGetTemperature, x->h, NVML_TEMPERATURE_GPU, &u), FN_TEMP) &&
            (*v = u, true);
 }
 
@@ -88,7 +93,7 @@ static bool read_power(struct sampler_cheap_ctx *x, const struct field *f, doubl
     (void)f;
     struct nvml *n = x->c->s->nvml;
     unsigned mw;
-    return n->DeviceGetPowerUsage && sampler_ok(x->c, n->DeviceGetPowerUsage(x->h, &mw), FN_POWER) &&
+    return n->DeviceGetPowerUsage && sampler_ok(x->c, NVML_CALL(n, DeviceGetPowerUsage, x->h, &mw), FN_POWER) &&
            (*v = mw * 0.001, true);
 }
 
@@ -97,7 +102,7 @@ static bool read_util(struct sampler_cheap_ctx *x, const struct field *f, double
     struct nvml *n = x->c->s->nvml;
     if (!x->util_read)
         x->util_read = n->DeviceGetUtilizationRates &&
-                               sampler_ok(x->c, n->DeviceGetUtilizationRates(x->h, &x->util), FN_UTIL)
+                               sampler_ok(x->c, NVML_CALL(n, DeviceGetUtilizationRates, x->h, &x->util), FN_UTIL)
                            ? 1 : -1;
     *v = f->src == SRC_UTIL_GPU ? x->util.gpu : x->util.memory;
     return x->util_read > 0;
@@ -106,11 +111,13 @@ static bool read_util(struct sampler_cheap_ctx *x, const struct field *f, double
 static bool read_codec(struct sampler_cheap_ctx *x, const struct field *f, double *v)
 {
     struct nvml *n = x->c->s->nvml;
-    bool enc = f->src == SRC_ENC_UTIL;
-    __typeof__(n->DeviceGetEncoderUtilization) fn =
-        enc ? n->DeviceGetEncoderUtilization : n->DeviceGetDecoderUtilization;
     unsigned u, period;
-    return fn && sampler_ok(x->c, fn(x->h, &u, &period), enc ? FN_ENC : FN_DEC) && (*v = u, true);
+    nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (f->src == SRC_ENC_UTIL && n->DeviceGetEncoderUtilization)
+        rc = NVML_CALL(n, DeviceGetEncoderUtilization, x->h, &u, &period);
+    else if (f->src == SRC_DEC_UTIL && n->DeviceGetDecoderUtilization)
+        rc = NVML_CALL(n, DeviceGetDecoderUtilization, x->h, &u, &period);
+    return sampler_ok(x->c, rc, f->src == SRC_ENC_UTIL ? FN_ENC : FN_DEC) && (*v = u, true);
 }
 
 static bool read_memory(struct sampler_cheap_ctx *x, const struct field *f, double *v)
@@ -119,7 +126,7 @@ static bool read_memory(struct sampler_cheap_ctx *x, const struct field *f, doub
     if (!x->mem_read) {
         x->mem.version = nvmlMemory_v2;
         x->mem_read = n->DeviceGetMemoryInfoV2 &&
-                              sampler_ok(x->c, n->DeviceGetMemoryInfoV2(x->h, &x->mem), FN_MEM)
+                              sampler_ok(x->c, NVML_CALL(n, DeviceGetMemoryInfoV2, x->h, &x->mem), FN_MEM)
                           ? 1 : -1;
     }
     unsigned long long bytes = f->src == SRC_FB_FREE ? x->mem.free
@@ -135,7 +142,7 @@ static bool read_ecc(struct sampler_cheap_ctx *x, const struct field *f, double 
     struct nvml *n = x->c->s->nvml;
     unsigned long long count;
     return n->DeviceGetTotalEccErrors &&
-           sampler_ok(x->c, n->DeviceGetTotalEccErrors(x->h, (nvmlMemoryErrorType_t)(f->param / 2),
+           sampler_ok(x->c, NVML_CALL(n, DeviceGetTotalEccErrors, x->h, (nvmlMemoryErrorType_t)(f->param / 2),
                                                        (nvmlEccCounterType_t)(f->param % 2), &count),
                       FN_ECC) &&
            (*v = (double)count, true);
@@ -186,29 +193,31 @@ static void sampler_cheap(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metr
     }
 }
 
+/* A counter read once per GPU, into every collector of its source. */
+static void sampler_counter(struct sampler_gpu_ctx *c, struct metrics_gpu *g,
+                            enum field_source src, double v, bool ok)
+{
+    for (unsigned k = 0; k < c->s->col->count; k++)
+        if (c->s->col->items[k].field->src == src)
+            sampler_set(g, k, v, ok);
+}
+
 static void sampler_replay(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metrics_gpu *g)
 {
     struct nvml *n = c->s->nvml;
-    for (unsigned k = 0; k < c->s->col->count; k++) {
-        if (c->s->col->items[k].field->src != SRC_PCIE_REPLAY)
-            continue;
-        unsigned v = 0;
-        bool ok = n->DeviceGetPcieReplayCounter && sampler_ok(c, n->DeviceGetPcieReplayCounter(h, &v), FN_REPLAY);
-        sampler_set(g, k, v, ok);
-    }
+    unsigned v = 0;
+    bool ok = n->DeviceGetPcieReplayCounter &&
+              sampler_ok(c, NVML_CALL(n, DeviceGetPcieReplayCounter, h, &v), FN_REPLAY);
+    sampler_counter(c, g, SRC_PCIE_REPLAY, v, ok);
 }
 
 static void sampler_energy(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metrics_gpu *g)
 {
     struct nvml *n = c->s->nvml;
-    for (unsigned k = 0; k < c->s->col->count; k++) {
-        if (c->s->col->items[k].field->src != SRC_ENERGY)
-            continue;
-        unsigned long long v = 0;
-        bool ok = n->DeviceGetTotalEnergyConsumption &&
-                  sampler_ok(c, n->DeviceGetTotalEnergyConsumption(h, &v), FN_ENERGY);
-        sampler_set(g, k, (double)v, ok);
-    }
+    unsigned long long v = 0;
+    bool ok = n->DeviceGetTotalEnergyConsumption &&
+              sampler_ok(c, NVML_CALL(n, DeviceGetTotalEnergyConsumption, h, &v), FN_ENERGY);
+    sampler_counter(c, g, SRC_ENERGY, (double)v, ok);
 }
 
 static double sampler_field_value(const nvmlFieldValue_t *v)
@@ -248,7 +257,7 @@ static void sampler_fields(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct met
     }
     if (!nv || !s->nvml->DeviceGetFieldValues)
         return;
-    if (!sampler_ok(c, s->nvml->DeviceGetFieldValues(h, (int)nv, v), FN_FIELDS)) {
+    if (!sampler_ok(c, NVML_CALL(s->nvml, DeviceGetFieldValues, h, (int)nv, v), FN_FIELDS)) {
         for (unsigned i = 0; i < first_nvl; i++)
             g->have[owner[i]] = false;
         return;
@@ -277,7 +286,7 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
     if (sg->gpm_state < 0)
         return;
     int cur = sg->gpm_cur;
-    nvmlReturn_t rc = n->GpmSampleGet(h, sg->gpm[cur]);
+    nvmlReturn_t rc = NVML_CALL(n, GpmSampleGet, h, sg->gpm[cur]);
     if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
         sg->gpm_state = -1; /* before Hopper: these series stay absent, never zero */
         return;
@@ -285,7 +294,7 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
     if (!sampler_ok(c, rc, FN_GPM_SAMPLE))
         return;
     if (sg->gpm_state == 1) {
-        nvmlGpmMetricsGet_t *mg = &s->gpm_get;
+        nvmlGpmMetricsGet_t get, *mg = &get; /* 8 KiB, on the lane's stack */
         memset(mg, 0, sizeof *mg);
         mg->version = NVML_GPM_METRICS_GET_VERSION;
         mg->sample1 = sg->gpm[1 - cur];
@@ -297,7 +306,7 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
                 mg->metrics[mg->numMetrics++].metricId = s->col->items[k].field->param;
             }
         }
-        bool ok = sampler_ok(c, n->GpmMetricsGet(mg), FN_GPM_METRICS);
+        bool ok = sampler_ok(c, NVML_CALL(n, GpmMetricsGet, mg), FN_GPM_METRICS);
         for (unsigned m = 0; m < mg->numMetrics; m++) {
             const struct field *f = s->col->items[owner[m]].field;
             sampler_set(g, owner[m], mg->metrics[m].value * (f->scale ? f->scale : 1),
@@ -310,102 +319,51 @@ static void sampler_gpm(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metric
 
 typedef void (*sampler_class_fn)(struct sampler_gpu_ctx *c, nvmlDevice_t h, struct metrics_gpu *g);
 
+/* The expensive classes, one row each: which sources need them, how each is read. */
+static const struct {
+    enum field_source src, also;     /* also: a second source it serves (or the first again) */
+    sampler_class_fn read;
+} sampler_classes[CLASS_COUNT] = {
+    [CLASS_REPLAY] = {SRC_PCIE_REPLAY, SRC_PCIE_REPLAY, sampler_replay},
+    [CLASS_FIELDS] = {SRC_FIELD, SRC_NVLINK_RATE, sampler_fields},
+    [CLASS_ENERGY] = {SRC_ENERGY, SRC_ENERGY, sampler_energy},
+    [CLASS_GPM] = {SRC_GPM, SRC_GPM, sampler_gpm},
+};
+
 static bool sampler_class_needed(const struct metrics_sampler *s, enum metrics_class cls)
 {
+    if (cls == CLASS_GPM && !s->nvml->GpmSampleGet)
+        return false;
     for (unsigned k = 0; k < s->col->count; k++) {
         enum field_source src = s->col->items[k].field->src;
-        if ((cls == CLASS_REPLAY && src == SRC_PCIE_REPLAY) || (cls == CLASS_ENERGY && src == SRC_ENERGY) ||
-            (cls == CLASS_GPM && src == SRC_GPM) ||
-            (cls == CLASS_FIELDS && (src == SRC_FIELD || src == SRC_NVLINK_RATE)))
+        if (src == sampler_classes[cls].src || src == sampler_classes[cls].also)
             return true;
     }
     return false;
 }
 
-/* Reads one expensive class for as many GPUs as its budget allows. */
-static void sampler_class(struct metrics_sampler *s, enum metrics_class cls, sampler_class_fn fn,
-                          bool *lost)
-{
-    unsigned count = s->inv->count;
-    if (!count || !sampler_class_needed(s, cls) || (cls == CLASS_GPM && !s->nvml->GpmSampleGet))
-        return;
-    struct metrics_class_state *st = &s->classes[cls];
-    double budget = s->interval_ms * 1000.0 * SAMPLER_BUDGET_SHARE;
-    /* Unmeasured yet: read every GPU once, and learn the cost from that. */
-    unsigned k = st->cost_us > 0 ? (unsigned)(budget / st->cost_us) : count;
-    if (k < 1)
-        k = 1;
-    if (k > count)
-        k = count;
-    for (unsigned j = 0; j < k; j++) {
-        unsigned i = (st->cursor + j) % count;
-        if (lost[i] || !s->g[i].handle)
-            continue;
-        struct sampler_gpu_ctx c = {s, i, false};
-        double t0 = sampler_now_us();
-        fn(&c, s->g[i].handle, &s->gpus[i]);
-        double spent = sampler_now_us() - t0;
-        st->cost_us = st->cost_us > 0 ? 0.8 * st->cost_us + 0.2 * spent : spent;
-        lost[i] |= c.lost;
-    }
-    st->cursor = (st->cursor + k) % count;
-}
-
 /* Each MIG device's framebuffer, through its own handle (dcgm-exporter's
  * per-GPU-instance FB series). */
-static void sampler_mig(struct metrics_sampler *s, const struct metrics_device *devs, bool *lost)
+static void sampler_mig(struct sampler_gpu_ctx *c, const struct metrics_device *d,
+                        struct metrics_gpu *g)
 {
-    struct nvml *n = s->nvml;
-    for (unsigned i = 0; i < s->inv->count; i++) {
-        struct metrics_gpu *g = &s->gpus[i];
-        memset(g->mig_have, 0, sizeof g->mig_have);
-        for (unsigned k = 0; !lost[i] && k < devs[i].nmig; k++) {
-            nvmlMemory_t mem;
-            if (!n->DeviceGetMemoryInfo ||
-                n->DeviceGetMemoryInfo(devs[i].mig[k].handle, &mem) != NVML_SUCCESS)
-                continue;
-            g->mig_used[k] = (double)(mem.used >> 20);
-            g->mig_free[k] = (double)(mem.free >> 20);
-            g->mig_have[k] = true;
-        }
-    }
-}
-
-double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs)
-{
-    double t0 = sampler_now_us();
-    unsigned count = s->inv->count;
-    bool lost[count ? count : 1];
-    for (unsigned i = 0; i < count; i++) {
-        /* The agent's handle: after a reset it finds the new one, not us. */
-        s->g[i].handle = devs[i].handle;
-        lost[i] = !s->g[i].handle;
-        if (lost[i])
+    struct nvml *n = c->s->nvml;
+    memset(g->mig_have, 0, sizeof g->mig_have);
+    for (unsigned k = 0; !c->lost && k < d->nmig; k++) {
+        nvmlMemory_t mem;
+        if (!n->DeviceGetMemoryInfo ||
+            NVML_CALL(n, DeviceGetMemoryInfo, d->mig[k].handle, &mem) != NVML_SUCCESS)
             continue;
-        struct sampler_gpu_ctx c = {s, i, false};
-        sampler_cheap(&c, s->g[i].handle, &s->gpus[i]);
-        lost[i] = c.lost;
+        g->mig_used[k] = (double)(mem.used >> 20);
+        g->mig_free[k] = (double)(mem.free >> 20);
+        g->mig_have[k] = true;
     }
-    sampler_class(s, CLASS_REPLAY, sampler_replay, lost);
-    sampler_class(s, CLASS_FIELDS, sampler_fields, lost);
-    sampler_class(s, CLASS_ENERGY, sampler_energy, lost);
-    sampler_class(s, CLASS_GPM, sampler_gpm, lost);
-    sampler_mig(s, devs, lost);
-    metrics_procs_sample(s, lost);
-    for (unsigned i = 0; i < count; i++) {
-        s->gpus[i].up = !lost[i];
-        s->g[i].lost = lost[i] && s->g[i].handle;
-        if (lost[i])
-            memset(s->gpus[i].have, 0, sizeof s->gpus[i].have); /* nothing stale survives */
-    }
-    return (sampler_now_us() - t0) / 1e6;
 }
 
 /* The label fields of a GPU: read once, they do not change while running. */
-static void sampler_labels(struct metrics_sampler *s, unsigned i)
+static void sampler_labels(struct metrics_sampler *s, unsigned i, nvmlDevice_t h)
 {
     struct nvml *n = s->nvml;
-    nvmlDevice_t h = s->g[i].handle;
     for (unsigned k = 0; k < s->col->count; k++) {
         const struct field *f = s->col->items[k].field;
         if (f->src != SRC_LABEL)
@@ -416,16 +374,16 @@ static void sampler_labels(struct metrics_sampler *s, unsigned i)
         case LABEL_DRIVER: snprintf(buf, sizeof buf, "%s", s->inv->driver_version); break;
         case LABEL_NVML_VERSION: snprintf(buf, sizeof buf, "%s", s->inv->nvml_version); break;
         case LABEL_SERIAL:
-            if (!h || !n->DeviceGetSerial || n->DeviceGetSerial(h, buf, sizeof buf) != NVML_SUCCESS)
+            if (!n->DeviceGetSerial || NVML_CALL(n, DeviceGetSerial, h, buf, sizeof buf) != NVML_SUCCESS)
                 buf[0] = '\0';
             break;
         case LABEL_VBIOS:
-            if (!h || !n->DeviceGetVbiosVersion ||
-                n->DeviceGetVbiosVersion(h, buf, sizeof buf) != NVML_SUCCESS)
+            if (!n->DeviceGetVbiosVersion ||
+                NVML_CALL(n, DeviceGetVbiosVersion, h, buf, sizeof buf) != NVML_SUCCESS)
                 buf[0] = '\0';
             break;
         case LABEL_BRAND:
-            if (h && n->DeviceGetBrand && n->DeviceGetBrand(h, &brand) == NVML_SUCCESS)
+            if (n->DeviceGetBrand && NVML_CALL(n, DeviceGetBrand, h, &brand) == NVML_SUCCESS)
                 snprintf(buf, sizeof buf, "%s", brand == NVML_BRAND_NVIDIA ? "NVIDIA" : "Unknown");
             break;
         }
@@ -433,40 +391,178 @@ static void sampler_labels(struct metrics_sampler *s, unsigned i)
     }
 }
 
-void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n,
-                          const struct gpu_inventory *inv, const struct gpu_device *devs,
-                          const struct collectors *col, unsigned interval_ms)
+/* What a GPU's first sample reads once: its labels, its virtualization
+ * mode, and GPM buffers where NVML has GPM. */
+static void sampler_first(struct metrics_sampler *s, struct sampler_gpu *g, nvmlDevice_t h)
+{
+    struct nvml *n = s->nvml;
+    sampler_labels(s, g->gpu, h);
+    nvmlGpuVirtualizationMode_t mode;
+    g->virt_mode = n->DeviceGetVirtualizationMode &&
+                           NVML_CALL(n, DeviceGetVirtualizationMode, h, &mode) == NVML_SUCCESS
+                       ? (int)mode : -1;
+    bool gpm = n->GpmSampleAlloc && n->GpmSampleFree && n->GpmSampleGet && n->GpmMetricsGet &&
+               NVML_CALL(n, GpmSampleAlloc, &g->gpm[0]) == NVML_SUCCESS &&
+               NVML_CALL(n, GpmSampleAlloc, &g->gpm[1]) == NVML_SUCCESS;
+    g->gpm_state = gpm ? 0 : -1;
+    g->ready = true;
+}
+
+/* On the GPU's lane: one sample, into the GPU's own state only. */
+static void sampler_run(struct gpu_lane_job *job)
+{
+    struct sampler_gpu *g = (struct sampler_gpu *)job;
+    struct metrics_sampler *s = g->s;
+    struct metrics_gpu *r = &s->gpus[g->gpu];
+    nvmlDevice_t h = g->dev.handle;
+    g->handle = h;
+    if (!g->ready)
+        sampler_first(s, g, h);
+    struct sampler_gpu_ctx c = {s, g->gpu, false, g->errors};
+    sampler_cheap(&c, h, r);
+    for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
+        g->spent_us[cls] = 0;
+        if (!(g->classes & (1u << cls)) || c.lost)
+            continue;
+        double t0 = sampler_now_us();
+        sampler_classes[cls].read(&c, h, r);
+        g->spent_us[cls] = sampler_now_us() - t0;
+    }
+    sampler_mig(&c, &g->dev, r);
+    if (s->procs.on && !c.lost && s->nvml->DeviceGetComputeRunningProcesses)
+        metrics_procs_read(&g->procs, s->nvml, h, g->errors);
+    else
+        g->procs.ninfo = -1;
+    g->lost = c.lost;
+    if (c.lost)
+        memset(r->have, 0, sizeof r->have); /* nothing stale survives */
+    r->sampled_at = (double)time(NULL);
+    g->done = sampler_now_us() / 1e6;
+}
+
+/* Takes GPU i's sample back once its lane is done: its costs and error
+ * counts join the sampler's. True if one came back. */
+static bool sampler_take(struct metrics_sampler *s, unsigned i)
+{
+    struct sampler_gpu *g = &s->g[i];
+    if (!g->posted || gpu_lane_job_busy(&g->job))
+        return false;
+    g->posted = false;
+    for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
+        struct metrics_class_state *st = &s->classes[cls];
+        double spent = g->spent_us[cls];
+        if (spent > 0)
+            st->cost_us = st->cost_us > 0 ? 0.8 * st->cost_us + 0.2 * spent : spent;
+    }
+    for (unsigned k = 0; k < FN_COUNT; k++)
+        s->nvml_errors[k] += g->errors[k];
+    memset(g->errors, 0, sizeof g->errors);
+    return true;
+}
+
+/* Which GPUs read each expensive class this round: as many as its budget
+ * allows at its measured cost (all, while unmeasured), round robin over
+ * the GPUs that get a sample. */
+static void sampler_schedule(struct metrics_sampler *s, const bool *post)
+{
+    unsigned count = s->inv->count, want = 0;
+    for (unsigned i = 0; i < count; i++) {
+        s->g[i].classes = 0;
+        want += post[i];
+    }
+    if (!want)
+        return;
+    double budget = s->interval_ms * 1000.0 * SAMPLER_BUDGET_SHARE;
+    for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
+        struct metrics_class_state *st = &s->classes[cls];
+        if (!sampler_class_needed(s, (enum metrics_class)cls))
+            continue;
+        unsigned k = st->cost_us > 0 ? (unsigned)(budget / st->cost_us) : count;
+        k = k < 1 ? 1 : k > want ? want : k;
+        unsigned i = st->cursor;
+        for (unsigned given = 0, seen = 0; given < k && seen < count; seen++, i = (i + 1) % count) {
+            if (post[i]) {
+                s->g[i].classes |= 1u << cls;
+                given++;
+            }
+        }
+        st->cursor = i;
+    }
+}
+
+double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs,
+                      uint64_t deadline)
+{
+    uint64_t t0 = uv_hrtime();
+    unsigned count = s->inv->count;
+    bool fresh[count ? count : 1], post[count ? count : 1];
+    for (unsigned i = 0; i < count; i++) {
+        fresh[i] = sampler_take(s, i); /* came back late, after the last round */
+        /* The agent's handle: after a reset it finds the new one, not us. */
+        post[i] = !s->g[i].posted && devs[i].handle;
+    }
+    sampler_schedule(s, post);
+    for (unsigned i = 0; i < count; i++) {
+        if (!post[i])
+            continue;
+        s->g[i].dev = devs[i];
+        s->g[i].posted = gpu_lanes_post(s->lanes, i, &s->g[i].job);
+    }
+    s->out = 0;
+    for (unsigned i = 0; i < count; i++) {
+        if (post[i] && s->g[i].posted)
+            gpu_lanes_wait(s->lanes, i, &s->g[i].job, deadline);
+        fresh[i] |= sampler_take(s, i);
+        s->out += s->g[i].posted;
+    }
+    metrics_procs_sample(s, fresh);
+    /* A GPU's series are served while its last sample is at most two
+     * intervals old, and it is neither lost nor hung. */
+    double now = sampler_now_us() / 1e6, stale = 2.0 * s->interval_ms / 1000.0;
+    for (unsigned i = 0; i < count; i++) {
+        const struct sampler_gpu *g = &s->g[i];
+        s->gpus[i].up = !g->posted && g->done > 0 && now - g->done <= stale && !g->lost &&
+                        devs[i].handle && devs[i].health != HEALTH_HUNG;
+    }
+    return (double)(uv_hrtime() - t0) / 1e9;
+}
+
+void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_lanes *lanes,
+                          const struct gpu_inventory *inv, const struct collectors *col,
+                          unsigned interval_ms)
 {
     memset(s, 0, sizeof *s);
     s->nvml = n;
+    s->lanes = lanes;
     s->inv = inv;
     s->col = col;
     s->interval_ms = interval_ms;
-    s->g = xcalloc(inv->count, sizeof *s->g);
-    s->gpus = xcalloc(inv->count, sizeof *s->gpus);
+    s->g = xcalloc(inv->count + 1, sizeof *s->g);
+    s->gpus = xcalloc(inv->count + 1, sizeof *s->gpus);
     s->labels = xcalloc((size_t)inv->count * col->count + 1, sizeof *s->labels);
     for (unsigned i = 0; i < inv->count; i++) {
         struct sampler_gpu *g = &s->g[i];
-        g->handle = devs[i].handle;
-        s->gpus[i].up = g->handle != NULL;
-        nvmlGpuVirtualizationMode_t mode;
-        g->virt_mode = g->handle && n->DeviceGetVirtualizationMode &&
-                               n->DeviceGetVirtualizationMode(g->handle, &mode) == NVML_SUCCESS
-                           ? (int)mode : -1;
-        bool gpm = n->GpmSampleAlloc && n->GpmSampleFree && n->GpmSampleGet && n->GpmMetricsGet &&
-                   n->GpmSampleAlloc(&g->gpm[0]) == NVML_SUCCESS &&
-                   n->GpmSampleAlloc(&g->gpm[1]) == NVML_SUCCESS;
-        g->gpm_state = gpm ? 0 : -1;
-        sampler_labels(s, i);
+        g->job.run = sampler_run;
+        g->s = s;
+        g->gpu = i;
+        g->virt_mode = -1;
+        g->gpm_state = -1;
     }
 }
 
 void metrics_sampler_free(struct metrics_sampler *s)
 {
+    /* A sample still out is on a lane stuck in the driver: it may write
+     * into any of the GPU arrays when its call returns, so they stay. */
     for (unsigned i = 0; s->g && i < s->inv->count; i++)
+        if (gpu_lane_job_busy(&s->g[i].job))
+            return;
+    for (unsigned i = 0; s->g && i < s->inv->count; i++) {
         for (int j = 0; j < 2; j++)
             if (s->g[i].gpm[j])
                 s->nvml->GpmSampleFree(s->g[i].gpm[j]);
+        metrics_procs_gpu_free(&s->g[i].procs);
+    }
     for (size_t k = 0; s->labels && k < (size_t)s->inv->count * s->col->count; k++)
         free(s->labels[k]);
     metrics_procs_free(&s->procs);

@@ -58,6 +58,13 @@ static void *nvml_dlsym(void *ctx, const char *name)
     return dlsym(ctx, name);
 }
 
+#define NVML_FN_NAME(field, proto, ...) #proto,
+const char *const nvml_fn_names[NVML_FN_COUNT] = {
+    NVML_REQUIRED_FUNCS(NVML_FN_NAME) NVML_OPTIONAL_FUNCS(NVML_FN_NAME)};
+#undef NVML_FN_NAME
+
+_Thread_local _Atomic int *nvml_call_slot;
+
 double nvml_clock_ms(void)
 {
     struct timespec ts;

@@ -4,6 +4,7 @@
 #ifndef GPULET_NVML_H
 #define GPULET_NVML_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "nvml/nvml_abi.h"
@@ -106,6 +107,28 @@ struct nvml {
     NVML_OPTIONAL_FUNCS(NVML_FIELD)
 #undef NVML_FIELD
 };
+
+/* Every function, numbered, and its symbol: for naming the call a thread
+ * is in (NVML_CALL). */
+#define NVML_FN_ENUM(field, proto, ...) NVML_FN_##field,
+enum nvml_fn { NVML_REQUIRED_FUNCS(NVML_FN_ENUM) NVML_OPTIONAL_FUNCS(NVML_FN_ENUM) NVML_FN_COUNT };
+#undef NVML_FN_ENUM
+extern const char *const nvml_fn_names[NVML_FN_COUNT];
+
+/* Where the calling thread notes which NVML call it is in (an enum
+ * nvml_fn), or NULL: a GPU's lane points it at its own slot, so that a
+ * watchdog can say which call hangs. */
+extern _Thread_local _Atomic int *nvml_call_slot;
+
+static inline void nvml_calling(enum nvml_fn fn)
+{
+    if (nvml_call_slot)
+        atomic_store_explicit(nvml_call_slot, (int)fn, memory_order_relaxed);
+}
+
+/* n->field(args...), noting the call first (nvml_call_slot). The calls
+ * made on a GPU's lane go through this. */
+#define NVML_CALL(n, field, ...) (nvml_calling(NVML_FN_##field), (n)->field(__VA_ARGS__))
 
 /* Resolves a symbol by name; dlsym in production, a table in tests. */
 typedef void *(*nvml_lookup_fn)(void *ctx, const char *name);

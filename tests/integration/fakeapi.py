@@ -1,7 +1,10 @@
-"""A stand-in for the API server's Node endpoints (GET, and PATCH with a JSON
-merge patch) and ConfigMaps, with list and watch by name (fieldSelector),
-over plain HTTP, counting requests and able to fail on demand: for what the
-real one cannot be made to do in a test (go down, answer 500, be counted)."""
+"""A stand-in for the API server's Node endpoints (GET; PATCH with a JSON
+merge patch, refused with 409 when it names another resourceVersion; PATCH
+of nodes/status with a strategic merge patch of its conditions, merged by
+type), Events (POST, PATCH) and ConfigMaps, with list and watch by name
+(fieldSelector), over plain HTTP, counting requests and able to fail on
+demand: for what the real one cannot be made to do in a test (go down,
+answer 500, be counted)."""
 import json
 import re
 import threading
@@ -26,7 +29,8 @@ def merge(target, patch):
 class FakeAPI:
     def __init__(self, node="n1", labels=None):
         self.node = {"kind": "Node", "apiVersion": "v1",
-                     "metadata": {"name": node, "labels": dict(labels or {})}}
+                     "metadata": {"name": node, "labels": dict(labels or {}), "resourceVersion": "1"}}
+        self.node_events = {}       # name -> core/v1 Event (namespace default)
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
@@ -61,13 +65,44 @@ class FakeAPI:
                     query = {k: v[0] for k, v in parse_qs(url.query).items()}
                     if method == "GET" and "fieldSelector" in query:
                         return self.list_or_watch(url.path, query)
-                    if url.path != f"/api/v1/nodes/{api.node['metadata']['name']}":
+                    if url.path.startswith("/api/v1/namespaces/default/events"):
+                        return self.event(method, url.path, body)
+                    node_path = f"/api/v1/nodes/{api.node['metadata']['name']}"
+                    if url.path == node_path + "/status" and method == "PATCH":
+                        patch = json.loads(body)
+                        conds = {c["type"]: c for c in api.node.get("status", {}).get("conditions", [])}
+                        for c in patch.get("status", {}).get("conditions", []):
+                            conds[c["type"]] = dict(conds.get(c["type"], {}), **c)
+                        api.node.setdefault("status", {})["conditions"] = list(conds.values())
+                        api._changed("/api/v1/nodes", api.node["metadata"]["name"], "MODIFIED", api.node)
+                        return self.answer(200, api.node)
+                    if url.path != node_path:
                         return self.answer(404, {"kind": "Status", "code": 404})
                     if method == "PATCH":
-                        api.node = merge(api.node, json.loads(body))
+                        patch = json.loads(body)
+                        want = patch.get("metadata", {}).pop("resourceVersion", None)
+                        if want is not None and want != api.node["metadata"]["resourceVersion"]:
+                            return self.answer(409, {"kind": "Status", "code": 409})
+                        api.node = merge(api.node, patch)
                         api._changed("/api/v1/nodes", api.node["metadata"]["name"], "MODIFIED",
                                      api.node)
                     return self.answer(200, api.node)
+
+            def event(self, method, path, body):
+                """Called with api.cond held."""
+                name = path.rsplit("/", 1)[1]
+                if method == "POST" and name == "events":
+                    ev = json.loads(body)
+                    if ev["metadata"]["name"] in api.node_events:
+                        return self.answer(409, {"kind": "Status", "code": 409})
+                    api.node_events[ev["metadata"]["name"]] = ev
+                    api.cond.notify_all()
+                    return self.answer(201, ev)
+                if method == "PATCH" and name in api.node_events:
+                    api.node_events[name] = merge(api.node_events[name], json.loads(body))
+                    api.cond.notify_all()
+                    return self.answer(200, api.node_events[name])
+                return self.answer(404, {"kind": "Status", "code": 404})
 
             def list_or_watch(self, path, query):
                 """Called with api.cond held."""
@@ -105,6 +140,9 @@ class FakeAPI:
             def do_PATCH(self):
                 self.handle_one("PATCH")
 
+            def do_POST(self):
+                self.handle_one("POST")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -120,6 +158,7 @@ class FakeAPI:
 
     def _changed(self, collection, name, kind, obj):
         self.version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
         obj = json.loads(json.dumps(obj))
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
         self.events.append((self.version, collection, name, kind, obj))
@@ -156,6 +195,26 @@ class FakeAPI:
                         f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{self.port}'}}}}]\n"
                         "users: [{name: u, user: {token: secret}}]\n")
         return path
+
+    def condition(self, type_="GPUUnhealthy"):
+        """The Node's condition of that type, or None."""
+        with self.cond:
+            for c in self.node.get("status", {}).get("conditions", []):
+                if c["type"] == type_:
+                    return dict(c)
+        return None
+
+    def wait_for(self, pred, what, timeout=5.0):
+        """Waits until pred() (called with the lock held) is true."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not (value := pred()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{what}: node {json.dumps(self.node)}, events "
+                                         f"{json.dumps(list(self.node_events.values()))}")
+                self.cond.wait(min(left, 0.1))
+            return value
 
     def labels(self):
         with self.cond:

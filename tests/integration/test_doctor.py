@@ -362,13 +362,16 @@ def test_pod_resources_list(node):
 
 
 def test_hung_gpu_has_a_time_limit(node):
+    """Each GPU is read on a thread of its own within the check's time: the
+    one that hangs is named with its call, and the others are still read
+    and checked by the NVML checks after it."""
     t0 = time.monotonic()
-    r = fault(node, "nvml", "FAIL", "no answer within 0.5 s (GPU 5: nvmlDeviceGetUUID)",
+    r = fault(node, "nvml", "FAIL",
+              "1 of 8 GPUs do not answer: GPU 5: hung (no answer in 0.4 s, in nvmlDeviceGetUUID)",
               "nvidia-smi -r -i N", "--timeout-ms", "500", faults="hang 5")
     assert time.monotonic() - t0 < 10
-    for later in ("gpu-health", "persistence", "fabric", "mig"):
-        assert r["by_id"][later]["status"] == "SKIP"
-        assert "an earlier NVML call did not return" in r["by_id"][later]["message"]
+    for later in ("gpu-health", "persistence", "mig"):
+        assert r["by_id"][later]["status"] == "PASS", r["by_id"][later]
     assert r["by_id"]["registration"]["status"] == "PASS"  # the checks after it still ran
 
 

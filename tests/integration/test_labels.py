@@ -216,13 +216,14 @@ def test_per_model_resources_bad(plugin_agent, agent, tmp_path):
 def test_api_only_on_change_and_catch_up(plugin_agent, gpulet, tmp_path):
     """Against a stand-in API server: one GET and one PATCH per change and no
     request when nothing changed; an outage is logged once, and the labels
-    catch up when the API returns."""
+    catch up when the API returns. (The fault report, which writes the same
+    Node, is off: its requests are test_faults.py's.)"""
     from fakeapi import FakeAPI
     api = FakeAPI(labels={"example.com/keep": "yes"})
     try:
         kc = api.kubeconfig(tmp_path / "kubeconfig")
         a = plugin_agent("--simulate", "l4-pcie", "--labels", "api", "--kubeconfig", str(kc),
-                         "--node-name", "n1", "--health-probe-ms", "100")
+                         "--node-name", "n1", "--health-probe-ms", "100", "--fault-report", "none")
         api.wait(lambda l: l.get("gpulet.io/gpu.healthy") == "4")
         assert [m for m, _, _ in api.requests] == ["GET", "PATCH"]
         assert api.requests[1][2] == "application/merge-patch+json"

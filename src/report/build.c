@@ -1,0 +1,180 @@
+/* The condition, taint and event bodies: pure functions from the GPUs'
+ * health and the Node's JSON to the API's JSON, tested without a server. */
+#include "report/report.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/jsonx.h"
+
+const char *report_reason(const struct gpu_health *h, char *buf, size_t len)
+{
+    switch (h->reason) {
+    case HEALTH_OK: snprintf(buf, len, "GPUsHealthy"); break;
+    case HEALTH_XID: snprintf(buf, len, "XID%u", h->xid); break;
+    case HEALTH_ECC: snprintf(buf, len, "ECCUncorrectable"); break;
+    case HEALTH_HUNG: snprintf(buf, len, "GPUHung"); break;
+    case HEALTH_LOST:
+    case HEALTH_REASONS:
+        if (h->xid)
+            snprintf(buf, len, "XID%u", h->xid);
+        else
+            snprintf(buf, len, "GPULost");
+        break;
+    }
+    return buf;
+}
+
+void report_gpu_text(const struct report_gpu *g, char *buf, size_t len)
+{
+    const char *d = g->health.detail, *since = strstr(d, " since ");
+    int n = since ? (int)(since - d) : (int)strlen(d);
+    if (g->health.reason == HEALTH_OK)
+        snprintf(buf, len, "GPU %u (%s) is healthy", g->index, g->uuid);
+    else
+        snprintf(buf, len, "GPU %u (%s): %.*s", g->index, g->uuid, n, d);
+}
+
+void report_condition_build(const struct report_gpu *gpus, unsigned count,
+                            struct report_condition *c)
+{
+    memset(c, 0, sizeof *c);
+    const struct report_gpu *worst = NULL;
+    unsigned bad = 0;
+    struct strbuf msg = {0};
+    for (unsigned i = 0; i < count; i++) {
+        const struct report_gpu *g = &gpus[i];
+        if (g->health.reason == HEALTH_OK)
+            continue;
+        char text[400];
+        report_gpu_text(g, text, sizeof text);
+        strbuf_printf(&msg, "%s%s", bad++ ? "; " : "", text);
+        if (!worst || g->health.reason > worst->health.reason)
+            worst = g;
+    }
+    c->unhealthy = bad > 0;
+    if (worst)
+        report_reason(&worst->health, c->reason, sizeof c->reason);
+    else
+        snprintf(c->reason, sizeof c->reason, "GPUsHealthy");
+    if (bad)
+        snprintf(c->message, sizeof c->message, "%u of %u GPUs unhealthy: %s", bad, count, msg.data);
+    else
+        snprintf(c->message, sizeof c->message, "all %u GPUs gpulet serves are healthy", count);
+    strbuf_free(&msg);
+}
+
+static json_t *report_load(const char *json, size_t len, struct err *e)
+{
+    json_error_t je;
+    json_t *node = json_loadb(json, len, 0, &je);
+    if (!node)
+        return err_set(e, "the Node's JSON, line %d column %d: %s", je.line, je.column, je.text),
+               NULL;
+    if (!json_is_object(node) || !json_is_object(json_object_get(node, "metadata"))) {
+        json_decref(node);
+        return err_set(e, "the answer is not a Node object"), NULL;
+    }
+    return node;
+}
+
+/* The string member key of obj, or "". */
+static const char *report_str(const json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+int report_condition_patch(const char *node_json, size_t len, const struct report_condition *c,
+                           const char *now, struct strbuf *patch, struct err *e)
+{
+    json_t *node = report_load(node_json, len, e);
+    if (!node)
+        return -1;
+    const char *status = c->unhealthy ? "True" : "False";
+    json_t *conds = json_object_get(json_object_get(node, "status"), "conditions"), *have = NULL;
+    size_t i;
+    json_t *x;
+    json_array_foreach(conds, i, x) {
+        if (json_is_object(x) && !strcmp(report_str(x, "type"), REPORT_CONDITION))
+            have = x;
+    }
+    bool same_status = have && !strcmp(report_str(have, "status"), status);
+    if (same_status && !strcmp(report_str(have, "reason"), c->reason) &&
+        !strcmp(report_str(have, "message"), c->message)) {
+        json_decref(node);
+        return 0; /* already so */
+    }
+    const char *since = same_status && *report_str(have, "lastTransitionTime")
+                            ? report_str(have, "lastTransitionTime") : now;
+    json_t *p = jsonx_ok(json_pack(
+        "{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", REPORT_CONDITION,
+        "status", status, "reason", c->reason, "message", c->message, "lastHeartbeatTime", now,
+        "lastTransitionTime", since));
+    jsonx_dump(p, JSON_COMPACT, patch);
+    json_decref(p);
+    json_decref(node);
+    return 0;
+}
+
+int report_taint_patch(const char *node_json, size_t len, const char *value, struct strbuf *patch,
+                       bool *foreign, struct err *e)
+{
+    *foreign = false;
+    json_t *node = report_load(node_json, len, e);
+    if (!node)
+        return -1;
+    json_t *meta = json_object_get(node, "metadata");
+    bool owned = json_is_string(json_object_get(json_object_get(meta, "annotations"),
+                                                REPORT_TAINT_ANNOTATION));
+    json_t *taints = json_object_get(json_object_get(node, "spec"), "taints");
+    json_t *keep = jsonx_ok(json_array()), *ours = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach(taints, i, t) {
+        if (json_is_object(t) && !strcmp(report_str(t, "key"), REPORT_TAINT_KEY))
+            ours = t;
+        else
+            jsonx_append(keep, json_incref(t));
+    }
+    if (ours && !owned) {
+        *foreign = true; /* someone else's taint of that key: never gpulet's to touch */
+    } else if (value ? !ours || strcmp(report_str(ours, "value"), value) ||
+                           strcmp(report_str(ours, "effect"), "NoSchedule")
+                     : ours != NULL || owned) {
+        if (value)
+            jsonx_append(keep, jsonx_ok(json_pack("{s:s, s:s, s:s}", "key", REPORT_TAINT_KEY,
+                                                  "value", value, "effect", "NoSchedule")));
+        json_t *p = jsonx_ok(json_pack(
+            "{s:{s:s, s:{s:o}}, s:{s:O}}", "metadata", "resourceVersion",
+            report_str(meta, "resourceVersion"), "annotations", REPORT_TAINT_ANNOTATION,
+            value ? json_string(value) : json_null(), "spec", "taints",
+            json_array_size(keep) ? keep : json_null()));
+        jsonx_dump(p, JSON_COMPACT, patch);
+        json_decref(p);
+    }
+    json_decref(keep);
+    json_decref(node);
+    return 0;
+}
+
+void report_event_json(const struct report_event *ev, const char *node, struct strbuf *out)
+{
+    json_t *j;
+    if (ev->create)
+        j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, "
+                      "s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
+                      "apiVersion", "v1", "kind", "Event", "metadata", "name", ev->name,
+                      "namespace", "default", "involvedObject", "kind", "Node", "apiVersion", "v1",
+                      "name", node, "uid", node, "reason", ev->reason, "message", ev->message,
+                      "type", ev->type, "source", "component", "gpulet", "host", node,
+                      "firstTimestamp", ev->first, "lastTimestamp", ev->last, "count",
+                      (json_int_t)ev->count, "reportingComponent", "gpulet", "reportingInstance",
+                      node);
+    else
+        j = json_pack("{s:i, s:s}", "count", (json_int_t)ev->count, "lastTimestamp", ev->last);
+    jsonx_ok(j);
+    jsonx_dump(j, JSON_COMPACT, out);
+    json_decref(j);
+}

@@ -1,0 +1,490 @@
+/* The reporter: keeps the Node's GPUUnhealthy condition, gpulet's taint and
+ * the Node's GPU events in step with the GPUs, through the API server.
+ *
+ * - State, not history: the condition and the taint are the latest wanted;
+ *   a round reads the Node and writes only what differs, so a round after
+ *   an outage catches up in one go, and a resync each minute restores what
+ *   anyone else removed.
+ * - Events are queued (at most REPORT_QUEUE; the oldest go first when it is
+ *   full, counted) and sent with the next round. As the kubelet's recorder
+ *   does, an event like one sent in the last 10 minutes bumps that one's
+ *   count and lastTimestamp instead of making another, and a token bucket
+ *   (25, one more every 5 minutes) keeps a flapping GPU from flooding the
+ *   API server.
+ * - One request round at a time, on libuv's worker pool; after a failure
+ *   the next round comes within a second, so the Node catches up within a
+ *   second of the API server answering again. */
+#include "report/report.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kube/kube.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define REPORT_QUEUE 64              /* events waiting for the API server */
+#define REPORT_RECENT 32             /* events remembered for aggregation */
+#define REPORT_AGGREGATE_S 600       /* the kubelet's recorder: 10 minutes */
+#define REPORT_BURST 25.0            /* and its spam filter: 25, one more each 300 s */
+#define REPORT_REFILL_S 300.0
+#define REPORT_PER_ROUND 8           /* events sent per round */
+#define REPORT_RETRY_MIN_MS 250
+#define REPORT_RETRY_MAX_MS 1000
+#define REPORT_RESYNC_MS 60000
+
+/* An event sent lately: a like one bumps its count. */
+struct report_recent {
+    char key[600];                   /* reason and message */
+    char name[160];
+    char first[32];
+    unsigned count;
+    bool created;                    /* the API server has it */
+    double at;                       /* monotonic seconds of its last send */
+};
+
+struct report_job {
+    uv_work_t work;
+    struct report *r;
+    struct report_condition cond;
+    char taint[64];                  /* "" none wanted */
+    struct report_event events[REPORT_PER_ROUND];
+    unsigned nevents, sent;          /* sent: how many of them the API server took */
+    int rc;
+    long status;
+    struct err err;
+};
+
+struct report {
+    uv_loop_t *loop;
+    struct kube_creds creds;
+    char node[128];
+    bool taint_on;                   /* --fault-taint */
+    struct health_faults taint_faults;
+    /* wanted */
+    struct report_condition cond;
+    char taint[64];
+    struct report_gpu *gpus;         /* as last told, for events */
+    unsigned count;
+    bool told;
+    /* events */
+    struct report_event queue[REPORT_QUEUE];
+    unsigned nqueue;
+    unsigned long long dropped;
+    bool dropping;                   /* said once per run of drops */
+    struct report_recent recent[REPORT_RECENT];
+    double tokens, tokens_at;
+    unsigned serial;
+    /* rounds */
+    struct report_job *job;
+    bool again;
+    uv_timer_t retry, resync;
+    unsigned backoff_ms;
+    char last_error[768];
+    atomic_bool stop;
+    int handles;
+    bool stopping;
+};
+
+static double report_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void report_now(char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* --- a round, off the loop ------------------------------------------------------------ */
+
+static int report_call(struct report_job *j, const char *method, const char *path,
+                       const char *type, const char *body, long want, long also)
+{
+    struct report *r = j->r;
+    struct kube_response resp;
+    if (kube_request(&r->creds, method, path, type, body, &resp, &r->stop, &j->err) < 0)
+        return -1;
+    long st = resp.status;
+    kube_response_free(&resp);
+    if (st == want || st == also)
+        return (int)st;
+    j->status = st;
+    return err_set(&j->err, "%s %s", method, path);
+}
+
+static int report_node(struct report_job *j, struct kube_response *resp)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/api/v1/nodes/%s", j->r->node);
+    if (kube_request(&j->r->creds, "GET", path, NULL, NULL, resp, &j->r->stop, &j->err) < 0)
+        return -1;
+    if (resp->status == 200)
+        return 0;
+    j->status = resp->status;
+    kube_response_free(resp);
+    return err_set(&j->err, "GET nodes/%s", j->r->node);
+}
+
+/* The condition, then the taint (again once where the Node changed
+ * between reading and writing it). */
+static int report_node_round(struct report_job *j)
+{
+    char now[32], path[256];
+    report_now(now, sizeof now);
+    for (int tries = 0; tries < 3; tries++) {
+        struct kube_response node;
+        if (report_node(j, &node) < 0)
+            return -1;
+        struct strbuf cond = {0}, taint = {0};
+        bool foreign = false;
+        int rc = report_condition_patch(node.body.data, node.body.len, &j->cond, now, &cond, &j->err);
+        if (rc == 0)
+            rc = report_taint_patch(node.body.data, node.body.len, j->taint[0] ? j->taint : NULL,
+                                    &taint, &foreign, &j->err);
+        kube_response_free(&node);
+        if (rc == 0 && cond.len) {
+            snprintf(path, sizeof path, "/api/v1/nodes/%s/status", j->r->node);
+            rc = report_call(j, "PATCH", path, "application/strategic-merge-patch+json", cond.data,
+                             200, 200) < 0 ? -1 : 0;
+        }
+        int st = 200;
+        if (rc == 0 && taint.len) {
+            snprintf(path, sizeof path, "/api/v1/nodes/%s", j->r->node);
+            st = report_call(j, "PATCH", path, "application/merge-patch+json", taint.data, 200, 409);
+            rc = st < 0 ? -1 : 0;
+        }
+        strbuf_free(&cond);
+        strbuf_free(&taint);
+        if (rc < 0 || st != 409)
+            return rc;
+    }
+    return err_set(&j->err, "PATCH nodes/%s: the Node kept changing (409)", j->r->node);
+}
+
+static void report_work(uv_work_t *w)
+{
+    struct report_job *j = w->data;
+    j->rc = report_node_round(j);
+    for (unsigned k = 0; j->rc == 0 && k < j->nevents; k++) {
+        struct report_event *ev = &j->events[k];
+        char path[320];
+        struct strbuf body = {0};
+        int st;
+        if (!ev->create) {
+            snprintf(path, sizeof path, "/api/v1/namespaces/default/events/%s", ev->name);
+            report_event_json(ev, j->r->node, &body);
+            st = report_call(j, "PATCH", path, "application/merge-patch+json", body.data, 200, 404);
+            strbuf_free(&body);
+            ev->create = st == 404; /* it expired: make it again */
+            if (st < 0 || st == 200) {
+                j->rc = st < 0 ? -1 : 0;
+                j->sent += st == 200;
+                continue;
+            }
+        }
+        report_event_json(ev, j->r->node, &body);
+        st = report_call(j, "POST", "/api/v1/namespaces/default/events", "application/json",
+                         body.data, 201, 409);
+        strbuf_free(&body);
+        j->rc = st < 0 ? -1 : 0;
+        j->sent += st > 0;
+    }
+}
+
+/* --- on the loop ---------------------------------------------------------------------- */
+
+static void report_round(struct report *r);
+
+static void report_again(uv_timer_t *t)
+{
+    report_round(t->data);
+}
+
+static void report_maybe_free(struct report *r)
+{
+    if (!r->stopping || r->handles || r->job)
+        return;
+    kube_creds_free(&r->creds);
+    free(r->gpus);
+    free(r);
+}
+
+/* The one line an operator needs for an answer that is not what it should be. */
+static void report_explain(const struct report_job *j, char *out, size_t len)
+{
+    const char *what = j->err.msg;
+    switch (j->status) {
+    case 0: snprintf(out, len, "%.500s", what); break;
+    case 403:
+        snprintf(out, len, "%.300s: 403 Forbidden: the service account needs patch on nodes/status "
+                 "and nodes, and create and patch on events (deploy/base/rbac.yaml)", what);
+        break;
+    default: snprintf(out, len, "%.300s: HTTP %ld", what, j->status); break;
+    }
+}
+
+static struct report_recent *report_recent_of(struct report *r, const char *key)
+{
+    for (unsigned i = 0; i < REPORT_RECENT; i++)
+        if (r->recent[i].count && !strcmp(r->recent[i].key, key))
+            return &r->recent[i];
+    return NULL;
+}
+
+/* What the API server took: each event sent is now one it has. */
+static void report_took(struct report *r, const struct report_job *j)
+{
+    for (unsigned k = 0; k < j->sent; k++) {
+        const struct report_event *ev = &j->events[k];
+        for (unsigned i = 0; i < REPORT_RECENT; i++)
+            if (!strcmp(r->recent[i].name, ev->name))
+                r->recent[i].created = true;
+    }
+    /* The ones not sent go back to the front, in order. */
+    unsigned left = j->nevents - j->sent, room = REPORT_QUEUE - r->nqueue;
+    left = left < room ? left : room;
+    memmove(&r->queue[left], r->queue, r->nqueue * sizeof *r->queue);
+    memcpy(r->queue, &j->events[j->sent], left * sizeof *r->queue);
+    r->nqueue += left;
+}
+
+static void report_done(uv_work_t *w, int status)
+{
+    struct report_job *j = w->data;
+    struct report *r = j->r;
+    r->job = NULL;
+    if (r->stopping || status == UV_ECANCELED) {
+        free(j);
+        report_maybe_free(r);
+        return;
+    }
+    report_took(r, j);
+    if (j->rc == 0) {
+        if (r->last_error[0])
+            log_info("fault report: the Node %s is up to date again", r->node);
+        r->last_error[0] = '\0';
+        r->backoff_ms = 0;
+        free(j);
+        if (r->again || r->nqueue)
+            report_round(r);
+        return;
+    }
+    char msg[sizeof r->last_error];
+    report_explain(j, msg, sizeof msg);
+    if (strcmp(msg, r->last_error))
+        log_error("fault report not written: %s; trying again within a second", msg);
+    snprintf(r->last_error, sizeof r->last_error, "%s", msg);
+    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REPORT_RETRY_MIN_MS;
+    if (r->backoff_ms > REPORT_RETRY_MAX_MS)
+        r->backoff_ms = REPORT_RETRY_MAX_MS;
+    free(j);
+    uv_timer_start(&r->retry, report_again, r->backoff_ms, 0);
+}
+
+static void report_round(struct report *r)
+{
+    if (r->stopping || !r->told)
+        return;
+    if (r->job) {
+        r->again = true;
+        return;
+    }
+    uv_timer_stop(&r->retry);
+    struct report_job *j = xcalloc(1, sizeof *j);
+    j->r = r;
+    j->work.data = j;
+    j->cond = r->cond;
+    snprintf(j->taint, sizeof j->taint, "%s", r->taint);
+    j->nevents = r->nqueue < REPORT_PER_ROUND ? r->nqueue : REPORT_PER_ROUND;
+    memcpy(j->events, r->queue, j->nevents * sizeof *j->events);
+    memmove(r->queue, &r->queue[j->nevents], (r->nqueue - j->nevents) * sizeof *r->queue);
+    r->nqueue -= j->nevents;
+    r->job = j;
+    r->again = false;
+    uv_queue_work(r->loop, &j->work, report_work, report_done);
+}
+
+static void report_resync(uv_timer_t *t)
+{
+    report_round(t->data);
+}
+
+/* The spam filter: false when the bucket is empty. */
+static bool report_token(struct report *r)
+{
+    double now = report_mono();
+    r->tokens += (now - r->tokens_at) / REPORT_REFILL_S;
+    r->tokens_at = now;
+    if (r->tokens > REPORT_BURST)
+        r->tokens = REPORT_BURST;
+    if (r->tokens < 1)
+        return false;
+    r->tokens -= 1;
+    return true;
+}
+
+static void report_drop(struct report *r, const char *why)
+{
+    r->dropped++;
+    if (!r->dropping)
+        log_warn("fault report: events dropped (%s); the condition still says it all", why);
+    r->dropping = true;
+}
+
+/* Queues an event: a like one waiting or sent in the last 10 minutes gets
+ * its count bumped instead. */
+static void report_event(struct report *r, const char *type, const char *reason, const char *msg)
+{
+    char key[600], now[32];
+    snprintf(key, sizeof key, "%s %s", reason, msg);
+    report_now(now, sizeof now);
+    for (unsigned i = 0; i < r->nqueue; i++) {
+        struct report_event *q = &r->queue[i];
+        if (!strcmp(q->reason, reason) && !strcmp(q->message, msg)) {
+            q->count++;
+            snprintf(q->last, sizeof q->last, "%s", now);
+            if (report_recent_of(r, key))
+                report_recent_of(r, key)->count = q->count;
+            return;
+        }
+    }
+    if (!report_token(r)) {
+        report_drop(r, "more than 25 in a burst for this Node");
+        return;
+    }
+    if (r->nqueue == REPORT_QUEUE) {
+        memmove(r->queue, &r->queue[1], (REPORT_QUEUE - 1) * sizeof *r->queue);
+        r->nqueue--;
+        report_drop(r, "the API server is not answering");
+    }
+    r->dropping = false;
+    double mono = report_mono();
+    struct report_recent *seen = report_recent_of(r, key);
+    if (seen && mono - seen->at > REPORT_AGGREGATE_S)
+        seen->count = 0; /* too old to aggregate: a new event */
+    if (!seen || !seen->count) {
+        seen = &r->recent[0];
+        for (unsigned i = 1; i < REPORT_RECENT; i++) /* the slot used longest ago */
+            if (r->recent[i].at < seen->at)
+                seen = &r->recent[i];
+        memset(seen, 0, sizeof *seen);
+        snprintf(seen->key, sizeof seen->key, "%s", key);
+        snprintf(seen->name, sizeof seen->name, "%s.%llx%04x", r->node,
+                 (unsigned long long)time(NULL), r->serial++ & 0xffff);
+        snprintf(seen->first, sizeof seen->first, "%s", now);
+    }
+    seen->count++;
+    seen->at = mono;
+    struct report_event *ev = &r->queue[r->nqueue++];
+    memset(ev, 0, sizeof *ev);
+    snprintf(ev->name, sizeof ev->name, "%s", seen->name);
+    snprintf(ev->type, sizeof ev->type, "%s", type);
+    snprintf(ev->reason, sizeof ev->reason, "%s", reason);
+    snprintf(ev->message, sizeof ev->message, "%s", msg);
+    snprintf(ev->first, sizeof ev->first, "%s", seen->first);
+    snprintf(ev->last, sizeof ev->last, "%s", now);
+    ev->count = seen->count;
+    ev->create = !seen->created;
+}
+
+/* The events of what changed since the last update: a GPU that turned
+ * unhealthy (or to another fault), or healthy again. */
+static void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++) {
+        const struct gpu_health *now = &gpus[i].health;
+        const struct gpu_health *was = r->told && i < r->count ? &r->gpus[i].health : NULL;
+        bool was_bad = was && was->reason != HEALTH_OK;
+        char text[512];
+        report_gpu_text(&gpus[i], text, sizeof text);
+        if (now->reason != HEALTH_OK && (!was || was->reason != now->reason || was->xid != now->xid))
+            report_event(r, "Warning", "GPUUnhealthy", text);
+        else if (now->reason == HEALTH_OK && was_bad)
+            report_event(r, "Normal", "GPUHealthy", text);
+    }
+}
+
+void report_update(struct report *r, const struct report_gpu *gpus, unsigned count)
+{
+    if (!r || r->stopping)
+        return;
+    report_changes(r, gpus, count);
+    struct report_condition c;
+    report_condition_build(gpus, count, &c);
+    char taint[64] = "";
+    const struct report_gpu *worst = NULL;
+    for (unsigned i = 0; r->taint_on && i < count; i++)
+        if (health_faults_match(&r->taint_faults, &gpus[i].health) &&
+            (!worst || gpus[i].health.reason > worst->health.reason))
+            worst = &gpus[i];
+    if (worst)
+        report_reason(&worst->health, taint, sizeof taint);
+    bool changed = !r->told || memcmp(&c, &r->cond, sizeof c) || strcmp(taint, r->taint) ||
+                   r->nqueue;
+    r->cond = c;
+    snprintf(r->taint, sizeof r->taint, "%s", taint);
+    r->gpus = xrealloc(r->gpus, (count + 1) * sizeof *r->gpus);
+    memcpy(r->gpus, gpus, count * sizeof *gpus);
+    r->count = count;
+    r->told = true;
+    /* While backing off, the retry takes the newest state. */
+    if (changed && !uv_is_active((uv_handle_t *)&r->retry))
+        report_round(r);
+}
+
+int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg, struct err *e)
+{
+    *out = NULL;
+    if (cfg->fault_report == CONFIG_REPORT_NONE ||
+        ((!cfg->kubeconfig[0] && !kube_in_cluster()) || !cfg->node_name[0]))
+        return 0;
+    struct report *r = xcalloc(1, sizeof *r);
+    r->loop = loop;
+    r->taint_on = cfg->fault_taint;
+    if (health_faults_parse(&r->taint_faults, "--fault-taint-on", cfg->fault_taint_on, e) < 0 ||
+        kube_creds_load(&r->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0) {
+        kube_creds_free(&r->creds);
+        free(r);
+        return -1;
+    }
+    snprintf(r->node, sizeof r->node, "%s", cfg->node_name);
+    r->tokens = REPORT_BURST;
+    r->tokens_at = report_mono();
+    uv_timer_init(loop, &r->retry);
+    uv_timer_init(loop, &r->resync);
+    r->retry.data = r->resync.data = r;
+    r->handles = 2;
+    uv_timer_start(&r->resync, report_resync, REPORT_RESYNC_MS, REPORT_RESYNC_MS);
+    log_info("fault report: the condition %s%s and GPU events on Node %s", REPORT_CONDITION,
+             r->taint_on ? ", the taint " REPORT_TAINT_KEY : "", r->node);
+    *out = r;
+    return 0;
+}
+
+static void report_closed(uv_handle_t *h)
+{
+    struct report *r = h->data;
+    r->handles--;
+    report_maybe_free(r);
+}
+
+void report_stop(struct report *r)
+{
+    if (!r)
+        return;
+    r->stopping = true;
+    atomic_store(&r->stop, true);
+    if (r->job)
+        uv_cancel((uv_req_t *)&r->job->work);
+    uv_close((uv_handle_t *)&r->retry, report_closed);
+    uv_close((uv_handle_t *)&r->resync, report_closed);
+}
