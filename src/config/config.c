@@ -528,7 +528,10 @@ static int config_check(const struct config *c, struct err *e)
 
 void config_user_paths(struct config *c)
 {
-    if (!c->simulate[0])
+    /* In a pod, a simulated node is a cluster's (a DaemonSet trying gpulet
+     * without GPUs): it serves the kubelet at the node's paths. */
+    const char *pod = getenv("KUBERNETES_SERVICE_HOST");
+    if (!c->simulate[0] || (pod && *pod))
         return;
     for (size_t i = 0; i < NOPTS; i++) {
         const struct config_opt *o = &options[i];

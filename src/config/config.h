@@ -151,12 +151,13 @@ int config_parse_args(struct config_args *a, int argc, char **argv, struct err *
 int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
                 struct err *e);
 
-/* With --simulate, the paths the agent makes that no file, variable or
- * flag gave (kubelet root, status socket, CDI and MPS directories, NFD
- * file) become names in the user's own directory (util/dirs.h): a demo
- * never touches the node's kubelet or /run, and two users' demos never
- * meet. For the agent and the commands that talk to it; `doctor` checks
- * the node's own paths. */
+/* With --simulate outside a pod, the paths the agent makes that no file,
+ * variable or flag gave (kubelet root, status socket, CDI and MPS
+ * directories, NFD file) become names in the user's own directory
+ * (util/dirs.h): a demo never touches the node's kubelet or /run, and two
+ * users' demos never meet. In a pod (KUBERNETES_SERVICE_HOST), the node's
+ * paths stay: a simulated DaemonSet serves its kubelet. For the agent and
+ * the commands that talk to it; `doctor` checks the node's own paths. */
 void config_user_paths(struct config *c);
 
 /* Applies a `version: v1` config file's text over c (errors name source:line:col). */

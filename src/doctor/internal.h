@@ -54,7 +54,8 @@ void doctor_path(const struct doctor *d, char *out, size_t len, const char *host
 /* Reads a whole small file; NULL (errno set) when it cannot. */
 char *doctor_read(const char *path, size_t max, size_t *len);
 
-/* The checks, in the order they run: host.c, gpus.c, runtime.c, kubelet.c. */
+/* The checks, in the order they run: host.c, gpus.c, runtime.c, kubelet.c,
+ * api.c. */
 void doctor_kernel_module(struct doctor *d, struct doctor_result *r);
 void doctor_library(struct doctor *d, struct doctor_result *r);
 void doctor_device_nodes(struct doctor *d, struct doctor_result *r);
@@ -71,5 +72,6 @@ void doctor_kubelet(struct doctor *d, struct doctor_result *r);
 void doctor_registration(struct doctor *d, struct doctor_result *r);
 void doctor_pod_resources(struct doctor *d, struct doctor_result *r);
 void doctor_node(struct doctor *d, struct doctor_result *r);
+void doctor_api_rights(struct doctor *d, struct doctor_result *r);
 
 #endif

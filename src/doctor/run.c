@@ -37,6 +37,7 @@ static const struct {
     {"registration", "gpulet registered with the kubelet", doctor_registration, 0},
     {"pod-resources", "kubelet PodResources socket", doctor_pod_resources, 0},
     {"node", "the Node's labels and allocatable", doctor_node, 0},
+    {"api-rights", "gpulet's rights on the API server", doctor_api_rights, 0},
 };
 #define NCHECKS (sizeof doctor_checks / sizeof *doctor_checks)
 

@@ -109,16 +109,26 @@ def cluster():
         subprocess.run([str(K8S / "cluster.sh"), "down", c.base], capture_output=True, timeout=300)
 
 
+def shipped_cluster_role(name):
+    """deploy/base/rbac.yaml's ClusterRole, under another name (so that
+    `kubectl delete -k deploy/` leaves the session's alone)."""
+    import yaml
+    docs = yaml.safe_load_all((SOURCE / "deploy" / "base" / "rbac.yaml").read_text())
+    role = next(d for d in docs if d and d["kind"] == "ClusterRole")
+    role["metadata"] = {"name": name}
+    return role
+
+
 def service_account(cluster, name, rbac):
     """A ServiceAccount's credentials laid out as a pod sees them (token and
     CA in one directory) and the environment that points gpulet at them:
-    the in-cluster path of a DaemonSet pod. rbac: bind docs/labels.md's
-    ClusterRole (get and patch on nodes) or not."""
+    the in-cluster path of a DaemonSet pod. rbac: bind the ClusterRole that
+    deploy/base/rbac.yaml ships, or none."""
     k = cluster.kubectl
     k("create", "serviceaccount", name, "-n", "kube-system")
     if rbac:
-        k("create", "clusterrole", "gpulet-node-labels", "--verb=get,patch", "--resource=nodes")
-        k("create", "clusterrolebinding", "gpulet-node-labels", "--clusterrole=gpulet-node-labels",
+        k("apply", "-f", "-", stdin=json.dumps(shipped_cluster_role(f"gpulet-e2e-{name}")))
+        k("create", "clusterrolebinding", f"gpulet-e2e-{name}", f"--clusterrole=gpulet-e2e-{name}",
           f"--serviceaccount=kube-system:{name}")
     sa = Path(cluster.base) / f"sa-{name}"
     sa.mkdir()

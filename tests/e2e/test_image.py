@@ -147,14 +147,19 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         assert pod["spec"]["hostPID"] is True
         # Per-node config: the label chooses ts2, applied live (no restart).
         cluster.kubectl("label", "node", cluster.node, "nvidia.com/device-plugin.config=ts2")
-        wait("the node's config ts2 was not applied",
+        wait(lambda: "the node's config ts2 was not applied: " +
+             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:],
              lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "16",
              timeout=30)
         wait("the replicas label did not follow",
              lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "2", timeout=30)
         name = pod["metadata"]["name"]
         assert cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"] == 0
-        assert "node config: applied 'ts2'" in cluster.kubectl("logs", "-n", "gpulet", name)
+        logs = cluster.kubectl("logs", "-n", "gpulet", name)
+        assert "node config: applied 'ts2'" in logs
+        # deploy/base/rbac.yaml's rights cover the fault report (condition, events).
+        assert "fault report: the condition GPUUnhealthy" in logs
+        assert "fault report not written" not in logs, logs
         # gpulet doctor in the pod, on the host's filesystem (this host has no
         # NVIDIA driver: the host checks fail; the node's side passes).
         out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "--root",

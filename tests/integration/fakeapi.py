@@ -31,6 +31,7 @@ class FakeAPI:
         self.node = {"kind": "Node", "apiVersion": "v1",
                      "metadata": {"name": node, "labels": dict(labels or {}), "resourceVersion": "1"}}
         self.node_events = {}       # name -> core/v1 Event (namespace default)
+        self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
@@ -67,6 +68,12 @@ class FakeAPI:
                         return self.list_or_watch(url.path, query)
                     if url.path.startswith("/api/v1/namespaces/default/events"):
                         return self.event(method, url.path, body)
+                    if url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+                        review = json.loads(body)
+                        a = review["spec"]["resourceAttributes"]
+                        right = (a["verb"], a["resource"] + ("/" + a["subresource"] if a["subresource"] else ""))
+                        review["status"] = {"allowed": right not in api.forbidden}
+                        return self.answer(201, review)
                     node_path = f"/api/v1/nodes/{api.node['metadata']['name']}"
                     if url.path == node_path + "/status" and method == "PATCH":
                         patch = json.loads(body)

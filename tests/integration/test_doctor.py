@@ -361,6 +361,19 @@ def test_pod_resources_list(node):
         node.podres.pods, node.podres.fail = [], None
 
 
+def test_api_rights(node):
+    """A right the fault report needs, denied: named, with what it is for."""
+    node.api.forbidden = {("patch", "nodes/status"), ("create", "events")}
+    try:
+        fault(node, "api-rights", "WARN", "gpulet may not: patch nodes/status (the Node condition "
+              "GPUUnhealthy); create events (GPU events on the Node)", "deploy/base/rbac.yaml")
+    finally:
+        node.api.forbidden = set()
+    r = node.doctor()
+    assert r["by_id"]["api-rights"]["status"] == "PASS"
+    assert "allows all 5 rights gpulet uses" in r["by_id"]["api-rights"]["message"]
+
+
 def test_hung_gpu_has_a_time_limit(node):
     """Each GPU is read on a thread of its own within the check's time: the
     one that hangs is named with its call, and the others are still read
@@ -397,7 +410,7 @@ def test_text_output_and_bad_input(node, tmp_path):
                        env=dict(node.env, GPULET_SIM_CONTROL="off"))
     assert p.stdout.startswith(f"gpulet doctor: the node at {node.root}\n")
     assert "PASS  kernel-module  NVIDIA open kernel module 580.159.04 is loaded" in p.stdout
-    assert p.stdout.splitlines()[-1].startswith("16 checks in ")
+    assert p.stdout.splitlines()[-1].startswith("17 checks in ")
     for args, msg in [(["--bogus"], "unknown option '--bogus'"),
                       (["--root", str(tmp_path / "none")], "is not a readable directory"),
                       (["-o", "xml"], "-o must be text or json, not 'xml'"),
