@@ -4,8 +4,10 @@
  * the watchdog sees the lane's call outlive --hang-seconds and marks the
  * GPU hung; the probe that runs once the call returns finds it answering.
  *
- * Each GPU is probed every --health-probe-ms: a lost GPU, a hung one and a
- * recovery are found whether or not metrics keep the GPU busy. */
+ * Every --health-probe-ms, each unhealthy GPU is probed for its recovery;
+ * healthy ones too where metrics are off, so that a GPU that hangs or is
+ * lost is found whether or not the sampler keeps it busy (where it does,
+ * its lane's calls show a hang, and it reports a lost GPU itself). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +130,16 @@ static void probe_hang_check(uv_timer_t *t)
 
 static void probe_tick(uv_timer_t *t)
 {
-    agent_probe_start(t->data);
+    struct agent *a = t->data;
+    if (!a->nvml_up)
+        return;
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        bool ok = a->devs[i].health.reason == HEALTH_OK;
+        for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
+            ok &= a->devs[i].mig_health[k].reason == HEALTH_OK;
+        if (!ok || !a->metrics)
+            probe_gpu(a, i);
+    }
 }
 
 int agent_probe_init(struct agent *a, struct err *e)

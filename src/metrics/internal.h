@@ -116,6 +116,8 @@ struct metrics_frame {
     double sample_seconds;
     const unsigned long long *nvml_errors; /* per enum metrics_nvml_call */
     const struct metrics_procs *procs;     /* usage per container; NULL or off: none */
+    struct strbuf *identity;         /* per GPU, 2 each (with label fields, without): the
+                                      * identity labels rendered once; empty: not yet */
 };
 
 /* Expensive NVML calls, each read for as many GPUs per tick as its budget
@@ -244,6 +246,7 @@ struct metrics_sampler {
     unsigned long long nvml_errors[FN_COUNT];
     struct metrics_procs procs;
     unsigned out;                    /* samples still out after the last round */
+    struct strbuf *identity;         /* per GPU, 2 each: metrics_frame's cache */
 };
 
 /* Prepares the sampler; nothing is read yet (each GPU's first sample reads
@@ -260,9 +263,10 @@ void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_
 double metrics_sample(struct metrics_sampler *s, const struct metrics_device *devs,
                       uint64_t deadline);
 
-/* Frees the sampler's memory and GPM buffers, but a sample's still out on a
- * stuck lane (the lanes stopped first). */
-void metrics_sampler_free(struct metrics_sampler *s);
+/* Frees the sampler's memory and GPM buffers; false, freeing nothing, where
+ * a sample is still out on a stuck lane (the lanes stopped first): it may
+ * write into any of it when its call returns. */
+bool metrics_sampler_free(struct metrics_sampler *s);
 
 /* Renders the whole /metrics text but gpulet_scrapes_total. */
 void metrics_render(struct strbuf *out, const struct metrics_frame *f);

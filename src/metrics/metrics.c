@@ -122,7 +122,7 @@ static void metrics_render_sample(struct metrics *m, struct metrics_state *snap,
     metrics_procs_usage(&m->sampler.procs, snap);
     struct metrics_frame f = {
         c, m->inv, m->hostname, (const char *const *)m->sampler.labels, m->sampler.gpus, snap,
-        secs, m->sampler.nvml_errors, &m->sampler.procs,
+        secs, m->sampler.nvml_errors, &m->sampler.procs, m->sampler.identity,
     };
     metrics_render(out, &f);
 }
@@ -411,7 +411,8 @@ static void metrics_closed(uv_handle_t *h)
         free(m->pending);
     }
     metrics_body_release(m->body);
-    metrics_sampler_free(&m->sampler);
+    if (!metrics_sampler_free(&m->sampler))
+        return; /* a lane stuck in the driver may still write into m: it ends with the process */
     metrics_state_free(&m->state);
     free(m->lost);
     uv_cond_destroy(&m->wake);

@@ -71,10 +71,21 @@ static void render_value(struct strbuf *out, double v, bool is_double)
         strbuf_printf(out, " %.0f\n", v);
 }
 
+/* The GPU's identity labels: the same text on every series of every
+ * sample, so rendered once (once its label fields are read) and copied. */
 static void render_identity(struct strbuf *out, const struct metrics_frame *f, unsigned i,
                             const unsigned *labels, unsigned nlabels)
 {
+    struct strbuf *cache = f->identity ? &f->identity[2 * i + (nlabels ? 0 : 1)] : NULL;
+    if (cache && cache->len) {
+        strbuf_append(out, cache->data, cache->len);
+        return;
+    }
+    size_t at = out->len;
     render_identity_of(out, f, i, NULL, labels, nlabels);
+    bool read = !nlabels || f->label_values[i * f->collectors->count + labels[0]];
+    if (cache && read)
+        strbuf_append(cache, out->data + at, out->len - at);
 }
 
 /* Per GPU instance rows of the framebuffer families, after the GPU's. */

@@ -540,6 +540,7 @@ void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_
     s->g = xcalloc(inv->count + 1, sizeof *s->g);
     s->gpus = xcalloc(inv->count + 1, sizeof *s->gpus);
     s->labels = xcalloc((size_t)inv->count * col->count + 1, sizeof *s->labels);
+    s->identity = xcalloc(2 * (size_t)inv->count + 1, sizeof *s->identity);
     for (unsigned i = 0; i < inv->count; i++) {
         struct sampler_gpu *g = &s->g[i];
         g->job.run = sampler_run;
@@ -550,13 +551,11 @@ void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_
     }
 }
 
-void metrics_sampler_free(struct metrics_sampler *s)
+bool metrics_sampler_free(struct metrics_sampler *s)
 {
-    /* A sample still out is on a lane stuck in the driver: it may write
-     * into any of the GPU arrays when its call returns, so they stay. */
     for (unsigned i = 0; s->g && i < s->inv->count; i++)
         if (gpu_lane_job_busy(&s->g[i].job))
-            return;
+            return false;
     for (unsigned i = 0; s->g && i < s->inv->count; i++) {
         for (int j = 0; j < 2; j++)
             if (s->g[i].gpm[j])
@@ -566,8 +565,12 @@ void metrics_sampler_free(struct metrics_sampler *s)
     for (size_t k = 0; s->labels && k < (size_t)s->inv->count * s->col->count; k++)
         free(s->labels[k]);
     metrics_procs_free(&s->procs);
+    for (size_t k = 0; s->identity && k < 2 * (size_t)s->inv->count; k++)
+        strbuf_free(&s->identity[k]);
+    free(s->identity);
     free(s->g);
     free(s->gpus);
     free(s->labels);
     memset(s, 0, sizeof *s);
+    return true;
 }

@@ -255,6 +255,26 @@ static int alloc_check(const struct plugin *p, V1beta1__AllocateRequest *req,
     return 0;
 }
 
+/* A device that turned unhealthy after the kubelet last heard (or that a
+ * confused peer names anyway) is refused: a pod started on a GPU that has
+ * fallen off the bus, or hangs, would only fail later and worse. */
+static int alloc_healthy(const struct plugin *p, const V1beta1__AllocateRequest *r,
+                         const struct plugin_device ***devs, struct err *e)
+{
+    for (size_t c = 0; c < r->n_container_requests; c++) {
+        for (size_t i = 0; i < r->container_requests[c]->n_devices_ids; i++) {
+            const struct plugin_device *d = devs[c][i];
+            const struct gpu_device *g = &p->records[d->gpu];
+            if (gpu_device_healthy(g, (int)d->mig - 1))
+                continue;
+            const struct gpu_health *h = d->mig ? &g->mig_health[d->mig - 1] : &g->health;
+            return err_set(e, "device %s is unhealthy (%s): it is no longer offered", d->id,
+                           h->reason != HEALTH_OK ? h->detail : g->health.detail);
+        }
+    }
+    return 0;
+}
+
 int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
                     size_t *out_len, struct err *e)
 {
@@ -269,7 +289,11 @@ int plugin_allocate(const struct plugin *p, const uint8_t *req, size_t len, uint
         err_set(e, "the driver-mounts strategy has no driver files to give (see the agent's "
                    "log: the driver was not found under %s)", p->cfg->driver_root);
         status = GRPC_FAILED_PRECONDITION;
-    } else if (alloc_check(p, r, devs, &a, e) == 0) {
+    } else if (alloc_check(p, r, devs, &a, e) < 0) {
+        status = GRPC_INVALID_ARGUMENT;
+    } else if (alloc_healthy(p, r, devs, e) < 0) {
+        status = GRPC_FAILED_PRECONDITION;
+    } else {
         V1beta1__AllocateResponse resp = V1BETA1__ALLOCATE_RESPONSE__INIT;
         resp.n_container_responses = r->n_container_requests;
         resp.container_responses = arena_alloc(&a, (r->n_container_requests + 1) * sizeof(void *));

@@ -81,7 +81,7 @@ static void test_render_labels(void **state)
     const char *labels[4] = {NULL, NULL, "580.159.04", "1653"};
     unsigned long long errors[FN_COUNT] = {0};
     errors[FN_TEMP] = 3;
-    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors, NULL};
+    struct metrics_frame f = {&c, &inv, "node-1", labels, gpus, &st, 0.001, errors, NULL, NULL};
     struct strbuf out = {0};
     metrics_render(&out, &f);
     /* dcgm-exporter's order: identity, Hostname, label fields by name, then the

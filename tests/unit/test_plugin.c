@@ -13,6 +13,7 @@
 
 static struct nvml nv;
 static struct gpu_inventory inv;
+static struct gpu_device *records;   /* the agent's record of each GPU, all healthy */
 
 static void inventory(const char *preset)
 {
@@ -20,10 +21,13 @@ static void inventory(const char *preset)
     testutil_sim_start(&nv, preset);
     if (gpu_inventory_build(&nv, &inv, &e) < 0)
         fail_msg("%s", e.msg);
+    records = gpu_devices_new(&inv, 0);
 }
 
 static void done(void)
 {
+    free(records);
+    records = NULL;
     gpu_inventory_free(&inv);
     nvml_close(&nv);
 }
@@ -100,6 +104,7 @@ static struct plugin_resource *make_plugin(struct plugin *p, const struct config
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->inv = &inv;
+    p->records = records;
     assert_int_equal(plugin_resources(cfg, &inv, &res, nres, &e), 0);
     p->res = &res[0];
     plugin_build_devices(p);
@@ -149,6 +154,25 @@ static struct config base_config(void)
     strcpy(c.dev_root, "/");
     strcpy(c.cdi_prefix, "cdi.k8s.io/");
     return c;
+}
+
+static void test_allocate_refuses_unhealthy(void **state)
+{
+    (void)state;
+    inventory("l4-pcie");
+    const char *ids[] = {inv.gpus[2].uuid};
+    char why[256];
+    int st;
+    struct config c = base_config();
+    health_on_xid(&records[2].health, 79, 0);
+    assert_null(allocate(&c, ids, 1, &st, why));
+    assert_int_equal(st, GRPC_FAILED_PRECONDITION);
+    assert_contains(why, "is unhealthy (XID 79: fallen off the bus since");
+    health_clear(&records[2].health);
+    V1beta1__AllocateResponse *r = allocate(&c, ids, 1, &st, why);
+    assert_int_equal(st, GRPC_OK);
+    v1beta1__allocate_response__free_unpacked(r, NULL);
+    done();
 }
 
 static void test_allocate_strategies(void **state)
@@ -513,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_prefer_dgx_and_l4),
         cmocka_unit_test(test_prefer_greedy_is_deterministic),
         cmocka_unit_test(test_allocate_strategies),
+        cmocka_unit_test(test_allocate_refuses_unhealthy),
         cmocka_unit_test(test_allocate_device_specs),
         cmocka_unit_test(test_allocate_errors),
         cmocka_unit_test(test_resources),
