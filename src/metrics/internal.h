@@ -154,6 +154,7 @@ struct sampler_gpu {
     unsigned classes;                /* bit per enum metrics_class: read this time */
     /* the sample's */
     bool ready;                      /* labels, mode and GPM buffers read (first sample) */
+    bool labeled;                    /* sampler thread: its labels are in shown_labels */
     nvmlDevice_t handle;             /* the handle it sampled with */
     bool lost;                       /* GPU_IS_LOST at the last sample */
     int virt_mode;                   /* -1 unknown */
@@ -240,12 +241,15 @@ struct metrics_sampler {
     struct gpu_lanes *lanes;
     unsigned interval_ms;
     struct sampler_gpu *g;           /* per GPU; each the lane's while posted */
-    struct metrics_gpu *gpus;        /* per GPU: the reading rendered (likewise) */
+    struct metrics_gpu *gpus;        /* per GPU: the reading (likewise) */
     char **labels;                   /* per GPU per collector: label value or NULL (likewise) */
+    /* what is rendered: the readings and labels as last taken back, the
+     * sampler thread's alone, so that a late lane never writes under a render */
+    struct metrics_gpu *shown;
+    const char **shown_labels;
     struct metrics_class_state classes[CLASS_COUNT];
     unsigned long long nvml_errors[FN_COUNT];
     struct metrics_procs procs;
-    unsigned out;                    /* samples still out after the last round */
     struct strbuf *identity;         /* per GPU, 2 each: metrics_frame's cache */
 };
 

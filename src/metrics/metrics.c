@@ -118,10 +118,10 @@ static void metrics_render_sample(struct metrics *m, struct metrics_state *snap,
     for (unsigned k = 0; k < c->count; k++)
         if (c->items[k].field->src == SRC_XID)
             for (unsigned i = 0; i < m->inv->count; i++)
-                m->sampler.gpus[i].value[k] = snap->dev[i].last_xid;
+                m->sampler.shown[i].value[k] = snap->dev[i].last_xid;
     metrics_procs_usage(&m->sampler.procs, snap);
     struct metrics_frame f = {
-        c, m->inv, m->hostname, (const char *const *)m->sampler.labels, m->sampler.gpus, snap,
+        c, m->inv, m->hostname, m->sampler.shown_labels, m->sampler.shown, snap,
         secs, m->sampler.nvml_errors, &m->sampler.procs, m->sampler.identity,
     };
     metrics_render(out, &f);
@@ -148,7 +148,7 @@ static void metrics_thread(void *arg)
         struct strbuf *old = m->pending; /* the loop never took it: a newer one wins */
         m->pending = body;
         for (unsigned i = 0; i < m->inv->count; i++)
-            m->lost[i] |= m->sampler.g[i].lost;
+            m->lost[i] |= !m->sampler.g[i].posted && m->sampler.g[i].lost; /* a sample out is its lane's */
         uv_mutex_unlock(&m->lock);
         if (old) {
             strbuf_free(old);

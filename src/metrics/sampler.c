@@ -448,6 +448,12 @@ static bool sampler_take(struct metrics_sampler *s, unsigned i)
     if (!g->posted || gpu_lane_job_busy(&g->job))
         return false;
     g->posted = false;
+    s->shown[i] = s->gpus[i];
+    if (g->ready && !g->labeled) {
+        size_t n = s->col->count;
+        memcpy(&s->shown_labels[i * n], &s->labels[i * n], n * sizeof *s->shown_labels);
+        g->labeled = true;
+    }
     for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
         struct metrics_class_state *st = &s->classes[cls];
         double spent = g->spent_us[cls];
@@ -508,12 +514,10 @@ double metrics_sample(struct metrics_sampler *s, const struct metrics_device *de
         s->g[i].dev = devs[i];
         s->g[i].posted = gpu_lanes_post(s->lanes, i, &s->g[i].job);
     }
-    s->out = 0;
     for (unsigned i = 0; i < count; i++) {
         if (post[i] && s->g[i].posted)
             gpu_lanes_wait(s->lanes, i, &s->g[i].job, deadline);
         fresh[i] |= sampler_take(s, i);
-        s->out += s->g[i].posted;
     }
     metrics_procs_sample(s, fresh);
     /* A GPU's series are served while its last sample is at most two
@@ -521,7 +525,7 @@ double metrics_sample(struct metrics_sampler *s, const struct metrics_device *de
     double now = sampler_now_us() / 1e6, stale = 2.0 * s->interval_ms / 1000.0;
     for (unsigned i = 0; i < count; i++) {
         const struct sampler_gpu *g = &s->g[i];
-        s->gpus[i].up = !g->posted && g->done > 0 && now - g->done <= stale && !g->lost &&
+        s->shown[i].up = !g->posted && g->done > 0 && now - g->done <= stale && !g->lost &&
                         devs[i].handle && devs[i].health != HEALTH_HUNG;
     }
     return (double)(uv_hrtime() - t0) / 1e9;
@@ -541,6 +545,8 @@ void metrics_sampler_init(struct metrics_sampler *s, struct nvml *n, struct gpu_
     s->gpus = xcalloc(inv->count + 1, sizeof *s->gpus);
     s->labels = xcalloc((size_t)inv->count * col->count + 1, sizeof *s->labels);
     s->identity = xcalloc(2 * (size_t)inv->count + 1, sizeof *s->identity);
+    s->shown = xcalloc(inv->count + 1, sizeof *s->shown);
+    s->shown_labels = xcalloc((size_t)inv->count * col->count + 1, sizeof *s->shown_labels);
     for (unsigned i = 0; i < inv->count; i++) {
         struct sampler_gpu *g = &s->g[i];
         g->job.run = sampler_run;
@@ -571,6 +577,8 @@ bool metrics_sampler_free(struct metrics_sampler *s)
     free(s->g);
     free(s->gpus);
     free(s->labels);
+    free(s->shown);
+    free(s->shown_labels);
     memset(s, 0, sizeof *s);
     return true;
 }
