@@ -30,6 +30,7 @@ static void fuzz_setup(void)
     strcpy(cfg.cdi_prefix, "cdi.k8s.io/");
     p.cfg = &cfg;
     p.inv = &inv;
+    p.records = gpu_devices_new(&inv, 0); /* the agent's record of each GPU, all healthy */
     static struct plugin_resource *res;
     unsigned nres;
     if (plugin_resources(&cfg, &inv, &res, &nres, &e) < 0)

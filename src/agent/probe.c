@@ -120,8 +120,8 @@ static void probe_hang_check(uv_timer_t *t)
     for (unsigned i = 0; i < a->inv.count; i++) {
         const char *call;
         uint64_t since = gpu_lanes_busy(a->lanes, i, &call);
-        if (!since || now - since < bound)
-            continue;
+        if (!since || since > now || now - since < bound)
+            continue; /* idle, or a job begun after now was read */
         if (health_on_hung(&a->devs[i].health, call, (unsigned)((now - since) / 1000000000ULL),
                            (double)uv_now(&a->loop)))
             agent_device_changed(a, i, GPU_CHANGED_HEALTH);

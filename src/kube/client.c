@@ -136,6 +136,27 @@ static void kube_tls(CURL *h, const struct kube_creds *c)
     }
 }
 
+/* curl says how long it waited ("after 3 ms", "after 5001 milliseconds"):
+ * taken out, so that the same failure reads the same each time and its
+ * callers, which log a failure once until it changes, log it once. */
+static void kube_steady_message(char *s)
+{
+    for (char *at = strstr(s, " after "); at; at = strstr(at + 1, " after ")) {
+        char *p = at + 7;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p == at + 7)
+            continue;
+        if (!strncmp(p, " milliseconds", 13))
+            p += 13;
+        else if (!strncmp(p, " ms", 3))
+            p += 3;
+        else
+            continue;
+        memmove(at, p, strlen(p) + 1);
+    }
+}
+
 /* One transfer: the common part of kube_request and kube_stream. write
  * takes the body as it comes; timeout_s 0 is no limit (a watch). */
 static int kube_perform(const struct kube_creds *c, const char *method, const char *path,
@@ -185,6 +206,7 @@ static int kube_perform(const struct kube_creds *c, const char *method, const ch
         curl.getinfo(h, CURLINFO_RESPONSE_CODE, status);
     else if (!curl_err[0])
         snprintf(curl_err, CURL_ERROR_SIZE, "%s", curl.strerror(rc));
+    kube_steady_message(curl_err);
     curl.cleanup(h);
     curl.slist_free(headers);
     return rc == CURLE_OK ? 0 : -1;

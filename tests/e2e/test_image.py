@@ -151,7 +151,9 @@ def test_kubectl_apply_k(cluster, image, gpulet):
              cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:],
              lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "16",
              timeout=30)
-        wait("the replicas label did not follow",
+        wait(lambda: f"the replicas label did not follow: {node()['metadata']['labels']} " +
+             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:] +
+             cluster.gpulet_log.read_text()[-3000:],
              lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "2", timeout=30)
         name = pod["metadata"]["name"]
         assert cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"] == 0
