@@ -144,6 +144,8 @@ void sim_control_stop(void)
         close(sim_state.control_fd);
         unlink(sim_state.control_path);
     }
+    if (sim_state.control_dirs.count)
+        dirs_user_release(); /* the agent's files in it may have gone after it was made */
     dirs_unmake(&sim_state.control_dirs);
     for (int i = 0; i < 2; i++)
         if (sim_state.control_wake[i] >= 0)

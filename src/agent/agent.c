@@ -157,6 +157,8 @@ static void agent_shutdown(struct agent *a)
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     if (!a->lanes_stuck)
         nvml_close(&a->nvml); /* else a lane is still in its code: it ends with the process */
+    if (a->cfg.simulate[0])
+        dirs_user_release(); /* the simulator's socket is gone with NVML */
 }
 
 int agent_run(const struct config_args *args)

@@ -126,6 +126,13 @@ void dirs_user_file(const char *name, char *out, size_t len)
     snprintf(out, len, "%s/%s", dir, name);
 }
 
+void dirs_user_release(void)
+{
+    char dir[256];
+    dirs_user(dir, sizeof dir);
+    rmdir(dir);
+}
+
 int dirs_user_make(struct dirs *made, struct err *e)
 {
     char dir[256];

@@ -40,6 +40,10 @@ void dirs_user(char *out, size_t len);
 /* The file name under dirs_user(), into out. */
 void dirs_user_file(const char *name, char *out, size_t len);
 
+/* Removes dirs_user() if it is empty: whoever leaves it last takes it
+ * away, whichever process of the user made it (it is the user's alone). */
+void dirs_user_release(void);
+
 /* Makes dirs_user() (0700) where missing and checks that it is the user's:
  * a directory, not a link, owned by the user, writable by no one else.
  * Recorded in made as dirs_make does. */
