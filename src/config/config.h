@@ -136,9 +136,12 @@ struct config_text {
     size_t len;
 };
 
+/* At most this many options: struct config's given mask is 64 bits. */
+#define CONFIG_OPTIONS_MAX 64
+
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */
 struct config_args {
-    const char *values[64];             /* per option; NULL when not given */
+    const char *values[CONFIG_OPTIONS_MAX]; /* per option; NULL when not given */
     bool help;
 };
 

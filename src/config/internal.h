@@ -5,8 +5,34 @@
 #include "config/config.h"
 #include "util/ydoc.h"
 
-/* An empty value (null, [] or {}): a section left out. */
-bool config_empty(const yaml_node_t *n);
+/* One option: its flag, variable, file key, type and where it goes in
+ * struct config. The table is options.c's. */
+enum config_type { T_BOOL, T_STRING, T_ENUM, T_LIST, T_UINT };
+
+struct config_opt {
+    const char *flag;           /* without "--" */
+    const char *env;            /* NULL: no variable */
+    const char *key;            /* path in the v1 file; NULL: not in the file */
+    enum config_type type;
+    size_t offset;
+    size_t size;                /* for T_STRING */
+    const char *const *choices; /* T_ENUM values by index; T_LIST names by bit */
+    const char *def;
+    const char *help;
+    const char *meta;           /* T_STRING: what the value is, for --help */
+    const char *user_name;      /* with --simulate and not given: this name in the user's
+                                 * own directory (dirs_user), never a node's path */
+};
+
+extern const struct config_opt config_options[];
+extern const size_t config_noptions;
+
+/* Sets option o from value; where names its source in errors. */
+int config_set(struct config *c, const struct config_opt *o, const char *value,
+               const char *where, struct err *e);
+
+/* Applies a `version: v1` file at path over c (file.c). */
+int config_file(struct config *c, const char *path, struct err *e);
 
 /* The resources and sharing sections of a v1 file (resources.c). */
 int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e);

@@ -43,14 +43,14 @@ int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *res,
 {
     static const char *const keys[] = {"gpus", "mig", NULL};
     static const char *const item_keys[] = {"pattern", "name", NULL};
-    if (config_empty(res))
+    if (ydoc_empty(res))
         return 0;
     if (ydoc_check_keys(d, res, "resources", keys, e) < 0)
         return -1;
     yaml_node_t *mig = ydoc_get(d, res, "mig"), *gpus = ydoc_get(d, res, "gpus");
-    if (mig && !config_empty(mig))
+    if (mig && !ydoc_empty(mig))
         return ydoc_error(d, mig, e, "resources.mig: MIG resources are not supported yet");
-    if (!gpus || config_empty(gpus))
+    if (!gpus || ydoc_empty(gpus))
         return 0;
     if (gpus->type != YAML_SEQUENCE_NODE)
         return ydoc_error(d, gpus, e, "resources.gpus must be a list of {pattern, name}");
@@ -92,7 +92,7 @@ static int config_shared_devices(struct ydoc *d, yaml_node_t *n, const char *whe
         snprintf(s->devices, sizeof s->devices, "%s", v);
         return 0;
     }
-    if (n->type != YAML_SEQUENCE_NODE || config_empty(n))
+    if (n->type != YAML_SEQUENCE_NODE || ydoc_empty(n))
         return ydoc_error(d, n, e, "%s must be all, a count, or a non-empty list of GPU indexes "
                                    "or UUIDs", where);
     size_t used = 0;
@@ -214,7 +214,7 @@ static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k,
         ydoc_bool(d, n, "failRequestsGreaterThanOne", &c->fail_requests_gt_one, e) < 0)
         return -1;
     yaml_node_t *res = ydoc_get(d, k, "resources");
-    if (!res || config_empty(res) || res->type != YAML_SEQUENCE_NODE)
+    if (!res || ydoc_empty(res) || res->type != YAML_SEQUENCE_NODE)
         return ydoc_error(d, res ? res : k, e, "%s.resources must be a non-empty list of "
                                                "{name, replicas}", where);
     unsigned i = 0;
@@ -231,12 +231,12 @@ static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k,
 int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
     static const char *const keys[] = {"timeSlicing", "mps", NULL};
-    if (config_empty(n))
+    if (ydoc_empty(n))
         return 0;
     if (ydoc_check_keys(d, n, "sharing", keys, e) < 0)
         return -1;
     yaml_node_t *ts = ydoc_get(d, n, "timeSlicing"), *mps = ydoc_get(d, n, "mps");
-    bool has_ts = ts && !config_empty(ts), has_mps = mps && !config_empty(mps);
+    bool has_ts = ts && !ydoc_empty(ts), has_mps = mps && !ydoc_empty(mps);
     if (has_ts && has_mps)
         return ydoc_error(d, mps, e, "sharing: time-slicing and MPS cannot both be configured");
     c->nshared = 0;

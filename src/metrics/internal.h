@@ -155,7 +155,6 @@ struct sampler_gpu {
     /* the sample's */
     bool ready;                      /* labels, mode and GPM buffers read (first sample) */
     bool labeled;                    /* sampler thread: its labels are in shown_labels */
-    nvmlDevice_t handle;             /* the handle it sampled with */
     bool lost;                       /* GPU_IS_LOST at the last sample */
     int virt_mode;                   /* -1 unknown */
     double nvl_kib, nvl_t;           /* last NVLink counter, and when */

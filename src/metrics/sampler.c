@@ -415,7 +415,6 @@ static void sampler_run(struct gpu_lane_job *job)
     struct metrics_sampler *s = g->s;
     struct metrics_gpu *r = &s->gpus[g->gpu];
     nvmlDevice_t h = g->dev.handle;
-    g->handle = h;
     if (!g->ready)
         sampler_first(s, g, h);
     struct sampler_gpu_ctx c = {s, g->gpu, false, g->errors};

@@ -163,3 +163,11 @@ yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key)
     }
     return NULL;
 }
+
+bool ydoc_empty(const yaml_node_t *n)
+{
+    return (n->type == YAML_SCALAR_NODE && (!n->data.scalar.length ||
+                                            !strcmp((char *)n->data.scalar.value, "null"))) ||
+           (n->type == YAML_SEQUENCE_NODE && n->data.sequence.items.top == n->data.sequence.items.start) ||
+           (n->type == YAML_MAPPING_NODE && n->data.mapping.pairs.top == n->data.mapping.pairs.start);
+}

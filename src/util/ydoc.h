@@ -52,4 +52,7 @@ int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
 /* The value node of key in mapping n, or NULL when absent. */
 yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key);
 
+/* An empty value (null, [] or {}): a section left out. */
+bool ydoc_empty(const yaml_node_t *n);
+
 #endif
