@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds gpulet's container image with Debian's buildah: the release binary,
+# Builds gpulet's container image with Debian's buildah, for linux/amd64 and
+# linux/arm64 in one OCI image index (a node pulls its own): the release binary,
 # the simulator library, the C library and the libraries gpulet loads
 # (libmicrohttpd for /metrics; libcurl, its GnuTLS build, which shares
 # GnuTLS with libmicrohttpd, for the API server; libxcrypt for basic
 # auth) with theirs, and
-# the CA certificates. No shell, no package manager.
+# the CA certificates, each of its architecture. No shell, no package manager.
 # usage: scripts/image.sh [TAG [OCI_ARCHIVE]]
 #   TAG          default localhost/gpulet:<version>
 #   OCI_ARCHIVE  default build-release/gpulet-image.tar
@@ -26,48 +27,85 @@ if ! why=$(unshare --mount --propagation private true 2>&1); then
         "(mount --bind DIR DIR), or build on the host, in a container or in a VM."
 fi
 
+# One image per architecture, from that architecture's release build and
+# Debian's libraries for it (multiarch), then an OCI image index of both.
+command -v aarch64-linux-gnu-gcc >/dev/null && [ -f /usr/lib/aarch64-linux-gnu/libmicrohttpd.so.12 ] ||
+    fail "the arm64 image needs the cross compiler and the :arm64 libraries: scripts/install-deps.sh --arm64"
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULET_TESTS=OFF >/dev/null
 cmake --build build-release --target gpulet nvml_sim >/dev/null
+cmake -S . -B build-arm64 -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-arm64 --target gpulet nvml_sim >/dev/null
 version=$(build-release/gpulet version | awk '{print $2}')
 tag=${1:-localhost/gpulet:$version}
 out=${2:-build-release/gpulet-image.tar}
-multiarch=/usr/lib/x86_64-linux-gnu
 
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
+roots=$(mktemp -d)
+trap 'rm -rf "$roots"' EXIT
 # copy FILE: the file at its own path in the image (links resolved).
 copy() {
     mkdir -p "$root$(dirname "$1")"
     cp -L "$1" "$root$1"
 }
-# The libraries ldd names for FILE, each at the path the loader asks for.
+# copy_deps FILE: the libraries FILE names (DT_NEEDED), found where the
+# loader of $triplet looks, each at that path in the image; then theirs.
+# readelf reads either architecture, where ldd runs only the host's. The
+# loader, which libc names too, is at its own path already.
 copy_deps() {
-    ldd "$1" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' | while read -r lib; do copy "$lib"; done
+    local lib dir
+    for lib in $(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        [ "$lib" != "$(basename "$loader")" ] || continue
+        for dir in /lib/$triplet /usr/lib/$triplet; do
+            [ -e "$dir/$lib" ] || continue
+            [ -e "$root$dir/$lib" ] || { copy "$dir/$lib"; copy_deps "$dir/$lib"; }
+            break
+        done
+    done
 }
-install -D -m 0755 -s build-release/gpulet "$root/usr/bin/gpulet"
-install -D -m 0644 -s build-release/libgpulet-nvml-sim.so "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
-copy_deps build-release/gpulet
-copy_deps build-release/libgpulet-nvml-sim.so
-for lib in libmicrohttpd.so.12 libcurl-gnutls.so.4 libcrypt.so.1; do
-    copy "$multiarch/$lib"
-    copy_deps "$multiarch/$lib"
-done
-copy /etc/ssl/certs/ca-certificates.crt
-mkdir -p "$root/tmp" "$root/run"
-chmod 1777 "$root/tmp"
+# fill ARCH BUILD_DIR: the image's file system for one architecture.
+fill() {
+    local strip=strip
+    triplet=x86_64-linux-gnu
+    [ "$1" = amd64 ] || { triplet=aarch64-linux-gnu; strip=aarch64-linux-gnu-strip; }
+    root=$roots/$1
+    install -D -m 0755 "$2/gpulet" "$root/usr/bin/gpulet"
+    install -D -m 0644 "$2/libgpulet-nvml-sim.so" "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
+    $strip "$root/usr/bin/gpulet" "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
+    loader=$(readelf -l "$2/gpulet" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+    copy "$loader"
+    copy_deps "$2/gpulet"
+    copy_deps "$2/libgpulet-nvml-sim.so"
+    for lib in libmicrohttpd.so.12 libcurl-gnutls.so.4 libcrypt.so.1; do
+        copy "/usr/lib/$triplet/$lib"
+        copy_deps "/usr/lib/$triplet/$lib"
+    done
+    copy /etc/ssl/certs/ca-certificates.crt
+    mkdir -p "$root/tmp" "$root/run"
+    chmod 1777 "$root/tmp"
+}
 
 store=$PWD/build-release/image-store
 b() {
     unshare --mount --propagation private sh -c 'mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run && exec buildah "$@"' \
         sh --root "$store/root" --runroot "$store/run" --storage-driver vfs "$@"
 }
-ctr=$(b from scratch)
-b copy "$ctr" "$root" / >/dev/null
-b config --entrypoint '["/usr/bin/gpulet"]' --cmd agent \
-    --label org.opencontainers.image.title=gpulet \
-    --label org.opencontainers.image.version="$version" \
-    --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
+b manifest rm "$tag" >/dev/null 2>&1 || true
+b manifest create "$tag" >/dev/null
+sizes=""
+for arch in amd64 arm64; do
+    dir=$([ $arch = amd64 ] && echo build-release || echo build-arm64)
+    fill $arch $dir
+    ctr=$(b from --arch $arch scratch)
+    b copy "$ctr" "$root" / >/dev/null
+    b config --arch $arch --os linux --entrypoint '["/usr/bin/gpulet"]' --cmd agent \
+        --label org.opencontainers.image.title=gpulet \
+        --label org.opencontainers.image.version="$version" \
+        --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
+    b commit --quiet --disable-compression=false --format oci --manifest "$tag" "$ctr" \
+        "$tag-$arch" >/dev/null
+    b rm "$ctr" >/dev/null
+    sizes="$sizes, $arch $(du -sk "$root" | cut -f1) KiB unpacked"
+done
 rm -f "$out"
-b commit --quiet --disable-compression=false --format oci "$ctr" "oci-archive:$out:$tag" >/dev/null
-b rm "$ctr" >/dev/null
-echo "image $tag: $(du -sk "$root" | cut -f1) KiB unpacked, archive $out $(du -k "$out" | cut -f1) KiB"
+b manifest push --quiet --all --format oci "$tag" "oci-archive:$out:$tag" >/dev/null
+echo "image $tag${sizes#,}; index archive $out $(du -k "$out" | cut -f1) KiB"

@@ -2,6 +2,10 @@
 # Installs what gpulet needs from Debian 12's archive.
 #   scripts/install-deps.sh          what building gpulet needs
 #   scripts/install-deps.sh --test   that, plus what the test suite needs
+#                                    (the arm64 set included)
+#   scripts/install-deps.sh --arm64  what building for linux/arm64 needs: the
+#                                    cross compiler, the :arm64 libraries
+#                                    (multiarch) and qemu-user to run them
 # Idempotent: installs only what is missing. Without root it uses sudo where
 # there is one, and otherwise says in one line what to run.
 #
@@ -23,11 +27,21 @@ test=(
     podman buildah libcurl3-gnutls busybox-static
     golang-go golang-google-grpc-dev golang-goprotobuf-dev protobuf-compiler
 )
+arm64=(
+    crossbuild-essential-arm64 qemu-user-static
+    libuv1-dev:arm64 libyaml-dev:arm64 libnghttp2-dev:arm64 libprotobuf-c-dev:arm64
+    libmicrohttpd-dev:arm64 libjansson-dev:arm64 libcurl4-openssl-dev:arm64 libcmocka-dev:arm64
+    libcurl3-gnutls:arm64
+)
 case "${1:-}" in
     "") pkgs=("${build[@]}") ;;
-    --test) pkgs=("${build[@]}" "${test[@]}") ;;
-    *) echo "usage: scripts/install-deps.sh [--test]" >&2; exit 2 ;;
+    --test) pkgs=("${build[@]}" "${test[@]}" "${arm64[@]}") ;;
+    --arm64) pkgs=("${build[@]}" "${arm64[@]}") ;;
+    *) echo "usage: scripts/install-deps.sh [--test | --arm64]" >&2; exit 2 ;;
 esac
+# The :arm64 packages need dpkg to know the architecture (multiarch).
+foreign=false
+[ "${1:-}" = "" ] || dpkg --print-foreign-architectures | grep -qx arm64 || foreign=true
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -39,9 +53,14 @@ if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
         sudo=(sudo -n)
     elif [ ${#missing[@]} -gt 0 ]; then
-        echo "install-deps: missing ${missing[*]}; as root run: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        add=""
+        $foreign && add="dpkg --add-architecture arm64 && apt-get update && "
+        echo "install-deps: missing ${missing[*]}; as root run: ${add}apt-get install -y --no-install-recommends ${missing[*]}" >&2
         exit 1
     fi
+fi
+if $foreign && [ ${#missing[@]} -gt 0 ]; then
+    "${sudo[@]}" dpkg --add-architecture arm64
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit and integration tests under
 # ASan+UBSan, valgrind on the plain build, a Release build, the glibc-only
-# link check, a short fuzz run of each parser, and the end-to-end tests on
-# a real kubelet (root only). Every stage runs even when one before it
+# link check, the arm64 build with its unit and smoke tests under qemu-user,
+# the image index (root only), a short fuzz run of each parser, and the
+# end-to-end tests on a real kubelet (root only). Every stage runs even when one before it
 # failed; the last line counts what ran: passed, failed, skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -109,19 +110,20 @@ passed=$((passed + vg_total - vg_failed)) failed=$((failed + vg_failed))
 count_junit build/valgrind-agent.xml "valgrind agent tests"
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
+# glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.
 glibc_only() {
-    local extra newest
-    extra=$(readelf -d build/gpulet | grep NEEDED | grep -v 'libc.so.6' || true)
+    local dir=${1:-build} objdump=${2:-objdump} extra newest
+    extra=$(readelf -d "$dir/gpulet" | grep NEEDED | grep -v -e 'libc.so.6' -e 'ld-linux-aarch64.so.1' || true)
     if [ -n "$extra" ]; then
-        echo "build/gpulet links more than glibc dynamically: $extra" >&2
+        echo "$dir/gpulet links more than glibc dynamically: $extra" >&2
         return 1
     fi
-    newest=$(objdump -T build/gpulet build/libgpulet-nvml-sim.so | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
+    newest=$($objdump -T "$dir/gpulet" "$dir/libgpulet-nvml-sim.so" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
     if [ "$(printf '%s\n' "$newest" GLIBC_2.34 | sort -V | tail -1)" != GLIBC_2.34 ]; then
-        echo "build/gpulet needs $newest; GPU nodes may have only glibc 2.34" >&2
+        echo "$dir/gpulet needs $newest; GPU nodes may have only glibc 2.34" >&2
         return 1
     fi
-    echo "build/gpulet: only glibc is dynamic, and at most $newest"
+    echo "$dir/gpulet: only glibc is dynamic, and at most $newest"
 }
 check "glibc-only link" glibc_only
 
@@ -134,13 +136,28 @@ release() {
 }
 check "Release build" release
 
-# The container image (scripts/image.sh, buildah), within its size target.
+# The arm64 build (scripts/arm64.sh): warning-free, its unit tests and the
+# smoke test under qemu-user. One item: the same tests, another machine.
+arm64() {
+    scripts/arm64.sh --test >build/arm64.log 2>&1 || { tail -n 40 build/arm64.log >&2; return 1; }
+    grep '^arm64 smoke: all passed' build/arm64.log && glibc_only build-arm64 aarch64-linux-gnu-objdump
+}
+check "arm64 build and tests under qemu" arm64
+
+# The container image index (scripts/image.sh, buildah), each image within
+# its size target, and the arm64 one's smoke test inside it.
 image() {
     local out=build-release/gpulet-image.tar line kib
     line=$(scripts/image.sh localhost/gpulet:test "$out" 2>&1) || { echo "$line" >&2; return 1; }
     echo "$line"
-    kib=$(echo "$line" | sed -n 's/.*: \([0-9]*\) KiB unpacked.*/\1/p')
-    [ -n "$kib" ] && [ "$kib" -le 20480 ] || { echo "image over 20 MiB unpacked" >&2; return 1; }
+    kib=$(echo "$line" | grep -o '[0-9]* KiB unpacked' | cut -d' ' -f1)
+    [ "$(echo "$kib" | wc -w)" -eq 2 ] || { echo "image: not two architectures" >&2; return 1; }
+    for k in $kib; do
+        [ "$k" -le 20480 ] || { echo "an image over 20 MiB unpacked" >&2; return 1; }
+    done
+    /usr/bin/python3 tests/cross/smoke.py --image "$out" >build/arm64-image.log 2>&1 ||
+        { cat build/arm64-image.log >&2; return 1; }
+    echo "arm64 image: $(tail -n 1 build/arm64-image.log)"
 }
 if [ "$(id -u)" -ne 0 ] || ! command -v buildah >/dev/null; then
     echo "SKIPPED container image: buildah with its own storage needs root here"

@@ -266,6 +266,20 @@ SIM_API nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *versio
     return rc ? rc : sim_leave(sim_copy_string(version, length, "96.00.A5.00.1A"));
 }
 
+/* Only a GPU joined to a Grace CPU answers; others have no C2C link. */
+SIM_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *info)
+{
+    nvmlReturn_t rc = sim_enter_device(device);
+    if (rc)
+        return rc;
+    if (!info)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!device->desc.product->c2c)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    info->isC2cEnabled = 1;
+    return sim_leave(NVML_SUCCESS);
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
 {
     nvmlReturn_t rc = sim_enter_device(device);

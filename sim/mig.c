@@ -64,6 +64,19 @@ const struct sim_mig_profile sim_mig_h200[] = {
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+/* GH200 480GB (96 GB HBM3): the names mig-parted's default config lists
+ * for it; memory sizes scaled from the H100 80GB's, not read off a card. */
+const struct sim_mig_profile sim_mig_gh200[] = {
+    {"1g.12gb", P_1, 19, 1, 7, 16, 1, 1, 0, 1, 0, 11904, 1, STARTS_1},
+    {"1g.12gb+me", P_1_REV1, 20, 1, 1, 16, 1, 1, 0, 1, 1, 11904, 1, STARTS_1},
+    {"1g.24gb", P_1_REV2, 15, 1, 4, 26, 1, 1, 0, 1, 0, 23936, 2, STARTS_2},
+    {"2g.24gb", P_2, 14, 2, 3, 32, 2, 2, 0, 2, 0, 23936, 2, STARTS_2_OF_3},
+    {"3g.48gb", P_3, 9, 3, 2, 60, 3, 3, 0, 3, 0, 48128, 4, STARTS_4},
+    {"4g.48gb", P_4, 5, 4, 1, 64, 4, 4, 0, 4, 0, 48128, 4, 0x1},
+    {"7g.96gb", P_7, 0, 7, 1, 132, 8, 7, 0, 7, 1, 96768, 8, 0x1},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
 const struct sim_mig_profile *sim_mig_profile_find(const struct sim_product *p, const char *name)
 {
     for (const struct sim_mig_profile *m = p->mig; m && m->name; m++)

@@ -46,6 +46,15 @@ static const struct sim_preset presets[] = {
      "  - {product: h200, pci_bus_id: \"0000:00:07.0\"}\n"
      "  - {product: h200, pci_bus_id: \"0000:00:08.0\"}\n"
      "  - {product: h200, pci_bus_id: \"0000:00:09.0\"}\n"},
+    {"gh200",
+     "# A Grace Hopper node (arm64): one GH200 480GB, its GPU joined to the\n"
+     "# Grace CPU by NVLink-C2C, no PCIe switch, no NVLink peer.\n"
+     "name: gh200\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "gpus_per_pcie_switch: 0\n"
+     "gpus:\n"
+     "  - {product: gh200, pci_bus_id: \"0009:01:00.0\"}\n"},
     {"a100-2x4",
      "# 8 A100 80GB in two NVLink islands of four: each GPU has 4 direct links\n"
      "# to each peer of its island and none to the other island.\n"
@@ -141,7 +150,7 @@ static const struct sim_preset presets[] = {
      "    count: 64\n"},
 };
 
-const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "a100-2x4",
+const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "gh200", "a100-2x4",
                                         "a100-mig-mixed", "h100-mig-single", "h200-mig-mixed",
                                         "l4-pcie",
                                         "t4",       "mixed-pcie", "scale-64", NULL};

@@ -28,6 +28,16 @@ static const struct sim_product h200 = {
     .mig_capable = true, .mig = sim_mig_h200,
 };
 
+/* Grace Hopper: the GPU of a GH200 superchip, joined to its Grace CPU by
+ * NVLink-C2C (nvidia-smi: "GPU C2C Mode: Enabled", addressing mode ATS). */
+static const struct sim_product gh200 = {
+    .key = "gh200", .name = "NVIDIA GH200 480GB", .arch = NVML_DEVICE_ARCH_HOPPER,
+    .cc_major = 9, .cc_minor = 0, .pci_device_id = 0x234210DE, .pci_subsystem_id = 0x180910DE,
+    .memory_mib = 97871, .reserved_mib = 1103, .nvlinks = 18, .power_idle_w = 88,
+    .power_max_w = 700, .sm_clock_idle = 345, .sm_clock_max = 1980, .mem_clock = 2619,
+    .mig_capable = true, .mig = sim_mig_gh200, .c2c = true,
+};
+
 static const struct sim_product a100_80gb = {
     .key = "a100-80gb", .name = "NVIDIA A100-SXM4-80GB", .arch = NVML_DEVICE_ARCH_AMPERE,
     .cc_major = 8, .cc_minor = 0, .pci_device_id = 0x20B210DE, .pci_subsystem_id = 0x147F10DE,
@@ -60,7 +70,7 @@ static const struct sim_product t4 = {
     .mig_capable = false,
 };
 
-const struct sim_product *const sim_products[] = {&h100_sxm, &h100_pcie, &h200, &a100_80gb,
+const struct sim_product *const sim_products[] = {&h100_sxm, &h100_pcie, &h200, &gh200, &a100_80gb,
                                                     &a100_40gb, &l4, &t4, NULL};
 
 const struct sim_product *sim_product_find(const char *key)

@@ -41,6 +41,7 @@ struct sim_product {
     unsigned sm_clock_idle, sm_clock_max, mem_clock;
     bool mig_capable;
     const struct sim_mig_profile *mig; /* its profiles, ended by one without a name */
+    bool c2c;                /* joined to a Grace CPU by NVLink-C2C */
 };
 
 /* A MIG device: one GPU instance with one compute instance spanning it. */
@@ -124,7 +125,7 @@ void sim_mig_uuid(const char *gpu_uuid, unsigned generation, unsigned gi, char *
 
 /* MIG profile tables (mig.c). */
 extern const struct sim_mig_profile sim_mig_a100_40gb[], sim_mig_a100_80gb[], sim_mig_h100_80gb[],
-    sim_mig_h200[];
+    sim_mig_h200[], sim_mig_gh200[];
 
 /* All products, NULL-terminated. */
 extern const struct sim_product *const sim_products[];

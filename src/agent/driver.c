@@ -27,11 +27,8 @@ void agent_driver_start(struct agent *a)
     bool cdi = config_cdi_wanted(&a->cfg);
     if (!cdi && !(a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
         return;
-    unsigned caps;
     struct err e;
-    if (driver_parse_caps(a->cfg.driver_caps, &caps, &e) < 0 ||
-        driver_discover(&a->driver, a->cfg.driver_root, a->cfg.container_driver_root,
-                        a->inv.driver_version, caps, &e) < 0) {
+    if (config_driver(&a->cfg, NULL, a->inv.driver_version, &a->driver, &e) < 0) {
         log_error("%s: containers get no driver files from gpulet", e.msg);
     } else {
         a->driver_ok = true;

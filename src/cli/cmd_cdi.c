@@ -90,11 +90,8 @@ int cmd_cdi(int argc, char **argv)
     if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0)
         return cdi_fail(&e, cli_no_gpu_hint("cdi generate", !sim && !lib, hint, sizeof hint), &n,
                         NULL);
-    unsigned caps;
     struct driver drv;
-    if (driver_parse_caps(cfg.driver_caps, &caps, &e) < 0 ||
-        driver_discover(&drv, cfg.driver_root, cfg.container_driver_root, inv.driver_version,
-                        caps, &e) < 0)
+    if (config_driver(&cfg, NULL, inv.driver_version, &drv, &e) < 0)
         return cdi_fail(&e, NULL, &n, &inv);
     struct strbuf text = {0};
     int rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);

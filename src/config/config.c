@@ -261,6 +261,16 @@ const char *config_read_root(const struct config *c, const char *host_root)
                ? c->container_driver_root : host_root;
 }
 
+int config_driver(const struct config *c, const char *read_root, const char *version,
+                  struct driver *d, struct err *e)
+{
+    unsigned caps;
+    if (driver_parse_caps(c->driver_caps, &caps, e) < 0)
+        return -1;
+    return driver_discover(d, c->driver_root, read_root ? read_root : c->container_driver_root,
+                           version, caps, (enum driver_layout)c->driver_layout, e);
+}
+
 /* The name of an option's value (T_ENUM) or of its bit i (T_LIST), from
  * the table. */
 static const char *config_choice(const char *flag, unsigned i)

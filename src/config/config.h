@@ -83,6 +83,7 @@ struct config {
     int mps_compute_mode;               /* enum config_compute_mode */
     /* gpulet's own */
     char driver_caps[64];               /* driver capabilities containers get */
+    unsigned driver_layout;             /* enum driver_layout: where they get them */
     char cdi_spec_dir[CONFIG_PATH_MAX]; /* where the agent keeps its CDI spec */
     int write_cdi_spec;                 /* enum config_cdi_write */
     char kubelet_root[CONFIG_PATH_MAX];
@@ -174,6 +175,13 @@ void config_usage(FILE *out);
  * dev root): inside its container, the container driver root, for the
  * driver root and a dev root that is the driver root. */
 const char *config_read_root(const struct config *c, const char *host_root);
+
+/* The driver files containers get as c asks (its driver root, capabilities
+ * and layout), for driver `version`, read under read_root (NULL: the
+ * container driver root where one is set). */
+struct driver;
+int config_driver(const struct config *c, const char *read_root, const char *version,
+                  struct driver *d, struct err *e);
 
 /* --- per-node configuration (named.c) ---------------------------------------- */
 

@@ -21,6 +21,7 @@ static const char *const policy_choices[] = {"distributed", "packed", NULL};
 static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL};
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 static const char *const report_choices[] = {"auto", "none", NULL};
+static const char *const layout_choices[] = {"system", "nvidia", NULL}; /* enum driver_layout */
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 #define F(field) offsetof(struct config, field), 0
@@ -65,6 +66,9 @@ const struct config_opt config_options[] = {
      "NVIDIA-format (version: v1) YAML config file", "PATH", NULL},
     {"driver-capabilities", "GPULET_DRIVER_CAPABILITIES", NULL, T_STRING, S(driver_caps), NULL,
      "compute,utility", "driver files containers get: compute, utility, video, graphics, all", "LIST", NULL},
+    {"driver-layout", "GPULET_DRIVER_LAYOUT", NULL, T_ENUM, F(driver_layout), layout_choices,
+     "system", "where containers get the driver's files: system (also the image's own library "
+     "directories and /usr/bin: any image) or nvidia (/usr/local/nvidia only)", NULL, NULL},
     {"cdi-spec-dir", "GPULET_CDI_SPEC_DIR", NULL, T_STRING, S(cdi_spec_dir), NULL, "/var/run/cdi",
      "where the agent keeps its CDI spec (" "nvidia.com-gpu.json)", "PATH", "cdi"},
     {"write-cdi-spec", "GPULET_WRITE_CDI_SPEC", NULL, T_ENUM, F(write_cdi_spec), cdi_write_choices,

@@ -152,12 +152,10 @@ void doctor_cdi(struct doctor *d, struct doctor_result *r)
     char read_root[CONFIG_PATH_MAX * 2];
     doctor_path(d, read_root, sizeof read_root, c->driver_root, NULL);
     struct driver drv;
-    unsigned caps;
     struct strbuf want = {0};
     struct err e;
     doctor_step(d, "generating the CDI spec to compare");
-    if (driver_parse_caps(c->driver_caps, &caps, &e) < 0 ||
-        driver_discover(&drv, c->driver_root, read_root, d->inv.driver_version, caps, &e) < 0) {
+    if (config_driver(c, read_root, d->inv.driver_version, &drv, &e) < 0) {
         doctor_set(r, DOCTOR_WARN, "see the driver library check", "%s exists; cannot tell if "
                    "it is current: %s", path, e.msg);
     } else {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "driver/driver.h"
+#include "util/arch.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -65,14 +66,24 @@ static const struct {
 
 /* Where the dynamic linker and distributions put them, before ld.so.conf.d's. */
 static const char *const lib_dirs[] = {
-    "/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib64",
-    "/usr/local/nvidia/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib",
+    "/usr/lib/" ARCH_TRIPLET, "/usr/lib/" ARCH_TRIPLET "/nvidia/current", "/usr/lib64",
+    "/usr/local/nvidia/lib64", "/lib/" ARCH_TRIPLET, "/lib64", "/usr/lib", "/lib",
 };
 static const char *const bin_dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/nvidia/bin",
                                        "/usr/local/bin", "/bin", "/sbin"};
 static const char *const firmware_dirs[] = {"/lib/firmware/nvidia", "/usr/lib/firmware/nvidia"};
 static const char *const sockets[] = {"/run/nvidia-persistenced/socket",
                                       "/run/nvidia-fabricmanager/socket"};
+
+/* Where a container gets them. The first of each is the nvidia layout's
+ * only one. The system layout adds the directories glibc searches when
+ * an image's ld.so.cache does not name a library (Debian's and Ubuntu's
+ * multiarch one, the Red Hat family's lib64) and the directory on every
+ * image's PATH: any glibc image finds the driver with no hook, variable
+ * or ldconfig, and a copy an image ships there is hidden by the host's. */
+static const char *const container_lib_dirs[] = {DRIVER_CONTAINER_LIB, "/usr/lib/" ARCH_TRIPLET,
+                                                  "/usr/lib64"};
+static const char *const container_bin_dirs[] = {DRIVER_CONTAINER_BIN, "/usr/bin"};
 
 #define DRIVER_MAX_DIRS 48
 
@@ -115,6 +126,24 @@ static void driver_add_mount(struct driver *d, const char *host, const char *con
     m->host[h] = '\0';
     memcpy(m->container, container, c);
     m->container[c] = '\0';
+}
+
+/* host at name in each container directory the layout has. */
+static void driver_add_placed(struct driver *d, const char *host, const char *const *dirs,
+                              size_t ndirs, const char *name)
+{
+    size_t n = d->layout == DRIVER_LAYOUT_SYSTEM ? ndirs : 1;
+    for (size_t i = 0; i < n; i++) {
+        char where[2 * DRIVER_PATH_MAX];
+        snprintf(where, sizeof where, "%s/%s", dirs[i], name);
+        driver_add_mount(d, host, where);
+    }
+}
+
+static void driver_add_lib(struct driver *d, const char *host, const char *name)
+{
+    driver_add_placed(d, host, container_lib_dirs,
+                      sizeof container_lib_dirs / sizeof *container_lib_dirs, name);
 }
 
 /* root + path, without a doubled slash for root "/". */
@@ -201,7 +230,7 @@ static void discovery_entry(struct discovery *s, const char *dir, const char *re
         if (s->found[k] || !(driver_libs[k].caps & d->caps))
             return;
         char read[2 * DRIVER_PATH_MAX], rel[2 * DRIVER_PATH_MAX], host[3 * DRIVER_PATH_MAX];
-        char soname[128], where[2 * DRIVER_PATH_MAX];
+        char soname[128];
         snprintf(read, sizeof read, "%s/%s", read_dir, name);
         snprintf(rel, sizeof rel, "%s/%s", dir, name);
         driver_host_path(d, host, sizeof host, rel);
@@ -210,17 +239,15 @@ static void discovery_entry(struct discovery *s, const char *dir, const char *re
             return; /* a link to the file: the file itself is found too */
         s->found[k] = true;
         d->nlibs++;
-        snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", name);
-        driver_add_mount(d, host, where);
+        driver_add_lib(d, host, name);
         if (driver_file_soname(read, soname, sizeof soname) == 0 && strcmp(soname, name)) {
-            snprintf(where, sizeof where, DRIVER_CONTAINER_LIB "/%s", soname);
-            driver_add_mount(d, host, where);
+            driver_add_lib(d, host, soname);
         } else if (strcmp(soname, name)) {
             log_warn("driver: %s%s/%s has no soname: mounted under its own name only",
                      strcmp(d->root, "/") ? d->root : "", dir, name);
         }
         if (!strcmp(driver_libs[k].name, "libcuda")) /* what programs that link -lcuda open */
-            driver_add_mount(d, host, DRIVER_CONTAINER_LIB "/libcuda.so");
+            driver_add_lib(d, host, "libcuda.so");
         return;
     }
 }
@@ -276,10 +303,10 @@ static void discovery_bins(struct driver *d)
         }
         if (!best[0])
             continue;
-        char host[2 * DRIVER_PATH_MAX], where[DRIVER_PATH_MAX];
+        char host[2 * DRIVER_PATH_MAX];
         driver_host_path(d, host, sizeof host, best);
-        snprintf(where, sizeof where, DRIVER_CONTAINER_BIN "/%s", driver_bins[k].name);
-        driver_add_mount(d, host, where);
+        driver_add_placed(d, host, container_bin_dirs,
+                          sizeof container_bin_dirs / sizeof *container_bin_dirs, driver_bins[k].name);
         d->nbins++;
     }
 }
@@ -325,7 +352,8 @@ static int driver_mount_cmp(const void *a, const void *b)
 }
 
 int driver_discover(struct driver *d, const char *root, const char *read_root,
-                    const char *version, unsigned caps, struct err *e)
+                    const char *version, unsigned caps, enum driver_layout layout,
+                    struct err *e)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->root, sizeof d->root, "%s", root && root[0] ? root : "/");
@@ -335,6 +363,7 @@ int driver_discover(struct driver *d, const char *root, const char *read_root,
                        version ? version : "");
     snprintf(d->version, sizeof d->version, "%s", version);
     d->caps = caps;
+    d->layout = layout;
     struct discovery *s = xcalloc(1, sizeof *s);
     s->d = d;
     for (size_t i = 0; i < sizeof lib_dirs / sizeof *lib_dirs; i++)
@@ -343,7 +372,7 @@ int driver_discover(struct driver *d, const char *root, const char *read_root,
     discovery_libs(s);
     if (d->nlibs == 0) {
         err_set(e, "driver root %s: no NVIDIA driver %s libraries (looked for libcuda.so.%s "
-                   "and the rest in /usr/lib/x86_64-linux-gnu, /usr/lib64 and %u more directories)%s%s",
+                   "and the rest in /usr/lib/" ARCH_TRIPLET ", /usr/lib64 and %u more directories)%s%s",
                 d->root, d->version, d->version, s->ndirs - 2, s->other[0] ? "; found version " : "",
                 s->other);
         free(s);

@@ -21,10 +21,17 @@
 #define DRIVER_CAP_GRAPHICS 8u
 #define DRIVER_CAP_ALL 15u
 
-/* Where a container gets the files: the CUDA images' LD_LIBRARY_PATH and
- * PATH already hold these directories. */
+/* Where a container gets the files. The CUDA images' LD_LIBRARY_PATH and
+ * PATH hold these directories; any other image finds them only in the
+ * directories of the system layout (docs/containers.md). */
 #define DRIVER_CONTAINER_LIB "/usr/local/nvidia/lib64"
 #define DRIVER_CONTAINER_BIN "/usr/local/nvidia/bin"
+
+/* The order of --driver-layout's choices. */
+enum driver_layout {
+    DRIVER_LAYOUT_SYSTEM, /* also where glibc and PATH look by themselves: any image */
+    DRIVER_LAYOUT_NVIDIA, /* /usr/local/nvidia only: CUDA images, the old layout */
+};
 
 /* One bind mount a container gets, read-only. */
 struct driver_mount {
@@ -38,6 +45,7 @@ struct driver {
     char read_root[DRIVER_PATH_MAX]; /* where gpulet reads it (its container's mount) */
     char version[32];
     unsigned caps;                   /* the capabilities the mounts cover */
+    enum driver_layout layout;       /* where in the container they go */
     struct driver_mount *mounts;     /* libraries (at their names and sonames), binaries,
                                         firmware, sockets */
     unsigned nmounts;
@@ -46,12 +54,13 @@ struct driver {
 
 /* Finds the files of driver `version` under root ("/" for the host) for
  * caps, reading them under read_root (where gpulet's container mounts the
- * host's root; NULL or empty: root itself) and naming them by the host's
- * paths. Fails with a message naming the root when no library of that
+ * host's root; NULL or empty: root itself), naming them by the host's
+ * paths and placing them in the container by layout. Fails with a message naming the root when no library of that
  * version is there; warnings (another version beside it, a library with
  * no soname) are logged. */
 int driver_discover(struct driver *d, const char *root, const char *read_root,
-                    const char *version, unsigned caps, struct err *e);
+                    const char *version, unsigned caps, enum driver_layout layout,
+                    struct err *e);
 
 void driver_free(struct driver *d);
 

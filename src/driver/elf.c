@@ -89,13 +89,24 @@ int driver_file_soname(const char *path, char *out, size_t len)
 }
 
 /* ELF header, a PT_LOAD over the whole file, PT_DYNAMIC, the dynamic
- * entries, then the string table. */
+ * entries, an empty symbol table and its hash table, then the string
+ * table: enough for glibc's dlopen, so a test can follow the loader's
+ * own search to it. The segment is writable because the loader rewrites
+ * the dynamic entries' addresses in place. */
 struct elf_stub {
     Elf64_Ehdr eh;
     Elf64_Phdr ph[2];
-    Elf64_Dyn dyn[3];
+    Elf64_Dyn dyn[7];
+    Elf64_Sym sym[1];
+    Elf32_Word hash[4]; /* nbucket 1, nchain 1, the bucket, the chain: all empty */
     char strtab[128];
 };
+
+#if defined(__aarch64__)
+#define ELF_STUB_MACHINE EM_AARCH64
+#else
+#define ELF_STUB_MACHINE EM_X86_64
+#endif
 
 int driver_write_stub_elf(const char *path, const char *soname, struct err *e)
 {
@@ -108,13 +119,13 @@ int driver_write_stub_elf(const char *path, const char *soname, struct err *e)
     s.eh.e_ident[EI_DATA] = ELFDATA2LSB;
     s.eh.e_ident[EI_VERSION] = EV_CURRENT;
     s.eh.e_type = ET_DYN;
-    s.eh.e_machine = EM_X86_64;
+    s.eh.e_machine = ELF_STUB_MACHINE;
     s.eh.e_version = EV_CURRENT;
     s.eh.e_phoff = offsetof(struct elf_stub, ph);
     s.eh.e_ehsize = sizeof s.eh;
     s.eh.e_phentsize = sizeof s.ph[0];
     s.eh.e_phnum = 2;
-    s.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R, .p_filesz = sizeof s,
+    s.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_W, .p_filesz = sizeof s,
                            .p_memsz = sizeof s, .p_align = 4096};
     s.ph[1] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_flags = PF_R,
                            .p_offset = offsetof(struct elf_stub, dyn),
@@ -122,6 +133,11 @@ int driver_write_stub_elf(const char *path, const char *soname, struct err *e)
                            .p_memsz = sizeof s.dyn, .p_align = 8};
     s.dyn[0] = (Elf64_Dyn){.d_tag = DT_STRTAB, .d_un.d_ptr = offsetof(struct elf_stub, strtab)};
     s.dyn[1] = (Elf64_Dyn){.d_tag = DT_SONAME, .d_un.d_val = 1};
+    s.dyn[2] = (Elf64_Dyn){.d_tag = DT_SYMTAB, .d_un.d_ptr = offsetof(struct elf_stub, sym)};
+    s.dyn[3] = (Elf64_Dyn){.d_tag = DT_SYMENT, .d_un.d_val = sizeof s.sym[0]};
+    s.dyn[4] = (Elf64_Dyn){.d_tag = DT_HASH, .d_un.d_ptr = offsetof(struct elf_stub, hash)};
+    s.dyn[5] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = sizeof s.strtab};
+    s.hash[0] = s.hash[1] = 1;
     memcpy(s.strtab + 1, soname, strlen(soname));
     FILE *f = fopen(path, "wb");
     if (!f)

@@ -11,6 +11,7 @@
 
 #include "driver/driver.h"
 #include "gpu/inventory.h"
+#include "util/arch.h"
 #include "util/strbuf.h"
 
 /* The libraries a compute node's driver has, with their sonames. */
@@ -97,7 +98,7 @@ int driver_write_stub_tree(const char *root, const char *version, struct err *e)
     char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128], text[256];
     if (mkdir(root, 0755) != 0 && errno != EEXIST)
         return err_set(e, "cannot make %s: %m", root);
-    if (stub_mkdirs(root, "usr/lib/x86_64-linux-gnu", dir, sizeof dir, e) < 0)
+    if (stub_mkdirs(root, "usr/lib/" ARCH_TRIPLET, dir, sizeof dir, e) < 0)
         return -1;
     for (size_t i = 0; i < sizeof stub_libs / sizeof *stub_libs; i++) {
         snprintf(file, sizeof file, "%s.so.%s", stub_libs[i].name, version);

@@ -19,6 +19,10 @@ struct accel_row {
 static const struct accel_row accel_table[] = {
     {"GB200", 0, "nvidia-gb200"},
     {"B200", 0, "nvidia-b200"},
+    /* Grace Hopper: before "H200", which its name contains */
+    {"GH200 480GB", 0, "nvidia-gh200-480gb"},
+    {"GH200 144G", 0, "nvidia-gh200-144gb"},
+    {"GH200", 0, "nvidia-gh200"},
     {"H200", 0, "nvidia-h200-141gb"},
     {"H100 80GB", 0, "nvidia-h100-80gb"},
     {"H100 SXM", 0, "nvidia-h100-80gb"},

@@ -5,14 +5,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/arch.h"
 #include "util/strbuf.h"
 
 const char *const nvml_search_paths[] = {
     "libnvidia-ml.so.1", /* the dynamic loader's own search: ld.so.cache, LD_LIBRARY_PATH */
-    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/usr/lib/" ARCH_TRIPLET "/libnvidia-ml.so.1",
     "/usr/lib64/libnvidia-ml.so.1",
     "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
-    "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/run/nvidia/driver/usr/lib/" ARCH_TRIPLET "/libnvidia-ml.so.1",
     "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1",
     NULL,
 };

@@ -471,4 +471,11 @@ nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
 nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
 nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
 
+/* nvmlDeviceGetC2cModeInfoV: whether the GPU is joined to its CPU by
+ * NVLink-C2C (Grace Hopper, Grace Blackwell). The struct has no version
+ * field. */
+typedef struct {
+    unsigned int isC2cEnabled;
+} nvmlC2cModeInfo_v1_t;
+
 #endif

@@ -3,9 +3,11 @@ stand-in driver tree (gpulet sim driver-root): `gpulet cdi generate`
 (valid against the CDI schema, JSON and YAML the same), the agent keeping
 its spec in --cdi-spec-dir, and the driver-mounts strategy's Allocate
 (device nodes, each library at its file name and soname, the binaries),
-with the bad cases: no driver, a bad capability, an unwritable directory."""
+both in /usr/local/nvidia and where any image's loader and PATH look
+(--driver-layout system), with the bad cases: no driver, a bad capability, an unwritable directory."""
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -20,6 +22,9 @@ from conftest import GPULET, SANITIZED
 SCHEMA = json.loads((Path(__file__).parent / "data" / "cdi-schema.json").read_text())
 VERSION = "580.159.04"
 LIB = "/usr/local/nvidia/lib64"
+TRIPLET = f"{platform.machine()}-linux-gnu"
+# Where glibc looks by itself (Debian's and the Red Hat family's), and PATH.
+SYSTEM_LIBS = (f"/usr/lib/{TRIPLET}", "/usr/lib64")
 
 
 @pytest.fixture
@@ -55,7 +60,7 @@ def test_cdi_generate(driver_root, sim_env, tmp_path):
     assert {n["path"] for n in edits["deviceNodes"]} == {"/dev/nvidiactl", "/dev/nvidia-uvm"}
     assert all(n["hostPath"].startswith(str(driver_root)) for n in edits["deviceNodes"])
     mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
-    real = str(driver_root / f"usr/lib/x86_64-linux-gnu/libcuda.so.{VERSION}")
+    real = str(driver_root / f"usr/lib/{TRIPLET}/libcuda.so.{VERSION}")
     for name in (f"libcuda.so.{VERSION}", "libcuda.so.1", "libcuda.so"):
         assert mounts[f"{LIB}/{name}"] == real      # one file, at each name programs open
     assert mounts[f"{LIB}/libnvidia-nvvm.so.4"].endswith(f"libnvidia-nvvm.so.{VERSION}")
@@ -65,6 +70,17 @@ def test_cdi_generate(driver_root, sim_env, tmp_path):
     assert all(os.path.exists(h) for h in mounts.values())
     assert all(m["options"] == ["ro", "nosuid", "nodev", "bind"] for m in edits["mounts"])
     assert "hooks" not in edits
+    # Any image: the same files where its loader and PATH look by themselves.
+    for name in (f"libcuda.so.{VERSION}", "libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-nvvm.so.4"):
+        for d in SYSTEM_LIBS:
+            assert mounts[f"{d}/{name}"] == mounts[f"{LIB}/{name}"], name
+    assert mounts["/usr/bin/nvidia-smi"] == mounts["/usr/local/nvidia/bin/nvidia-smi"]
+    # The old layout: /usr/local/nvidia alone.
+    p = cdi_generate(sim_env, "--nvidia-driver-root", str(driver_root), "--format", "json",
+                     "--driver-layout", "nvidia")
+    old = {m["containerPath"] for m in json.loads(p.stdout)["containerEdits"]["mounts"]}
+    assert f"{LIB}/libcuda.so.1" in old and "/usr/local/nvidia/bin/nvidia-smi" in old
+    assert not [m for m in old if m.startswith(("/usr/lib", "/usr/bin"))], old
     # YAML says the same; -o FILE writes it; all capabilities add the video libraries
     p = cdi_generate(sim_env, "--nvidia-driver-root", str(driver_root), "-o", str(tmp_path / "s.yaml"))
     assert p.returncode == 0, p.stderr
@@ -153,8 +169,11 @@ def test_driver_mounts_allocate(plugin_agent, kubelet, driver_root):
                        (str(driver_root / "dev/nvidia2"), "/dev/nvidia2", "rw")]
     mounts = {m.container_path: (m.host_path, m.read_only) for m in r.mounts}
     assert mounts[f"{LIB}/libnvidia-ml.so.1"] == (
-        str(driver_root / f"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{VERSION}"), True)
+        str(driver_root / f"usr/lib/{TRIPLET}/libnvidia-ml.so.{VERSION}"), True)
     assert "/usr/local/nvidia/bin/nvidia-smi" in mounts
+    for d in SYSTEM_LIBS:
+        assert mounts[f"{d}/libnvidia-ml.so.1"] == mounts[f"{LIB}/libnvidia-ml.so.1"]
+    assert mounts["/usr/bin/nvidia-smi"] == mounts["/usr/local/nvidia/bin/nvidia-smi"]
     # An installed toolkit adds nothing, whatever the image's own value (CUDA
     # images set "all").
     assert r.envs["NVIDIA_VISIBLE_DEVICES"] == "void"

@@ -1,5 +1,6 @@
 """The simulator as a third-party NVML program sees it: loaded by soname,
 with exactly the real library's exported names."""
+import json
 import os
 import subprocess
 import sys
@@ -63,3 +64,33 @@ def test_third_party_program_loads_simulator(tmp_path, sim_env):
     assert lines[0] == "driver 580.159.04"
     assert len(lines) == 5
     assert lines[1].startswith("0 NVIDIA L4 GPU-") and lines[1].endswith(" 23034")
+
+
+C2C = textwrap.dedent("""
+    import ctypes
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    assert nvml.nvmlInit_v2() == 0
+    h = ctypes.c_void_p()
+    assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+    c2c = ctypes.c_uint(7)
+    print(nvml.nvmlDeviceGetC2cModeInfoV(h, ctypes.byref(c2c)), c2c.value)
+    nvml.nvmlShutdown()
+""")
+
+
+def test_grace_hopper(gpulet, sim_env):
+    """The gh200 preset: a GH200 480GB as nvidia-smi and NVML show it (name,
+    memory, bus id, NVLink-C2C on), with its labels; other GPUs have no C2C."""
+    env = ctypes_env(dict(sim_env, LD_LIBRARY_PATH=str(Path(SIM_LIB).parent / "sim")))
+    for scenario, want in (("gh200", "0 1"), ("t4", "3 7")):  # SUCCESS enabled; NOT_SUPPORTED
+        p = subprocess.run(["/usr/bin/python3", "-c", C2C], capture_output=True, text=True,
+                           env=dict(env, GPULET_SIM_SCENARIO=scenario), timeout=60)
+        assert p.returncode == 0 and p.stdout.split() == want.split(), (scenario, p.stdout, p.stderr)
+    gpu = json.loads(gpulet("list", "--simulate", "gh200", "-o", "json").stdout)["gpus"][0]
+    assert (gpu["name"], gpu["memory_total_mib"], gpu["pci_bus_id"]) == (
+        "NVIDIA GH200 480GB", 97871, "00000009:01:00.0"), gpu
+    labels = gpulet("labels", "--simulate", "gh200").stdout
+    for want in ("accelerator=nvidia-gh200-480gb", "nvidia.com/gpu.product=NVIDIA-GH200-480GB",
+                 "nvidia.com/gpu.memory=97871", "nvidia.com/gpu.family=hopper",
+                 "nvidia.com/mig.capable=true"):
+        assert want in labels, labels

@@ -1,6 +1,7 @@
 /* The driver's files without a driver: sonames read from ELF objects, the
  * stand-in driver tree found again by discovery (capabilities, sonames, a
  * second version beside it, none at all), and the CDI spec built from it. */
+#include <dlfcn.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cdi/cdi.h"
 #include "driver/driver.h"
 #include "testutil.h"
+#include "util/arch.h"
 
 #define VERSION "580.159.04"
 
@@ -40,21 +42,32 @@ static bool has_mount(const struct driver *d, const char *container)
     return false;
 }
 
+/* Where the system layout puts files, beside /usr/local/nvidia. */
+static const char *const system_names[] = {
+    "/usr/lib/" ARCH_TRIPLET "/libcuda.so." VERSION, "/usr/lib/" ARCH_TRIPLET "/libcuda.so.1",
+    "/usr/lib/" ARCH_TRIPLET "/libnvidia-ml.so.1", "/usr/lib64/libcuda.so.1",
+    "/usr/lib64/libnvidia-ml.so.1", "/usr/lib64/libnvidia-nvvm.so.4", "/usr/bin/nvidia-smi",
+};
+
 static void test_soname(void **state)
 {
     (void)state;
     char *dir = tree(VERSION), path[256], soname[128];
-    snprintf(path, sizeof path, "%s/usr/lib/x86_64-linux-gnu/libnvidia-nvvm.so." VERSION, dir);
+    snprintf(path, sizeof path, "%s/usr/lib/" ARCH_TRIPLET "/libnvidia-nvvm.so." VERSION, dir);
     assert_int_equal(driver_file_soname(path, soname, sizeof soname), 0);
     assert_string_equal(soname, "libnvidia-nvvm.so.4");
+    /* a stand-in glibc loads, so tests can follow the loader's own search */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    dlclose(h);
     /* too small a buffer, a script, a missing file: no soname */
     assert_int_equal(driver_file_soname(path, soname, 8), -1);
     snprintf(path, sizeof path, "%s/usr/bin/nvidia-smi", dir);
     assert_int_equal(driver_file_soname(path, soname, sizeof soname), -1);
     assert_int_equal(driver_file_soname("/nonexistent/lib.so", soname, sizeof soname), -1);
     /* a real library, built by a real linker */
-    if (access("/lib/x86_64-linux-gnu/libc.so.6", R_OK) == 0) {
-        assert_int_equal(driver_file_soname("/lib/x86_64-linux-gnu/libc.so.6", soname, sizeof soname), 0);
+    if (access("/lib/" ARCH_TRIPLET "/libc.so.6", R_OK) == 0) {
+        assert_int_equal(driver_file_soname("/lib/" ARCH_TRIPLET "/libc.so.6", soname, sizeof soname), 0);
         assert_string_equal(soname, "libc.so.6");
     }
     rm_tree(dir);
@@ -68,7 +81,7 @@ static void test_discover(void **state)
     struct err e;
     unsigned caps;
     assert_int_equal(driver_parse_caps("compute,utility", &caps, &e), 0);
-    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, DRIVER_LAYOUT_SYSTEM, &e), 0);
     assert_int_equal(d.nlibs, 9);      /* the video libraries are left out */
     assert_int_equal(d.nbins, 5);
     assert_true(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so." VERSION));
@@ -80,13 +93,25 @@ static void test_discover(void **state)
     assert_false(has_mount(&d, DRIVER_CONTAINER_LIB "/libnvidia-encode.so.1"));
     for (unsigned i = 1; i < d.nmounts; i++) /* sorted: the same tree, the same spec */
         assert_true(strcmp(d.mounts[i - 1].container, d.mounts[i].container) < 0);
+    /* the system layout: where glibc and PATH look in any image, too */
+    for (unsigned i = 0; i < sizeof system_names / sizeof *system_names; i++)
+        assert_true(has_mount(&d, system_names[i]));
+    unsigned nsystem = d.nmounts;
     driver_free(&d);
-    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_ALL, &e), 0);
+    /* the nvidia layout: /usr/local/nvidia only, a third of the libraries' mounts */
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, DRIVER_LAYOUT_NVIDIA, &e), 0);
+    for (unsigned i = 0; i < sizeof system_names / sizeof *system_names; i++)
+        assert_false(has_mount(&d, system_names[i]));
+    assert_true(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so.1"));
+    assert_true(has_mount(&d, DRIVER_CONTAINER_BIN "/nvidia-smi"));
+    assert_int_equal(nsystem - d.nmounts, 2 * (d.nmounts - d.nbins - 2) + d.nbins);
+    driver_free(&d);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_ALL, DRIVER_LAYOUT_SYSTEM, &e), 0);
     assert_int_equal(d.nlibs, 11);
     assert_true(has_mount(&d, DRIVER_CONTAINER_LIB "/libnvidia-encode.so.1"));
     driver_free(&d);
     /* read in gpulet's container, named by the host's paths */
-    assert_int_equal(driver_discover(&d, "/run/nvidia/driver", dir, VERSION, caps, &e), 0);
+    assert_int_equal(driver_discover(&d, "/run/nvidia/driver", dir, VERSION, caps, DRIVER_LAYOUT_SYSTEM, &e), 0);
     assert_int_equal(d.nlibs, 9);
     for (unsigned i = 0; i < d.nmounts; i++)
         assert_true(!strncmp(d.mounts[i].host, "/run/nvidia/driver/", 19));
@@ -94,23 +119,23 @@ static void test_discover(void **state)
     /* NVML for an agent in a container: the host's, under the mount */
     char nvml[256];
     assert_int_equal(driver_find_library(dir, "libnvidia-ml.so.1", nvml, sizeof nvml), 0);
-    assert_contains(nvml, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+    assert_contains(nvml, "/usr/lib/" ARCH_TRIPLET "/libnvidia-ml.so.1");
     assert_int_equal(driver_find_library(dir, "libnope.so.1", nvml, sizeof nvml), -1);
     /* a second version beside it: only the asked one's files */
     struct err e2;
     assert_int_equal(driver_write_stub_tree(dir, "550.54.15", &e2), 0);
-    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, DRIVER_LAYOUT_SYSTEM, &e), 0);
     assert_int_equal(d.nlibs, 9);
     assert_false(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so.550.54.15"));
     driver_free(&d);
     /* a version with no library: the error names the root and what was found */
-    assert_int_equal(driver_discover(&d, dir, NULL, "999.1", caps, &e), -1);
+    assert_int_equal(driver_discover(&d, dir, NULL, "999.1", caps, DRIVER_LAYOUT_SYSTEM, &e), -1);
     assert_contains(e.msg, dir);
     assert_contains(e.msg, "no NVIDIA driver 999.1 libraries");
     assert_contains(e.msg, "found version");
-    assert_int_equal(driver_discover(&d, "/nonexistent-root", NULL, VERSION, caps, &e), -1);
+    assert_int_equal(driver_discover(&d, "/nonexistent-root", NULL, VERSION, caps, DRIVER_LAYOUT_SYSTEM, &e), -1);
     assert_contains(e.msg, "/nonexistent-root");
-    assert_int_equal(driver_discover(&d, dir, NULL, "", caps, &e), -1);
+    assert_int_equal(driver_discover(&d, dir, NULL, "", caps, DRIVER_LAYOUT_SYSTEM, &e), -1);
     rm_tree(dir);
 }
 
@@ -134,7 +159,7 @@ static void test_cdi_spec(void **state)
     char *dir = tree(VERSION);
     struct driver d;
     struct err e;
-    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_COMPUTE | DRIVER_CAP_UTILITY, &e), 0);
+    assert_int_equal(driver_discover(&d, dir, NULL, VERSION, DRIVER_CAP_COMPUTE | DRIVER_CAP_UTILITY, DRIVER_LAYOUT_SYSTEM, &e), 0);
     struct gpu_info g[2] = {{0}};
     for (unsigned i = 0; i < 2; i++) {
         g[i].index = i;

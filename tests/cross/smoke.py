@@ -1,0 +1,144 @@
+"""The arm64 build's smoke test, run under qemu-user (scripts/arm64.sh):
+`gpulet list` and `gpulet labels` on the simulated Grace Hopper node, the
+agent registering with the kubelet stand-in and answering ListAndWatch and
+Allocate, a scrape of its /metrics, `gpulet health`, and a clean stop.
+With --image, the same in the arm64 image of scripts/image.sh's index,
+unpacked and entered with chroot (root only), so that every library comes
+from the image itself.
+usage: smoke.py BUILD_DIR | --image OCI_ARCHIVE
+(one line per check; exit 1 on a failure)"""
+import gzip
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from kubelet import FakeKubelet, load_stubs  # noqa: E402
+
+QEMU = shutil.which(os.environ.get("QEMU", "qemu-aarch64-static"))
+PRODUCT = "NVIDIA GH200 480GB"
+failed = 0
+
+
+def check(what, cond, detail=""):
+    global failed
+    failed += not cond
+    print(f"{'ok  ' if cond else 'FAIL'} arm64 smoke: {what}{'' if cond else ': ' + str(detail)}",
+          flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unpack_arm64(archive, root):
+    """The arm64 image of the index in archive, its layers unpacked at root."""
+    with tarfile.open(archive) as t:
+        blob = lambda d: t.extractfile("blobs/sha256/" + d.split(":")[1]).read()  # noqa: E731
+        index = json.loads(blob(json.loads(t.extractfile("index.json").read())["manifests"][0]["digest"]))
+        entry = next(m for m in index["manifests"] if m["platform"]["architecture"] == "arm64")
+        for layer in json.loads(blob(entry["digest"]))["layers"]:
+            data = blob(layer["digest"])
+            if layer["mediaType"].endswith("gzip"):
+                data = gzip.decompress(data)
+            with tarfile.open(fileobj=io.BytesIO(data)) as lt:
+                lt.extractall(root)
+
+
+def main(tmp):
+    """tmp: the test's directory as this process sees it; inside: as gpulet does."""
+    if sys.argv[1] == "--image":
+        root = tmp / "image"
+        unpack_arm64(sys.argv[2], root)
+        shutil.copy2(QEMU, root / "qemu-aarch64")
+        binary = root / "usr/bin/gpulet"
+        gpulet, host, inside = ["chroot", str(root), "/qemu-aarch64", "/usr/bin/gpulet"], root / "tmp", Path("/tmp")
+    else:
+        binary = Path(sys.argv[1]).resolve() / "gpulet"
+        gpulet, host, inside = [QEMU, str(binary)], tmp, tmp
+    head = binary.read_bytes()[:20]
+    check("the binary is arm64 (ELF e_machine 183)", int.from_bytes(head[18:20], "little") == 183,
+          head)
+    smoke(gpulet, host, inside)
+
+
+def smoke(gpulet, tmp, inside):
+    def run(*args):
+        return subprocess.run(gpulet + list(args), capture_output=True, text=True, env=env,
+                              timeout=120)
+
+    # Every path the agent would take from the node is the test's own.
+    env = dict(os.environ, GPULET_SIM_CONTROL=str(inside / "sim.sock"),
+               GPULET_STATUS_SOCKET=str(inside / "status.sock"),
+               GPULET_CDI_SPEC_DIR=str(inside / "cdi"), GPULET_PROC_ROOT=str(inside / "proc"),
+               GPULET_CONTAINER_LOG_DIR=str(inside / "logs"),
+               GFD_MACHINE_TYPE_FILE=str(inside / "product_name"), GPULET_LABELS="none")
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "NODE_NAME", "XDG_RUNTIME_DIR"):
+        env.pop(var, None)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "product_name").write_text("GH200\n")
+
+    p = run("list", "--simulate", "gh200")
+    check("list --simulate gh200", p.returncode == 0 and PRODUCT in p.stdout, p.stdout + p.stderr)
+    p = run("labels", "--simulate", "gh200")
+    check("labels: accelerator and product",
+          "accelerator=nvidia-gh200-480gb" in p.stdout
+          and "nvidia.com/gpu.product=NVIDIA-GH200-480GB" in p.stdout, p.stdout + p.stderr)
+
+    pb, pbg = load_stubs(tmp / "stubs")
+    kubelet = FakeKubelet(tmp / "kubelet", pb, pbg)
+    kubelet.start()
+    port = free_port()
+    log = open(tmp / "agent.log", "w")
+    agent = subprocess.Popen(gpulet + ["agent", "--simulate", "gh200", "--kubelet-root",
+                                       str(inside / "kubelet"), "--metrics-listen", f"127.0.0.1:{port}"],
+                             stderr=log, env=env)
+    try:
+        t0 = time.monotonic()
+        reg = kubelet.wait_registrations(1, timeout=60)[1]
+        check(f"the agent registers ({time.monotonic() - t0:.1f} s under qemu)",
+              reg.resource_name == "nvidia.com/gpu", reg)
+        channel, stub = kubelet.plugin()
+        devs = next(stub.ListAndWatch(pb.Empty(), timeout=30)).devices
+        check("ListAndWatch: one healthy GPU", len(devs) == 1 and devs[0].health == "Healthy", devs)
+        r = stub.Allocate(pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(
+            devices_ids=[devs[0].ID])]), timeout=30).container_responses[0]
+        check("Allocate", r.envs.get("NVIDIA_VISIBLE_DEVICES") == devs[0].ID, r)
+        channel.close()
+        body = ""
+        deadline = time.monotonic() + 60
+        while f'modelName="{PRODUCT}"' not in body and time.monotonic() < deadline:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            except OSError:
+                time.sleep(0.5)
+        check("a scrape of /metrics", "DCGM_FI_DEV_FB_USED{" in body and f'modelName="{PRODUCT}"' in body,
+              body[:300])
+        p = run("health")
+        check("health", p.returncode == 0 and "Healthy" in p.stdout, p.stdout + p.stderr)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        rc = agent.wait(timeout=60)
+        kubelet.stop()
+    text = (tmp / "agent.log").read_text()
+    check("SIGTERM: a clean stop", rc == 0 and "agent stopped" in text, text[-800:])
+    if failed:
+        print(text[-3000:])
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    main(Path(tmp))
+print(f"arm64 smoke: {'all passed' if not failed else f'{failed} failed'}")
+sys.exit(1 if failed else 0)
