@@ -14,7 +14,7 @@ CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin fuzz_collectors fuzz_grpc fuzz_procfs fuzz_status \
     fuzz_kubeconfig fuzz_node fuzz_cgroup fuzz_elf fuzz_webconfig fuzz_configmap fuzz_kmsg fuzz_replace fuzz_report \
-    nvml_sim >/dev/null
+    nvml_sim >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; echo "fuzz: the harnesses did not build" >&2; exit 1; }
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
 targets=(scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf
          webconfig configmap kmsg replace report)

@@ -81,7 +81,7 @@ static const char *const sockets[] = {"/run/nvidia-persistenced/socket",
  * multiarch one, the Red Hat family's lib64) and the directory on every
  * image's PATH: any glibc image finds the driver with no hook, variable
  * or ldconfig, and a copy an image ships there is hidden by the host's. */
-static const char *const container_lib_dirs[] = {DRIVER_CONTAINER_LIB, "/usr/lib/" ARCH_TRIPLET,
+static const char *const container_lib_dirs[] = {DRIVER_CONTAINER_LIB, ("/usr/lib/" ARCH_TRIPLET),
                                                   "/usr/lib64"};
 static const char *const container_bin_dirs[] = {DRIVER_CONTAINER_BIN, "/usr/bin"};
 

@@ -106,8 +106,8 @@ static void test_no_affinity_gets_one_term(void **state)
     static const char *const shapes[] = {
         "{\"spec\":{\"template\":{\"spec\":{\"containers\":[],\"nodeSelector\":{\"a\":\"b\"}}}}}",
         "{\"spec\":{\"template\":{\"spec\":{\"affinity\":{\"podAffinity\":{}}}}}}",
-        "{\"spec\":{\"template\":{\"spec\":{\"affinity\":{\"nodeAffinity\":"
-        "{\"preferredDuringSchedulingIgnoredDuringExecution\":[]}}}}}}",
+        ("{\"spec\":{\"template\":{\"spec\":{\"affinity\":{\"nodeAffinity\":"
+         "{\"preferredDuringSchedulingIgnoredDuringExecution\":[]}}}}}}"),
         "{\"spec\":{\"template\":{\"spec\":{\"affinity\":null}}}}",
     };
     json_t *expr = json_loads(EXPR, 0, NULL);
