@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -491,5 +492,15 @@ int scenario_load(const char *spec, struct scenario *sc, struct err *e)
     snprintf(sc->name, sizeof sc->name, "%s", base ? base + 1 : spec);
     int rc = scenario_build(&d, sc, e);
     ydoc_free(&d);
+    return rc;
+}
+
+int scenario_check(const char *spec, struct err *e)
+{
+    struct scenario *sc = malloc(sizeof *sc); /* large: kept off the caller's stack */
+    if (!sc)
+        return err_set(e, "out of memory checking scenario %s", spec);
+    int rc = scenario_load(spec, sc, e);
+    free(sc);
     return rc;
 }

@@ -106,6 +106,10 @@ int scenario_parse(const char *source, const char *text, size_t len, struct scen
 /* Loads a built-in preset by name, or else a scenario file by path. */
 int scenario_load(const char *spec, struct scenario *sc, struct err *e);
 
+/* Whether spec loads, before a process commits to it (--simulate): an
+ * unknown preset is a usage error (exit 2), a bad file a failure. */
+int scenario_check(const char *spec, struct err *e);
+
 /* The product with this scenario key, or NULL. */
 const struct sim_product *sim_product_find(const char *key);
 

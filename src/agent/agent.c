@@ -16,6 +16,7 @@
 #define AGENT_RESTART_RETRY_MS 5000
 
 static void agent_restart(uv_timer_t *t);
+static void agent_plugins_restart(struct agent *a);
 
 static void agent_stop(struct agent *a, const char *why)
 {
@@ -31,7 +32,7 @@ static void agent_config_applied(struct agent *a, const struct config_text *name
     metrics_on_config(a->metrics, &a->config_state);
 }
 
-int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
+static int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
 {
     struct config next;
     if (config_load(&next, &a->args, named, e) < 0)
@@ -72,7 +73,7 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     return 0;
 }
 
-void agent_plugins_restart(struct agent *a)
+static void agent_plugins_restart(struct agent *a)
 {
     agent_plugin_stop(a);
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
@@ -189,6 +190,8 @@ int agent_run(const struct config_args *args)
         }
     }
     uv_loop_init(&a->loop);
+    a->up.reload = agent_reload;
+    a->up.plugins_restart = agent_plugins_restart;
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;
     uv_signal_t *sigs[] = {&a->sigint, &a->sigterm, &a->sighup};

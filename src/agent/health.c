@@ -1,6 +1,6 @@
 /* The agent's side of GPU health: NVML events mark GPUs unhealthy (probes
- * and the hang watchdog are probe.c's), an operator clears one, and every
- * change reaches every reader at once. */
+ * and the hang watchdog are probe.c's) and an operator clears one; every
+ * change reaches every reader through notify.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,35 +8,6 @@
 #include "agent/internal.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
-
-/* The one way news of a GPU travels: every reader hears of every change
- * from here, with what changed. */
-void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
-{
-    if (gpu == GPU_DEVICE_ALL) {
-        for (unsigned r = 0; r < a->nplugins; r++)
-            plugin_on_device(a->plugins[r], gpu, what);
-        agent_labels_refresh(a);
-        return;
-    }
-    const struct gpu_device *d = &a->devs[gpu];
-    if (what & GPU_CHANGED_HANDLE)
-        gpu_watch_set_handle(&a->watch, gpu, d->handle);
-    if (what & GPU_CHANGED_HEALTH) {
-        if (d->health.reason == HEALTH_OK)
-            log_info("GPU %u (%s) is healthy again", gpu, d->info->uuid);
-        else
-            log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, d->health.detail);
-    }
-    metrics_on_device(a->metrics, gpu, what, d);
-    for (unsigned r = 0; r < a->nplugins; r++)
-        plugin_on_device(a->plugins[r], gpu, what);
-    if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
-        agent_labels_refresh(a);
-    if (what & GPU_CHANGED_HEALTH)
-        agent_report_refresh(a);
-}
-
 
 static int agent_mig_of(const struct gpu_device *d, unsigned gi);
 

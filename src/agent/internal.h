@@ -79,16 +79,20 @@ struct agent {
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
     struct dirs made;                    /* directories the agent made: removed on exit if empty */
+    /* What the other files ask of agent.c, which alone acts on the whole
+     * agent: set once at start, so that no file calls up (nodeconfig.c
+     * reloads; mig.c restarts the plugins). */
+    struct {
+        int (*reload)(struct agent *a, const struct config_text *named, struct err *e);
+        void (*plugins_restart)(struct agent *a);
+    } up;
 };
 
-/* Applies the configuration again (SIGHUP, or the node's config changed):
- * named replaces --config-file where not NULL. A config that fails is
- * refused with e, and the running one kept. */
-int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
-
-/* Stops the plugins and starts them again on the next loop iteration (a
- * reload, a MIG change). */
-void agent_plugins_restart(struct agent *a);
+/* a->up.reload (agent.c) applies the configuration again (SIGHUP, or the
+ * node's config changed): named replaces --config-file where not NULL. A
+ * config that fails is refused with e, and the running one kept.
+ * a->up.plugins_restart stops the plugins and starts them again on the
+ * next loop iteration (a reload, a MIG change). */
 
 /* MIG reconfiguration without a restart (mig.c): with a MIG strategy and a
  * GPU in MIG mode, every 2 s reads each such GPU's MIG devices off the
@@ -127,7 +131,8 @@ void agent_driver_stop(struct agent *a);
 void agent_plugin_stop(struct agent *a);
 
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
- * watcher, metrics, the plugin. The one way news of a device travels. */
+ * watcher, metrics, the plugin. The one way news of a device travels
+ * (notify.c). */
 void agent_device_changed(struct agent *a, unsigned gpu, unsigned what);
 
 /* The GPUs' lanes, probes and the hang watchdog (probe.c): init starts the

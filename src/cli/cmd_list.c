@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "gpu/inventory.h"
 #include "gpu/render.h"
+#include "sim/scenario.h"
 #include "util/opts.h"
 #include "util/xmalloc.h"
 
@@ -53,6 +54,8 @@ int cmd_list(int argc, char **argv)
                                format);
     if (no.simulate && no.nvml_path)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
+    if (no.simulate && scenario_check(no.simulate, &e) < 0)
+        return cli_fail("list", &e, NULL);
 
     cli_simulator_quiet();
     struct nvml n;

@@ -4,6 +4,7 @@
 #include "config/config.h"
 #include "driver/driver.h"
 #include "gpu/health.h"
+#include "sim/scenario.h"
 #include "config/internal.h"
 
 #include <ctype.h>
@@ -156,6 +157,8 @@ static int config_check(const struct config *c, struct err *e)
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
         return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
                           "API, spec.nodeName) or --node-name");
+    if (c->simulate[0] && scenario_check(c->simulate, e) < 0)
+        return -1;
     return 0;
 }
 

@@ -33,6 +33,10 @@ struct config_resource {
 
 /* sharing: time-slicing or MPS (NVIDIA's sharing.timeSlicing / sharing.mps). */
 enum config_sharing { CONFIG_SHARING_NONE, CONFIG_SHARING_TIME_SLICING, CONFIG_SHARING_MPS };
+/* Each by enum config_sharing: its key in the config file's sharing
+ * section ("" for none), and its name in labels and messages. */
+extern const char *const config_sharing_keys[];
+extern const char *const config_sharing_names[];
 #define CONFIG_MAX_SHARED 16
 
 /* One sharing.*.resources entry: the GPUs of resource name selected by

@@ -14,34 +14,6 @@
 
 #define MIB (1024ULL * 1024)
 
-void labels_sanitise(const char *in, char *out, size_t len)
-{
-    size_t n = 0;
-    bool space = false;
-    for (const char *p = in; *p && n + 1 < len; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == ' ' || c == '\t' || c == '\n') {
-            space = n > 0;
-            continue;
-        }
-        if (!isalnum(c) && c != '-' && c != '_' && c != '.')
-            continue;
-        if (space && n + 2 < len)
-            out[n++] = '-';
-        space = false;
-        out[n++] = (char)c;
-    }
-    out[n] = '\0';
-    /* Kubernetes: at most 63 characters, alphanumeric at both ends. */
-    if (n > LABEL_VALUE_MAX - 1)
-        n = LABEL_VALUE_MAX - 1;
-    while (n > 0 && !isalnum((unsigned char)out[n - 1]))
-        n--;
-    out[n] = '\0';
-    size_t skip = strspn(out, "-_.");
-    memmove(out, out + skip, n - skip + 1);
-}
-
 char *labels_read_machine(const char *path, struct err *e)
 {
     FILE *f = fopen(path, "r");
@@ -118,21 +90,6 @@ static bool labels_known(const struct gpu_info *g)
  * record, NULL outside the agent's model (a whole, unshared GPU). */
 typedef void (*labels_fact_fn)(const struct gpu_info *g, const struct gpu_device *d, char *out,
                                size_t len);
-
-void labels_shared_product(const char *name, const struct gpu_share *share, char *out,
-                           size_t len)
-{
-    bool shared = share && share->replicas > 1 && !share->renamed;
-    snprintf(out, len, "%.*s%s", shared ? LABEL_VALUE_MAX - 8 : LABEL_VALUE_MAX - 1, name,
-             shared ? "-SHARED" : "");
-}
-
-const char *labels_sharing_name(const struct gpu_share *share)
-{
-    int s = share && share->replicas > 1 ? share->sharing : CONFIG_SHARING_NONE;
-    return s == CONFIG_SHARING_MPS ? "mps" : s == CONFIG_SHARING_TIME_SLICING ? "time-slicing"
-                                                                               : "none";
-}
 
 /* GFD: -SHARED when the GPU is replicated under its own resource name. */
 static void fact_product(const struct gpu_info *g, const struct gpu_device *d, char *out,

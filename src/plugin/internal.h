@@ -29,10 +29,12 @@ struct plugin_device {
     unsigned replica;
 };
 
-/* --- resources (resources.c) and MIG (mig.c) --------------------------------- */
+/* --- resources (resources.c), MIG (mig.c), one record (resource.c) ----------- */
 
 #define PLUGIN_MIG_RESOURCES 16          /* mig-<profile> resources a node may have */
 
+/* The resource named name among r[0..n), or NULL. */
+struct plugin_resource *plugin_resource_find(struct plugin_resource *r, unsigned n, const char *name);
 /* Adds a resource with room for every GPU and MIG device; puts an entry. */
 struct plugin_resource *plugin_resources_add(struct plugin_resource *r, unsigned *n,
                                              const char *full_name, unsigned max_gpus);
@@ -113,14 +115,15 @@ int plugin_prefer_replicas(const struct plugin *p, char **avail, size_t navail, 
 int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uint8_t **out,
                      size_t *out_len, struct err *e);
 
-/* Registration and the device-plugins directory watch. */
+/* Registration and the device-plugins directory watch (lifecycle.c).
+ * Stopping frees p once its last handle has closed. */
 int plugin_lifecycle_start(struct plugin *p, struct err *e);
 void plugin_lifecycle_stop(struct plugin *p);
 
-/* Frees a stopping plugin once its last handle has closed. */
-void plugin_maybe_free(struct plugin *p);
-
-/* (Re)starts the gRPC server on the plugin's socket. */
+/* (Re)starts the gRPC server on the plugin's socket (plugin.c). */
 int plugin_serve(struct plugin *p, struct err *e);
+
+/* Ends the ListAndWatch streams and closes the server (plugin.c). */
+void plugin_service_stop(struct plugin *p);
 
 #endif

@@ -6,6 +6,7 @@
  * a slow timer covers missed events. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -182,11 +183,20 @@ int plugin_lifecycle_start(struct plugin *p, struct err *e)
     return 0;
 }
 
+/* Frees a stopping plugin once its last handle has closed. */
+static void lifecycle_maybe_free(struct plugin *p)
+{
+    if (p->stopping && p->open_handles == 0) {
+        free(p->devs);
+        free(p);
+    }
+}
+
 static void lifecycle_closed(uv_handle_t *h)
 {
     struct plugin *p = h->data;
     p->open_handles--;
-    plugin_maybe_free(p);
+    lifecycle_maybe_free(p);
 }
 
 void plugin_lifecycle_stop(struct plugin *p)
@@ -202,6 +212,7 @@ void plugin_lifecycle_stop(struct plugin *p)
         uv_close((uv_handle_t *)&p->reconcile_timer, lifecycle_closed);
         p->watching = false;
     }
+    lifecycle_maybe_free(p);
 }
 
 bool plugin_registered(const struct plugin *p)

@@ -14,14 +14,6 @@ bool plugin_mig_skips(const struct config *cfg, const struct gpu_info *g)
     return cfg->mig_strategy != CONFIG_MIG_NONE && g->mig_mode == NVML_DEVICE_MIG_ENABLE;
 }
 
-static struct plugin_resource *mig_find(struct plugin_resource *r, unsigned n, const char *name)
-{
-    for (unsigned i = 0; i < n; i++)
-        if (!strcmp(r[i].name, name))
-            return &r[i];
-    return NULL;
-}
-
 /* NVIDIA's single rule, with its reasons. */
 static int mig_single_check(const struct gpu_inventory *inv, struct err *e)
 {
@@ -62,7 +54,7 @@ int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *i
     if (cfg->mig_strategy == CONFIG_MIG_SINGLE) {
         if (mig_single_check(inv, e) < 0)
             return -1;
-        struct plugin_resource *x = mig_find(r, *n, "nvidia.com/gpu");
+        struct plugin_resource *x = plugin_resource_find(r, *n, "nvidia.com/gpu");
         if (!x)
             x = plugin_resources_add(r, n, "nvidia.com/gpu", inv->count);
         for (unsigned i = 0; i < inv->count; i++)
@@ -78,7 +70,7 @@ int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *i
             for (char *c = name; *c; c++)
                 if (*c == '+')
                     *c = '.';
-            struct plugin_resource *x = mig_find(r, *n, name);
+            struct plugin_resource *x = plugin_resource_find(r, *n, name);
             if (!x && *n >= PLUGIN_MIG_RESOURCES)
                 return err_set(e, "more than %d MIG resources", PLUGIN_MIG_RESOURCES);
             if (!x)
@@ -87,7 +79,7 @@ int plugin_mig_resources(const struct config *cfg, const struct gpu_inventory *i
         }
     }
     /* Every GPU in MIG: no whole GPUs to advertise (NVIDIA serves none). */
-    struct plugin_resource *whole = mig_find(r, *n, "nvidia.com/gpu");
+    struct plugin_resource *whole = plugin_resource_find(r, *n, "nvidia.com/gpu");
     if (whole && !whole->ngpus && !cfg->nresources) {
         free(whole->gpus);
         free(whole->replicas);

@@ -1,11 +1,11 @@
-/* The DevicePlugin service: options, ListAndWatch streams, and the
- * handlers that hand Allocate and GetPreferredAllocation to their files. */
+/* The DevicePlugin service: options, ListAndWatch streams, the handlers
+ * that hand Allocate and GetPreferredAllocation to their files, and the
+ * server on the plugin's socket. */
 #include "plugin/internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/server.h"
@@ -19,30 +19,6 @@ struct plugin_watcher {
     struct grpc_call *call;
     struct plugin_watcher *next;
 };
-
-/* A binary search: 8 GPUs x 48 replicas are 384 IDs, and a preferred
- * allocation looks every available one up. */
-const struct plugin_device *plugin_find(const struct plugin *p, const char *id)
-{
-    unsigned lo = 0, hi = p->ndevs;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-        int c = strcmp(p->devs[p->by_id[mid]].id, id);
-        if (c == 0)
-            return &p->devs[p->by_id[mid]];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
-static int plugin_cmp_id(const void *a, const void *b, void *devs)
-{
-    const struct plugin_device *d = devs;
-    return strcmp(d[*(const unsigned *)a].id, d[*(const unsigned *)b].id);
-}
 
 /* The device list as a serialized ListAndWatchResponse. */
 static uint8_t *plugin_list(const struct plugin *p, size_t *len)
@@ -207,118 +183,16 @@ int plugin_serve(struct plugin *p, struct err *e)
     return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
 }
 
-bool plugin_shared(const struct plugin *p)
+/* Ends the streams and closes the server. The streams' connections close
+ * later, after p is gone: they must not call back into it. */
+void plugin_service_stop(struct plugin *p)
 {
-    for (unsigned k = 0; k < p->res->ngpus; k++)
-        if (p->res->replicas[k] > 1)
-            return true;
-    return false;
-}
-
-bool plugin_many_per_gpu(const struct plugin *p)
-{
-    for (unsigned k = 0; k < p->res->ngpus; k++)
-        if (p->res->replicas[k] > 1 || p->res->migs[k])
-            return true;
-    return false;
-}
-
-void plugin_build_devices(struct plugin *p)
-{
-    const struct gpu_inventory *inv = p->inv;
-    unsigned total = 0;
-    for (unsigned k = 0; k < p->res->ngpus; k++)
-        total += p->res->replicas[k];
-    /* One allocation for both arrays: whoever frees devs frees the index. */
-    p->devs = xcalloc(total + 1, sizeof *p->devs + sizeof *p->by_id);
-    p->by_id = (unsigned *)(p->devs + total + 1);
-    p->ndevs = 0;
-    for (unsigned k = 0; k < p->res->ngpus; k++) {
-        unsigned i = p->res->gpus[k], replicas = p->res->replicas[k], mig = p->res->migs[k];
-        char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        /* NVIDIA's IDs: a MIG device by its MIG UUID, or "<GPU>:<MIG index>". */
-        if (p->cfg->id_strategy == CONFIG_ID_INDEX && mig)
-            snprintf(id, sizeof id, "%u:%u", inv->gpus[i].index, mig - 1);
-        else if (p->cfg->id_strategy == CONFIG_ID_INDEX)
-            snprintf(id, sizeof id, "%u", inv->gpus[i].index);
-        else
-            snprintf(id, sizeof id, "%s", mig ? inv->gpus[i].mig[mig - 1].uuid : inv->gpus[i].uuid);
-        for (unsigned n = 0; n < replicas; n++) {
-            struct plugin_device *d = &p->devs[p->ndevs++];
-            d->gpu = i;
-            d->mig = mig;
-            d->replica = n;
-            /* NVIDIA's replica IDs: <ID>::<n>, for shared resources only. */
-            if (replicas > 1)
-                snprintf(d->id, sizeof d->id, "%s::%u", id, n);
-            else
-                snprintf(d->id, sizeof d->id, "%s", id);
-        }
-    }
-    for (unsigned i = 0; i < p->ndevs; i++)
-        p->by_id[i] = i;
-    qsort_r(p->by_id, p->ndevs, sizeof *p->by_id, plugin_cmp_id, p->devs);
-}
-
-int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
-                 const struct gpu_inventory *inv, const struct gpu_device *devs,
-                 const struct plugin_resource *res, const struct driver *drv,
-                 const struct plugin_hooks *hooks, struct err *e)
-{
-    struct plugin *p = xcalloc(1, sizeof *p);
-    p->driver = drv;
-    p->loop = loop;
-    p->cfg = cfg;
-    p->inv = inv;
-    p->records = devs;
-    p->res = res;
-    if (hooks)
-        p->hooks = *hooks;
-    plugin_build_devices(p);
-    snprintf(p->dir, sizeof p->dir, "%s/device-plugins", cfg->kubelet_root);
-    snprintf(p->socket, sizeof p->socket, "%s/%s", p->dir, res->socket);
-    snprintf(p->kubelet_socket, sizeof p->kubelet_socket, "%s/kubelet.sock", p->dir);
-    *out = NULL;
-    /* A unix socket path has 107 bytes at most: a kubelet root too long for
-     * it can never work, so it fails now rather than retrying forever. */
-    if (strlen(p->socket) >= sizeof ((struct sockaddr_un *)0)->sun_path) {
-        err_set(e, "--kubelet-root %s is too long: the plugin's socket %s would be %zu bytes, "
-                   "and unix sockets take at most %zu", cfg->kubelet_root, p->socket,
-                strlen(p->socket), sizeof ((struct sockaddr_un *)0)->sun_path - 1);
-        free(p->devs);
-        free(p);
-        return -1;
-    }
-    if (plugin_lifecycle_start(p, e) < 0) {
-        plugin_stop(p);
-        return -1;
-    }
-    *out = p;
-    return 0;
-}
-
-void plugin_maybe_free(struct plugin *p)
-{
-    if (p->stopping && p->open_handles == 0) {
-        free(p->devs);
-        free(p);
-    }
-}
-
-void plugin_stop(struct plugin *p)
-{
-    if (!p)
-        return;
-    /* The streams' connections close later, after p is gone: they must not
-     * call back into it. */
     while (p->watchers) {
         struct plugin_watcher *w = p->watchers;
         p->watchers = w->next;
         grpc_call_on_cancel(w->call, NULL, NULL);
         free(w);
     }
-    plugin_lifecycle_stop(p);
     grpc_server_close(p->server);
     p->server = NULL;
-    plugin_maybe_free(p);
 }

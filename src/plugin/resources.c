@@ -13,39 +13,6 @@
 
 #include "util/xmalloc.h"
 
-static const char *const sharing_kind[] = {"", "timeSlicing", "mps"};
-
-static struct plugin_resource *resources_find(struct plugin_resource *r, unsigned n,
-                                              const char *name)
-{
-    for (unsigned i = 0; i < n; i++)
-        if (!strcmp(r[i].name, name))
-            return &r[i];
-    return NULL;
-}
-
-struct plugin_resource *plugin_resources_add(struct plugin_resource *r, unsigned *n,
-                                             const char *full_name, unsigned max_gpus)
-{
-    struct plugin_resource *x = &r[(*n)++];
-    snprintf(x->name, sizeof x->name, "%s", full_name);
-    snprintf(x->socket, sizeof x->socket, "gpulet-nvidia-%s.sock", full_name + 11);
-    /* Room for every GPU's MIG devices too. */
-    size_t room = (size_t)max_gpus * (GPU_MIG_MAX + 1) + 1;
-    x->gpus = xcalloc(room, sizeof *x->gpus);
-    x->replicas = xcalloc(room, sizeof *x->replicas);
-    x->migs = xcalloc(room, sizeof *x->migs);
-    x->memory_mib = xcalloc(room, sizeof *x->memory_mib);
-    return x;
-}
-
-void plugin_resources_put(struct plugin_resource *x, unsigned gpu, unsigned mig)
-{
-    x->gpus[x->ngpus] = gpu;
-    x->migs[x->ngpus] = mig;
-    x->replicas[x->ngpus++] = 1;
-}
-
 /* MPS limits of the k-th GPU of x under entry s: the configured memory
  * (or 0, the GPU's share); the thread share is the smallest of its GPUs'. */
 static void resources_mps_limits(struct plugin_resource *x, unsigned k,
@@ -75,7 +42,7 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
      * the kubelet then shows 0 rather than nothing. */
     for (unsigned k = 0; k < cfg->nresources; k++) {
         snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
-        if (!resources_find(r, *n, full))
+        if (!plugin_resource_find(r, *n, full))
             plugin_resources_add(r, n, full, inv->count);
     }
     for (unsigned i = 0; i < inv->count; i++) {
@@ -87,7 +54,7 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
             if (fnmatch(cfg->resources[k].pattern, g->name, 0) != 0)
                 continue;
             snprintf(full, sizeof full, "nvidia.com/%s", cfg->resources[k].name);
-            struct plugin_resource *x = resources_find(r, *n, full);
+            struct plugin_resource *x = plugin_resource_find(r, *n, full);
             if (mine && mine != x)
                 return err_set(e, "GPU %u (%s, %s) matches two resources, %s and %s: "
                                   "make resources.gpus patterns exclusive", i, g->name, g->uuid,
@@ -152,7 +119,7 @@ static int shared_entry_of(const struct config *cfg, const struct gpu_inventory 
     for (unsigned i = 0; i < cfg->nshared; i++) {
         const struct config_shared *s = &cfg->shared[i];
         char where[96];
-        snprintf(where, sizeof where, "sharing.%s.resources[%u]", sharing_kind[cfg->sharing], i);
+        snprintf(where, sizeof where, "sharing.%s.resources[%u]", config_sharing_keys[cfg->sharing], i);
         bool yes;
         if (strcmp(s->name, res->name))
             continue;
@@ -162,7 +129,7 @@ static int shared_entry_of(const struct config *cfg, const struct gpu_inventory 
             continue;
         if (*entry >= 0)
             return err_set(e, "GPU %u is selected by both sharing.%s.resources[%d] and [%u]",
-                           inv->gpus[res->gpus[k]].index, sharing_kind[cfg->sharing], *entry, i);
+                           inv->gpus[res->gpus[k]].index, config_sharing_keys[cfg->sharing], *entry, i);
         *entry = (int)i;
     }
     return 0;
@@ -213,12 +180,12 @@ static int resources_share_base(const struct config *cfg, const struct gpu_inven
             snprintf(name, sizeof name, "%s", s->rename);
         else
             snprintf(name, sizeof name, "%.72s%s", base->name, renamed ? ".shared" : "");
-        if (renamed && resources_find(r, nbase, name)) {
+        if (renamed && plugin_resource_find(r, nbase, name)) {
             rc = err_set(e, "sharing.%s.resources[%d]: %s would hold both whole GPUs and "
-                            "replicas", sharing_kind[cfg->sharing], entry[k], name);
+                            "replicas", config_sharing_keys[cfg->sharing], entry[k], name);
             break;
         }
-        struct plugin_resource *x = renamed ? resources_find(r, *n, name) : base;
+        struct plugin_resource *x = renamed ? plugin_resource_find(r, *n, name) : base;
         if (!x)
             x = plugin_resources_add(r, n, name, inv->count);
         unsigned at = x == base ? keep++ : x->ngpus++;
@@ -241,9 +208,9 @@ static int resources_share(const struct config *cfg, const struct gpu_inventory 
                            struct plugin_resource *r, unsigned *n, struct err *e)
 {
     for (unsigned i = 0; i < cfg->nshared; i++)
-        if (!resources_find(r, *n, cfg->shared[i].name))
+        if (!plugin_resource_find(r, *n, cfg->shared[i].name))
             return err_set(e, "sharing.%s.resources[%u].name: %s is not a resource of this node",
-                           sharing_kind[cfg->sharing], i, cfg->shared[i].name);
+                           config_sharing_keys[cfg->sharing], i, cfg->shared[i].name);
     unsigned nbase = *n;
     bool *had = xcalloc(nbase + 1, sizeof *had);
     for (unsigned b = 0; b < nbase; b++)
