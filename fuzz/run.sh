@@ -10,14 +10,17 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 seed=${GPULET_FUZZ_SEED:-0}
 out=build-fuzz
+# Every fuzz/fuzz_<name>.c is a harness (CMake builds each).
+targets=()
+for f in fuzz/fuzz_*.c; do
+    name=${f#fuzz/fuzz_}
+    targets+=("${name%.c}")
+done
 CC=clang-14 cmake -S . -B "$out" -G Ninja -DGPULET_FUZZ=ON -DGPULET_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build "$out" --target fuzz_scenario fuzz_control fuzz_config fuzz_plugin fuzz_collectors fuzz_grpc fuzz_procfs fuzz_status \
-    fuzz_kubeconfig fuzz_node fuzz_cgroup fuzz_elf fuzz_webconfig fuzz_configmap fuzz_kmsg fuzz_replace fuzz_report \
-    nvml_sim >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log" >&2; echo "fuzz: the harnesses did not build" >&2; exit 1; }
+cmake --build "$out" --target "${targets[@]/#/fuzz_}" nvml_sim >"$out/build.log" 2>&1 ||
+    { tail -n 30 "$out/build.log" >&2; echo "fuzz: the harnesses did not build" >&2; exit 1; }
 export GPULET_SIM_LIB=$PWD/$out/libgpulet-nvml-sim.so
-targets=(scenario control config plugin collectors grpc procfs status kubeconfig node cgroup elf
-         webconfig configmap kmsg replace report)
 
 # fuzz_one TARGET: runs one harness on its own core; what it found goes to
 # $out/fuzz-TARGET.result (and .err), read back in order once all are done.

@@ -37,33 +37,21 @@ SIM_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsi
 
 SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!index)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, index);
     *index = device->desc.index;
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!minorNumber)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, minorNumber);
     *minorNumber = device->desc.minor;
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!pci)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, pci);
     const struct sim_gpu *g = &device->desc;
     sim_fill_pci(pci, g->domain, g->bus, g->device, g->product->pci_device_id,
                  g->product->pci_subsystem_id);
@@ -78,11 +66,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t 
 /* Every simulated product is a 3D controller (class 0x0302), as data-centre GPUs are. */
 SIM_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!pci)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, pci);
     if (pci->version != nvmlPciInfoExt_v1)
         return sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
     nvmlPciInfo_t p;
@@ -99,11 +83,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt
 
 SIM_API nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!mode)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, mode);
     *mode = device->compute_mode;
     return sim_leave(NVML_SUCCESS);
 }
@@ -122,11 +102,7 @@ SIM_API nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMo
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *info)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!info)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, info);
     memset(info, 0, sizeof *info);
     const struct scenario *sc = &sim_state.sc;
     if (!sc->fabric)
@@ -168,11 +144,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int
 
 SIM_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!arch)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, arch);
     *arch = device->desc.product->arch;
     return sim_leave(NVML_SUCCESS);
 }
@@ -194,11 +166,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur
 
 SIM_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!mode)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, mode);
     *mode = device->persistence_off ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
     return sim_leave(NVML_SUCCESS);
 }
@@ -207,11 +175,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnabl
 SIM_API nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
                                                             nvmlEnableState_t *isPending)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!isPending)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, isPending);
     if (device->desc.product->arch >= NVML_DEVICE_ARCH_AMPERE)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     *isPending = device->pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
@@ -251,11 +215,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t
 SIM_API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device,
                                                      nvmlGpuVirtualizationMode_t *pVirtualMode)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!pVirtualMode)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, pVirtualMode);
     *pVirtualMode = NVML_GPU_VIRTUALIZATION_MODE_NONE;
     return sim_leave(NVML_SUCCESS);
 }
@@ -269,11 +229,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *versio
 /* Only a GPU joined to a Grace CPU answers; others have no C2C link. */
 SIM_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *info)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!info)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, info);
     if (!device->desc.product->c2c)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     info->isC2cEnabled = 1;
@@ -282,11 +238,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeI
 
 SIM_API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!type)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, type);
     *type = NVML_BRAND_NVIDIA;
     return sim_leave(NVML_SUCCESS);
 }

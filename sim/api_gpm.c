@@ -35,11 +35,7 @@ SIM_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
 
 SIM_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!gpmSample)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, gpmSample);
     if (device->desc.product->arch < NVML_DEVICE_ARCH_HOPPER)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     gpmSample->gpu = device;

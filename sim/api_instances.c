@@ -13,11 +13,7 @@ static const unsigned ci_profile_slices[] = {1, 2, 3, 4, 7};
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                                   nvmlGpuInstance_t *gpuInstance)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!gpuInstance)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, gpuInstance);
     if (!device->desc.mig_enabled)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     for (unsigned k = 0; k < device->desc.nmig; k++) {

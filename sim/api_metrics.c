@@ -70,11 +70,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *
 SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                    nvmlUtilization_t *utilization)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!utilization)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, utilization);
     utilization->gpu = (unsigned)sim_live_value(device, SIM_UTIL_GPU);
     utilization->memory = (unsigned)sim_live_value(device, SIM_UTIL_MEM);
     return sim_leave(NVML_SUCCESS);
@@ -95,22 +91,14 @@ SIM_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
 
 SIM_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!power)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, power);
     *power = (unsigned)(sim_live_value(device, SIM_POWER) * 1000.0); /* milliwatts */
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!limit)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, limit);
     *limit = device->desc.product->power_max_w * 1000;
     return sim_leave(NVML_SUCCESS);
 }
@@ -118,11 +106,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsign
 static nvmlReturn_t metrics_clock(nvmlDevice_t device, nvmlClockType_t type, unsigned *clock,
                                   bool max)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!clock)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, clock);
     const struct sim_product *p = device->desc.product;
     switch (type) {
     case NVML_CLOCK_GRAPHICS:
@@ -156,11 +140,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockTyp
 SIM_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
                                                          unsigned long long *energy)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!energy)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, energy);
     *energy = sim_live_energy(device);
     return sim_leave(NVML_SUCCESS);
 }
@@ -183,11 +163,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
 
 SIM_API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!value)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, value);
     *value = device->pcie_replays;
     return sim_leave(NVML_SUCCESS);
 }

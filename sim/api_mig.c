@@ -50,11 +50,7 @@ nvmlReturn_t sim_enter_mig(nvmlDevice_t dev, struct nvmlDevice_st **gpu,
 
 SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!count)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, count);
     if (!device->desc.product->mig_capable)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     /* The real H200 answers 0 with MIG disabled. */
@@ -65,11 +61,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigne
 SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                         nvmlDevice_t *migDevice)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!migDevice)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, migDevice);
     if (!device->desc.product->mig_capable)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     if (!device->desc.mig_enabled || index >= device->desc.nmig)
@@ -165,11 +157,7 @@ static const struct sim_mig_profile *mig_by_index(const struct sim_product *p, u
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
                                                          nvmlGpuInstanceProfileInfo_t *info)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!info)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, info);
     const struct sim_mig_profile *m = mig_by_index(device->desc.product, profile);
     if (!m)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
@@ -185,11 +173,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(
     nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements,
     unsigned int *count)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!count)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, count);
     const struct sim_mig_profile *m = NULL;
     for (const struct sim_mig_profile *x = device->desc.product->mig; x && x->name && !m; x++)
         if (x->id == profileId)

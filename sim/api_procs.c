@@ -39,11 +39,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                      unsigned int *processSamplesCount,
                                                      unsigned long long lastSeenTimeStamp)
 {
-    nvmlReturn_t rc = sim_enter_device(device);
-    if (rc)
-        return rc;
-    if (!processSamplesCount)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_DEVICE(device, processSamplesCount);
     unsigned long long now_us = (unsigned long long)(sim_now() * 1e6);
     if (!utilization) {
         *processSamplesCount = device->nprocs;

@@ -118,6 +118,16 @@ bool sim_is_mig_handle(nvmlDevice_t dev);
 /* Unlocks the state and passes rc through. */
 nvmlReturn_t sim_leave(nvmlReturn_t rc);
 
+/* The opening of most device entry points: sim_enter_device, then out
+ * (the caller's pointer) checked, as NVML checks it after the handle.
+ * Declares rc, which the entry point may use after it. */
+#define SIM_ENTER_DEVICE(dev, out)                                                       \
+    nvmlReturn_t rc = sim_enter_device(dev);                                             \
+    if (rc)                                                                              \
+        return rc;                                                                       \
+    if (!(out))                                                                          \
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT)
+
 /* Copies s into buf as NVML does: INSUFFICIENT_SIZE when it does not fit. */
 nvmlReturn_t sim_copy_string(char *buf, unsigned length, const char *s);
 

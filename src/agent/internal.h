@@ -123,12 +123,12 @@ int agent_start(struct agent *a);
 /* Starts a device plugin per resource on the agent's model (at start and
  * after a reload); stops them all. */
 int agent_plugin_start(struct agent *a, struct err *e);
+void agent_plugin_stop(struct agent *a);
 
 /* The driver's files (driver.c): found again, and the CDI spec written
  * where wanted, each time the plugins start; freed on stop. */
 void agent_driver_start(struct agent *a);
 void agent_driver_stop(struct agent *a);
-void agent_plugin_stop(struct agent *a);
 
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
  * watcher, metrics, the plugin. The one way news of a device travels

@@ -220,9 +220,7 @@ static int agent_find_ids(struct agent *a)
     struct err e;
     const char *simulate = a->cfg.simulate[0] ? a->cfg.simulate : NULL;
     const char *path = a->cfg.nvml_path[0] ? a->cfg.nvml_path : NULL;
-    /* The driver's procfs lists GPUs, not MIG devices: a MIG strategy waits
-     * for NVML. */
-    const char *proc = a->cfg.mig_strategy == CONFIG_MIG_NONE ? agent_proc_root(a) : NULL;
+    const char *proc = agent_proc_root(a); /* NULL where NVML must come first */
     if (proc && gpu_procfs_read(proc, &a->inv, &e) == 0) {
         if (nvml_select(&a->nvml, simulate, path, &e) == 0) {
             a->early = true;

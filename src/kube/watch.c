@@ -5,15 +5,13 @@
  * server's cost is one open stream per node. */
 #include "kube/kube.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <uv.h>
 
-#include "util/deadline.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -28,9 +26,9 @@ struct kube_watch {
     kube_object_fn on_object;
     kube_failure_fn on_failure;
     void *ctx;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;            /* stop, during a backoff */
+    uv_thread_t thread;
+    uv_mutex_t lock;
+    uv_cond_t wake;                 /* stop, during a backoff */
     atomic_bool stop;
     char version[64];               /* resourceVersion to watch from */
     bool relist;                    /* the watch expired: list again now */
@@ -167,14 +165,14 @@ static int watch_stream(struct kube_watch *w)
 /* Waits ms, or less when stopped. */
 static void watch_sleep(struct kube_watch *w, unsigned ms)
 {
-    struct timespec until = deadline_in(ms);
-    pthread_mutex_lock(&w->lock);
-    while (!atomic_load(&w->stop) && pthread_cond_timedwait(&w->wake, &w->lock, &until) != ETIMEDOUT)
-        ;
-    pthread_mutex_unlock(&w->lock);
+    uint64_t until = uv_hrtime() + (uint64_t)ms * 1000000, now;
+    uv_mutex_lock(&w->lock);
+    while (!atomic_load(&w->stop) && (now = uv_hrtime()) < until)
+        uv_cond_timedwait(&w->wake, &w->lock, until - now);
+    uv_mutex_unlock(&w->lock);
 }
 
-static void *watch_main(void *arg)
+static void watch_main(void *arg)
 {
     struct kube_watch *w = arg;
     unsigned backoff = 0;
@@ -193,7 +191,6 @@ static void *watch_main(void *arg)
             backoff = WATCH_BACKOFF_MAX_MS;
         watch_sleep(w, backoff);
     }
-    return NULL;
 }
 
 int kube_watch_start(struct kube_watch **out, const struct kube_creds *c,
@@ -209,15 +206,15 @@ int kube_watch_start(struct kube_watch **out, const struct kube_creds *c,
     w->on_object = spec->on_object;
     w->on_failure = spec->on_failure;
     w->ctx = spec->ctx;
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->wake, NULL);
-    int rc = pthread_create(&w->thread, NULL, watch_main, w);
+    uv_mutex_init(&w->lock);
+    uv_cond_init(&w->wake);
+    int rc = uv_thread_create(&w->thread, watch_main, w);
     if (rc) {
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->lock);
+        uv_cond_destroy(&w->wake);
+        uv_mutex_destroy(&w->lock);
         free(w);
         return err_set(e, "watch %s/%s: cannot start a thread: %s", spec->collection, spec->name,
-                       strerror(rc));
+                       uv_strerror(rc));
     }
     *out = w;
     return 0;
@@ -227,12 +224,12 @@ void kube_watch_stop(struct kube_watch *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->lock);
+    uv_mutex_lock(&w->lock);
     atomic_store(&w->stop, true);
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->wake);
-    pthread_mutex_destroy(&w->lock);
+    uv_cond_signal(&w->wake);
+    uv_mutex_unlock(&w->lock);
+    uv_thread_join(&w->thread);
+    uv_cond_destroy(&w->wake);
+    uv_mutex_destroy(&w->lock);
     free(w);
 }

@@ -1,22 +1,24 @@
 #include "util/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 
-/* The one process-wide setting: a log level is configuration, read-only
- * after start-up. */
-static enum log_level min_level = LOG_INFO;
+/* The one process-wide setting. A reload (SIGHUP, the node's config) sets
+ * it on the loop while the lanes, the watcher and workers log: atomic,
+ * relaxed, since a line a moment late at the old level is no matter. */
+static atomic_int min_level = LOG_INFO;
 
 void log_set_level(enum log_level level)
 {
-    min_level = level;
+    atomic_store_explicit(&min_level, (int)level, memory_order_relaxed);
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
-    if (level < min_level)
+    if ((int)level < atomic_load_explicit(&min_level, memory_order_relaxed))
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
