@@ -115,3 +115,41 @@ bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
     }
     return true;
 }
+
+/* The value an argument gives option o: NULL when it is not o; *next when
+ * it takes the next argument. */
+static const char *cli_own_value(const struct cli_own_opt *o, const char *arg, bool *next)
+{
+    size_t n = strlen(o->long_name);
+    *next = false;
+    if (!strcmp(arg, o->long_name) || (o->short_name && !strcmp(arg, o->short_name))) {
+        *next = true;
+        return arg;
+    }
+    if (!strncmp(arg, o->long_name, n) && arg[n] == '=')
+        return arg + n + 1;
+    if (o->short_name && !strncmp(arg, o->short_name, 2))
+        return arg + 2;
+    return NULL;
+}
+
+int cli_take_own(const char *cmd, int *argc, char **argv, const struct cli_own_opt *opts,
+                 size_t nopts)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *value = NULL;
+        bool next = false;
+        for (size_t k = 0; k < nopts && !value; k++) {
+            value = cli_own_value(&opts[k], argv[i], &next);
+            if (value && next && i + 1 >= *argc)
+                return cli_usage_error(cmd, "%s needs a value", argv[i]);
+            if (value)
+                *opts[k].value = next ? argv[++i] : value;
+        }
+        if (!value)
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    return 0;
+}

@@ -50,6 +50,20 @@ void cli_simulator_quiet(void);
 /* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* One of a command's own options, where the command also takes the
+ * agent's (labels, cdi generate): "-o X", "-oX", "--output X" and
+ * "--output=X" set *value. short_name may be NULL. */
+struct cli_own_opt {
+    const char *short_name;
+    const char *long_name;
+    const char **value;
+};
+
+/* Takes the command's own options out of argv, leaving the agent's for
+ * config_parse_args: 0, or CLI_USAGE (said) for one without its value. */
+int cli_take_own(const char *cmd, int *argc, char **argv, const struct cli_own_opt *opts,
+                 size_t nopts);
+
 int cmd_list(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

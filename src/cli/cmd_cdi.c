@@ -17,31 +17,6 @@ static const char cdi_usage[] =
     "  Every `gpulet agent` option applies (--simulate, --nvidia-driver-root,\n"
     "  --nvidia-dev-root, --driver-capabilities, ...): see gpulet agent --help.\n";
 
-/* Takes -o and --format out of argv (the rest are the agent's options). */
-static int cdi_take(int *argc, char **argv, const char **file, const char **format)
-{
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
-        const char **slot = !strcmp(a, "-o") || !strcmp(a, "--output") ? file
-                            : !strcmp(a, "--format")                     ? format
-                                                                         : NULL;
-        if (slot) {
-            if (i + 1 >= *argc)
-                return cli_usage_error("cdi", "%s needs a value", a);
-            *slot = argv[++i];
-        } else if (!strncmp(a, "--format=", 9)) {
-            *format = a + 9;
-        } else if (!strncmp(a, "--output=", 9)) {
-            *file = a + 9;
-        } else {
-            argv[out++] = argv[i];
-        }
-    }
-    *argc = out;
-    return 0;
-}
-
 static int cdi_fail(const struct err *e, const char *hint, struct nvml *n,
                     struct gpu_inventory *inv)
 {
@@ -64,7 +39,8 @@ int cmd_cdi(int argc, char **argv)
     }
     argc--, argv++;
     const char *file = NULL, *format = NULL;
-    if (cdi_take(&argc, argv, &file, &format) != 0)
+    const struct cli_own_opt own[] = {{"-o", "--output", &file}, {NULL, "--format", &format}};
+    if (cli_take_own("cdi", &argc, argv, own, 2) != 0)
         return CLI_USAGE;
     if (!format)
         format = file && strlen(file) > 5 && !strcmp(file + strlen(file) - 5, ".json") ? "json" : "yaml";

@@ -18,32 +18,11 @@ static const char labels_usage[] =
     "  Every `gpulet agent` option applies (--simulate, --config-file, --mig-strategy,\n"
     "  --machine-type-file, --accelerator-label, ...): see gpulet agent --help.\n";
 
-/* Takes -o/--output out of argv (the rest are the agent's options). */
-static int labels_take_format(int *argc, char **argv, const char **format)
-{
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= *argc)
-                return cli_usage_error("labels", "%s needs a format", a);
-            *format = argv[++i];
-        } else if (!strncmp(a, "--output=", 9)) {
-            *format = a + 9;
-        } else if (!strncmp(a, "-o", 2)) {
-            *format = a + 2;
-        } else {
-            argv[out++] = argv[i];
-        }
-    }
-    *argc = out;
-    return 0;
-}
-
 int cmd_labels(int argc, char **argv)
 {
     const char *format = "text";
-    if (labels_take_format(&argc, argv, &format) != 0)
+    const struct cli_own_opt own[] = {{"-o", "--output", &format}};
+    if (cli_take_own("labels", &argc, argv, own, 1) != 0)
         return CLI_USAGE;
     if (strcmp(format, "text") && strcmp(format, "json"))
         return cli_usage_error("labels", "output format must be text or json, not '%s'", format);

@@ -30,6 +30,17 @@ struct alloc_out {
     V1beta1__ContainerAllocateResponse *r;
 };
 
+/* What one container asked for: its distinct GPUs and MIG devices, their
+ * IDs, as a list ("a,b") and as CDI names, and the first device asked. */
+struct alloc_container {
+    const struct plugin *p;
+    const struct plugin_device **gpus;
+    size_t ng;
+    const char **ids;
+    const char *list, *names;
+    const struct plugin_device *first;
+};
+
 static void alloc_env(struct alloc_out *o, const char *key, const char *value)
 {
     V1beta1__ContainerAllocateResponse__EnvsEntry *e = arena_alloc(o->a, sizeof *e);
@@ -126,6 +137,109 @@ static const char *alloc_gpu_id(struct arena *a, const struct plugin_device *d)
     return sep ? arena_printf(a, "%.*s", (int)(sep - d->id), d->id) : d->id;
 }
 
+/* One strategy's part of a container's response (docs/containers.md). */
+typedef void (*alloc_strategy_fn)(struct alloc_out *o, const struct alloc_container *c);
+
+/* envvar: NVIDIA_VISIBLE_DEVICES for the toolkit's hook, unless the mount
+ * list is there too: with both, the mount list wins, as in NVIDIA's plugin. */
+static void alloc_envvar(struct alloc_out *o, const struct alloc_container *c)
+{
+    if (!(c->p->cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS))
+        alloc_env(o, VISIBLE, c->list);
+}
+
+/* volume-mounts: the runtime reads the device list from the mount names,
+ * which an unprivileged pod cannot forge the way it can an env var. */
+static void alloc_volume_mounts(struct alloc_out *o, const struct alloc_container *c)
+{
+    alloc_env(o, VISIBLE, DEVICES_DIR);
+    for (size_t i = 0; i < c->ng; i++)
+        alloc_mount(o, "/dev/null", arena_printf(o->a, DEVICES_DIR "/%s", c->ids[i]), true);
+}
+
+/* cdi-annotations: one annotation naming the CDI devices, its key unique
+ * per container (a device or replica belongs to one container at a time;
+ * ':' is not allowed in a key). */
+static void alloc_cdi_annotations(struct alloc_out *o, const struct alloc_container *c)
+{
+    V1beta1__ContainerAllocateResponse__AnnotationsEntry *an = arena_alloc(o->a, sizeof *an);
+    v1beta1__container_allocate_response__annotations_entry__init(an);
+    char *key = arena_printf(o->a, "%sgpulet_%s", c->p->cfg->cdi_prefix, c->first->id);
+    for (char *k = key; *k; k++)
+        if (*k == ':')
+            *k = '_';
+    an->key = key;
+    an->value = arena_strdup(o->a, c->names);
+    o->r->annotations[o->r->n_annotations++] = an;
+}
+
+/* cdi-cri: the CDI devices in the CRI field (Kubernetes 1.28+). */
+static void alloc_cdi_cri(struct alloc_out *o, const struct alloc_container *c)
+{
+    for (size_t i = 0; i < c->ng; i++) {
+        V1beta1__CDIDevice *d = arena_alloc(o->a, sizeof *d);
+        v1beta1__cdidevice__init(d);
+        d->name = arena_printf(o->a, CDI_KIND "=%s", c->ids[i]);
+        o->r->cdi_devices[o->r->n_cdi_devices++] = d;
+    }
+}
+
+/* driver-mounts: everything a stock runtime needs, the nodes and the
+ * driver's files. CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves:
+ * on a node that still has the toolkit as its runtime, that would add
+ * every GPU. "void" makes the toolkit add nothing, as gpulet's CDI spec
+ * does, unless envvar or volume-mounts asked for it. */
+static void alloc_driver_mounts(struct alloc_out *o, const struct alloc_container *c)
+{
+    const struct driver *drv = c->p->driver;
+    alloc_device_specs(o, c->p, c->gpus, c->ng);
+    for (unsigned i = 0; drv && i < drv->nmounts; i++)
+        alloc_mount(o, drv->mounts[i].host, drv->mounts[i].container, true);
+    if (!(c->p->cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS)))
+        alloc_env(o, VISIBLE, "void");
+}
+
+/* passDeviceSpecs with envvar or volume-mounts: the nodes too (driver-mounts
+ * gives them already). */
+static void alloc_pass_specs(struct alloc_out *o, const struct alloc_container *c)
+{
+    unsigned list = c->p->cfg->list_strategy;
+    if (c->p->cfg->pass_device_specs && !(list & CONFIG_LIST_DRIVER_MOUNTS))
+        alloc_device_specs(o, c->p, c->gpus, c->ng);
+}
+
+/* One row per strategy, run where the configured list has any of its bits,
+ * in the order NVIDIA's plugin fills the response. */
+static const struct {
+    unsigned bits;
+    alloc_strategy_fn fn;
+} alloc_strategies[] = {
+    {CONFIG_LIST_CDI_ANNOTATIONS, alloc_cdi_annotations},
+    {CONFIG_LIST_CDI_CRI, alloc_cdi_cri},
+    {CONFIG_LIST_DRIVER_MOUNTS, alloc_driver_mounts},
+    {CONFIG_LIST_ENVVAR, alloc_envvar},
+    {CONFIG_LIST_VOLUME_MOUNTS, alloc_volume_mounts},
+    {CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS, alloc_pass_specs},
+};
+
+/* The distinct GPUs and MIG devices of devs[0..n), in order: replicas of
+ * one GPU give it once. */
+static size_t alloc_distinct(struct arena *a, const struct plugin_device **devs, size_t n,
+                             const struct plugin_device ***out)
+{
+    const struct plugin_device **gpus = arena_alloc(a, (n + 1) * sizeof *gpus);
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < ng && (gpus[j]->gpu != devs[i]->gpu || gpus[j]->mig != devs[i]->mig))
+            j++;
+        if (j == ng)
+            gpus[ng++] = devs[i];
+    }
+    *out = gpus;
+    return ng;
+}
+
 /* One container's response for devices devs[0..n): each GPU or MIG device
  * once, however many of its replicas were asked for. */
 static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *p, struct arena *a,
@@ -136,94 +250,44 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
     V1beta1__ContainerAllocateResponse *r = arena_alloc(a, sizeof *r);
     v1beta1__container_allocate_response__init(r);
     struct alloc_out o = {a, r};
+    unsigned ndriver = p->driver ? p->driver->nmounts : 0;
     r->envs = arena_alloc(a, 12 * sizeof *r->envs);
-    bool inject = cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS && p->driver;
-    unsigned ndriver = inject ? p->driver->nmounts : 0;
     r->mounts = arena_alloc(a, (n + 3 + ndriver) * sizeof *r->mounts);
     r->devices = arena_alloc(a, (3 * n + 4) * sizeof *r->devices);
     r->annotations = arena_alloc(a, sizeof *r->annotations);
     r->cdi_devices = arena_alloc(a, (n + 1) * sizeof *r->cdi_devices);
 
-    const struct plugin_device **gpus = arena_alloc(a, (n + 1) * sizeof *gpus);
-    size_t ng = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < ng && (gpus[j]->gpu != devs[i]->gpu || gpus[j]->mig != devs[i]->mig))
-            j++;
-        if (j == ng)
-            gpus[ng++] = devs[i];
-    }
-    const char **ids = arena_alloc(a, (ng + 1) * sizeof *ids);
+    struct alloc_container c = {.p = p, .first = devs[0]};
+    c.ng = alloc_distinct(a, devs, n, &c.gpus);
+    c.ids = arena_alloc(a, (c.ng + 1) * sizeof *c.ids);
     struct strbuf list = {0}, names = {0};
-    for (size_t i = 0; i < ng; i++) {
-        ids[i] = alloc_gpu_id(a, gpus[i]);
-        strbuf_printf(&list, "%s%s", i ? "," : "", ids[i]);
-        strbuf_printf(&names, "%s" CDI_KIND "=%s", i ? "," : "", ids[i]);
+    for (size_t i = 0; i < c.ng; i++) {
+        c.ids[i] = alloc_gpu_id(a, c.gpus[i]);
+        strbuf_printf(&list, "%s%s", i ? "," : "", c.ids[i]);
+        strbuf_printf(&names, "%s" CDI_KIND "=%s", i ? "," : "", c.ids[i]);
     }
-    if (ng < n) {
+    c.list = arena_strdup(a, list.data ? list.data : "");
+    c.names = arena_strdup(a, names.data ? names.data : "");
+    strbuf_free(&list);
+    strbuf_free(&names);
+    if (c.ng < n) {
         /* A request for k replicas on fewer than k GPUs: say so to the workload. */
         alloc_env(&o, "GPULET_SHARED_NOTE",
                   arena_printf(a, "%zu replicas of %s on %zu GPU(s): replicas share a GPU", n,
-                               p->res->name, ng));
-        log_info("Allocate: %zu replicas of %s on %zu GPU(s) (%s)", n, p->res->name, ng, list.data);
-    }
-    if (cfg->list_strategy & CONFIG_LIST_CDI_ANNOTATIONS) {
-        V1beta1__ContainerAllocateResponse__AnnotationsEntry *an = arena_alloc(a, sizeof *an);
-        v1beta1__container_allocate_response__annotations_entry__init(an);
-        /* Unique per container: a device (or replica) belongs to one container
-         * at a time; ':' is not allowed in a key. */
-        char *key = arena_printf(a, "%sgpulet_%s", cfg->cdi_prefix, devs[0]->id);
-        for (char *c = key; *c; c++)
-            if (*c == ':')
-                *c = '_';
-        an->key = key;
-        an->value = arena_strdup(a, names.data);
-        r->annotations[r->n_annotations++] = an;
-    }
-    if (cfg->list_strategy & CONFIG_LIST_CDI_CRI) {
-        for (size_t i = 0; i < ng; i++) {
-            V1beta1__CDIDevice *c = arena_alloc(a, sizeof *c);
-            v1beta1__cdidevice__init(c);
-            c->name = arena_printf(a, CDI_KIND "=%s", ids[i]);
-            r->cdi_devices[r->n_cdi_devices++] = c;
-        }
+                               p->res->name, c.ng));
+        log_info("Allocate: %zu replicas of %s on %zu GPU(s) (%s)", n, p->res->name, c.ng, c.list);
     }
     if (p->res->sharing == CONFIG_SHARING_MPS)
-        alloc_mps(&o, p, gpus, ng);
+        alloc_mps(&o, p, c.gpus, c.ng);
     if (cfg->gds)
         alloc_env(&o, "NVIDIA_GDS", "enabled");
     if (cfg->mofed)
         alloc_env(&o, "NVIDIA_MOFED", "enabled");
     if (cfg->gdrcopy)
         alloc_env(&o, "NVIDIA_GDRCOPY", "enabled");
-    unsigned non_cdi = cfg->list_strategy & (CONFIG_LIST_ENVVAR | CONFIG_LIST_VOLUME_MOUNTS);
-    if (inject) {
-        /* Everything a stock runtime needs: the nodes and the driver's files. */
-        alloc_device_specs(&o, p, gpus, ng);
-        for (unsigned i = 0; i < ndriver; i++)
-            alloc_mount(&o, p->driver->mounts[i].host, p->driver->mounts[i].container, true);
-        /* CUDA images set NVIDIA_VISIBLE_DEVICES=all themselves: on a node
-         * that still has the toolkit as its runtime, that would add every
-         * GPU. "void" makes the toolkit add nothing, as gpulet's CDI spec does. */
-        if (!non_cdi)
-            alloc_env(&o, VISIBLE, "void");
-    }
-    if (non_cdi) {
-        /* With both, the mount list wins, as in NVIDIA's plugin: one variable. */
-        if (cfg->list_strategy & CONFIG_LIST_ENVVAR && !(cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS))
-            alloc_env(&o, VISIBLE, list.data);
-        if (cfg->list_strategy & CONFIG_LIST_VOLUME_MOUNTS) {
-            /* The runtime reads the device list from the mount names, which an
-             * unprivileged pod cannot forge the way it can an env var. */
-            alloc_env(&o, VISIBLE, DEVICES_DIR);
-            for (size_t i = 0; i < ng; i++)
-                alloc_mount(&o, "/dev/null", arena_printf(a, DEVICES_DIR "/%s", ids[i]), true);
-        }
-        if (cfg->pass_device_specs && !(cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
-            alloc_device_specs(&o, p, gpus, ng);
-    }
-    strbuf_free(&list);
-    strbuf_free(&names);
+    for (size_t i = 0; i < sizeof alloc_strategies / sizeof *alloc_strategies; i++)
+        if (cfg->list_strategy & alloc_strategies[i].bits)
+            alloc_strategies[i].fn(&o, &c);
     return r;
 }
 

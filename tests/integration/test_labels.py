@@ -62,7 +62,7 @@ def test_labels_bad_input(gpulet, tmp_path, sim_env):
     for args, what in ((["-o", "yaml"], "output format must be text or json"),
                        (["--accelerator-label", "bad key!"], "not a valid label key"),
                        (["--labels", "bogus"], "--labels must be one of"),
-                       (["-o"], "-o needs a format")):
+                       (["-o"], "-o needs a value")):
         p = gpulet("labels", "--simulate", "t4", *args)
         assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1
