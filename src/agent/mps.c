@@ -19,7 +19,7 @@ static void agent_mps_state(void *ctx, const struct plugin_resource *res, bool u
 int agent_mps_check(const struct config *cfg, struct err *e)
 {
     char control[CONFIG_PATH_MAX];
-    if (cfg->sharing != CONFIG_SHARING_MPS || cfg->nshared == 0)
+    if (cfg->sharing != GPU_SHARING_MPS || cfg->nshared == 0)
         return 0;
     return mps_find_control(cfg, control, sizeof control, e);
 }
@@ -35,7 +35,7 @@ static void agent_mps_compute_mode(struct agent *a, bool set)
         return;
     for (unsigned r = 0; r < a->nresources; r++) {
         const struct plugin_resource *res = &a->resources[r];
-        for (unsigned k = 0; res->sharing == CONFIG_SHARING_MPS && k < res->ngpus; k++) {
+        for (unsigned k = 0; res->sharing == GPU_SHARING_MPS && k < res->ngpus; k++) {
             unsigned g = res->gpus[k];
             nvmlDevice_t h = a->devs[g].handle;
             nvmlComputeMode_t mode = set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS : a->mps_modes[g];
@@ -54,10 +54,10 @@ static void agent_mps_compute_mode(struct agent *a, bool set)
 int agent_mps_start(struct agent *a, struct err *e)
 {
     /* The limits need each GPU's memory: daemons start once the facts are in. */
-    if (a->cfg.sharing != CONFIG_SHARING_MPS || a->mps || !a->nplugins)
+    if (a->cfg.sharing != GPU_SHARING_MPS || a->mps || !a->nplugins)
         return 0;
     for (unsigned r = 0; r < a->nresources; r++)
-        if (a->resources[r].sharing == CONFIG_SHARING_MPS)
+        if (a->resources[r].sharing == GPU_SHARING_MPS)
             plugin_set_available(a->plugins[r], false);
     if (!a->facts_known)
         return 0;
@@ -70,7 +70,7 @@ int agent_mps_start(struct agent *a, struct err *e)
     const struct mps_hooks hooks = {agent_mps_state, a};
     for (unsigned r = 0; r < a->nresources; r++) {
         const struct plugin_resource *res = &a->resources[r];
-        if (res->sharing != CONFIG_SHARING_MPS)
+        if (res->sharing != GPU_SHARING_MPS)
             continue;
         if (mps_start(&a->mps[r], &a->loop, &a->cfg, &a->inv, res, control, &hooks, e) < 0)
             return -1;

@@ -65,15 +65,29 @@ static void status_health(struct agent *a, struct strbuf *out)
         health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
 }
 
+/* The devices advertised under resource, from the device records (replicas
+ * counted): what labels and metrics read too. */
+static unsigned status_devices(const struct agent *a, const char *resource)
+{
+    unsigned n = 0;
+    for (unsigned g = 0; g < a->inv.count; g++) {
+        const struct gpu_device *d = &a->devs[g];
+        if (!strcmp(d->share.resource, resource))
+            n += d->share.replicas;
+        for (unsigned k = 0; k < GPU_MIG_MAX; k++)
+            if (!strcmp(d->mig_share[k].resource, resource))
+                n += d->mig_share[k].replicas;
+    }
+    return n;
+}
+
 /* "plugins": one line per resource served: name, socket, registered or
  * unregistered, devices (replicas counted); "none" when none is served. */
 static void status_plugins(struct agent *a, struct strbuf *out)
 {
     for (unsigned r = 0; r < a->nplugins; r++) {
         const struct plugin_resource *res = &a->resources[r];
-        unsigned devices = 0;
-        for (unsigned k = 0; k < res->ngpus; k++)
-            devices += res->replicas[k];
+        unsigned devices = status_devices(a, res->name);
         strbuf_printf(out, "%s %s %s %u\n", res->name, res->socket,
                       plugin_registered(a->plugins[r]) ? "registered" : "unregistered", devices);
     }

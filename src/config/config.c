@@ -139,7 +139,7 @@ static bool config_label_key_ok(const char *key)
 
 static int config_check(const struct config *c, struct err *e)
 {
-    if (c->sharing == CONFIG_SHARING_MPS && c->mig_strategy == CONFIG_MIG_MIXED)
+    if (c->sharing == GPU_SHARING_MPS && c->mig_strategy == CONFIG_MIG_MIXED)
         return err_set(e, "sharing.mps cannot be combined with MIG strategy mixed (MPS does not "
                           "run on MIG devices)");
     if (c->accelerator_label[0] && !config_label_key_ok(c->accelerator_label))

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "gpu/sharing.h"
 #include "util/err.h"
 
 #define CONFIG_PATH_MAX 256
@@ -31,12 +32,10 @@ struct config_resource {
     char name[64];                      /* without nvidia.com/ */
 };
 
-/* sharing: time-slicing or MPS (NVIDIA's sharing.timeSlicing / sharing.mps). */
-enum config_sharing { CONFIG_SHARING_NONE, CONFIG_SHARING_TIME_SLICING, CONFIG_SHARING_MPS };
-/* Each by enum config_sharing: its key in the config file's sharing
- * section ("" for none), and its name in labels and messages. */
+/* sharing: time-slicing or MPS (NVIDIA's sharing.timeSlicing / sharing.mps),
+ * by enum gpu_sharing; its key in the config file's sharing section ("" for
+ * none). */
 extern const char *const config_sharing_keys[];
-extern const char *const config_sharing_names[];
 #define CONFIG_MAX_SHARED 16
 
 /* One sharing.*.resources entry: the GPUs of resource name selected by
@@ -76,7 +75,7 @@ struct config {
     char config_file[CONFIG_PATH_MAX];
     struct config_resource resources[CONFIG_MAX_RESOURCES]; /* none: nvidia.com/gpu for all */
     unsigned nresources;
-    int sharing;                        /* enum config_sharing */
+    enum gpu_sharing sharing;
     bool rename_by_default;             /* shared resources as <name>.shared */
     bool fail_requests_gt_one;          /* refuse >1 replica per container */
     struct config_shared shared[CONFIG_MAX_SHARED];

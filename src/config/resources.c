@@ -229,7 +229,6 @@ static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k,
 }
 
 const char *const config_sharing_keys[] = {"", "timeSlicing", "mps", NULL};
-const char *const config_sharing_names[] = {"none", "time-slicing", "mps", NULL};
 
 int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
@@ -237,21 +236,21 @@ int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, str
         return 0;
     if (ydoc_check_keys(d, n, "sharing", config_sharing_keys + 1, e) < 0)
         return -1;
-    yaml_node_t *ts = ydoc_get(d, n, config_sharing_keys[CONFIG_SHARING_TIME_SLICING]);
-    yaml_node_t *mps = ydoc_get(d, n, config_sharing_keys[CONFIG_SHARING_MPS]);
+    yaml_node_t *ts = ydoc_get(d, n, config_sharing_keys[GPU_SHARING_TIME_SLICING]);
+    yaml_node_t *mps = ydoc_get(d, n, config_sharing_keys[GPU_SHARING_MPS]);
     bool has_ts = ts && !ydoc_empty(ts), has_mps = mps && !ydoc_empty(mps);
     if (has_ts && has_mps)
         return ydoc_error(d, mps, e, "sharing: time-slicing and MPS cannot both be configured");
     c->nshared = 0;
-    c->sharing = CONFIG_SHARING_NONE;
+    c->sharing = GPU_SHARING_NONE;
     if (has_ts) {
         c->fail_requests_gt_one = false; /* NVIDIA's defaults differ by kind */
-        c->sharing = CONFIG_SHARING_TIME_SLICING;
+        c->sharing = GPU_SHARING_TIME_SLICING;
         return config_sharing_kind(c, d, ts, config_sharing_keys[c->sharing], e);
     }
     if (has_mps) {
         c->fail_requests_gt_one = true;
-        c->sharing = CONFIG_SHARING_MPS;
+        c->sharing = GPU_SHARING_MPS;
         return config_sharing_kind(c, d, mps, config_sharing_keys[c->sharing], e);
     }
     return 0;

@@ -2,6 +2,8 @@
 
 #include "util/xmalloc.h"
 
+const char *const gpu_sharing_names[] = {"none", "time-slicing", "mps", NULL};
+
 struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms)
 {
     struct gpu_device *d = xcalloc(inv->count, sizeof *d);

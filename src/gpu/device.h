@@ -9,6 +9,7 @@
 #define GPULET_DEVICE_H
 
 #include "gpu/health.h"
+#include "gpu/sharing.h"
 #include "gpu/inventory.h"
 
 #define GPU_DEVICE_MAX_XIDS 16   /* distinct XIDs counted per GPU; the last slot is reused */
@@ -18,12 +19,14 @@ struct gpu_xid_count {
     unsigned long long count;
 };
 
-/* How a device (a whole GPU, or one MIG device) is advertised: written by
- * the plugin's resource assignment, read by labels and metrics. */
+/* How a device (a whole GPU, or one MIG device) is advertised: the agent
+ * writes it from the plugin's resource assignment (plugin_resources_apply,
+ * called on its loop, and by `gpulet labels` for its own records); labels,
+ * metrics and the status socket read it here, and only here. */
 struct gpu_share {
     char resource[80];             /* nvidia.com/gpu; empty: not advertised as such */
     unsigned replicas;             /* how many share it: 1 unshared */
-    int sharing;                   /* enum config_sharing */
+    enum gpu_sharing sharing;
     bool renamed;                  /* shared under another name than its model's resource */
 };
 

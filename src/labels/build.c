@@ -277,7 +277,7 @@ void labels_build(const struct labels_input *in, struct label_set *out)
         label_set_put(out, "nvidia.com/mig.strategy", "mixed");
     /* GFD: true exactly when MPS sharing is configured (it refuses MIG GPUs). */
     label_set_put(out, "nvidia.com/mps.capable", "%s",
-                  cfg->sharing == CONFIG_SHARING_MPS && cfg->nshared ? "true" : "false");
+                  cfg->sharing == GPU_SHARING_MPS && cfg->nshared ? "true" : "false");
     label_set_put(out, "nvidia.com/gpu.count", "%u", inv->count);
     labels_sharing(in, out);
     labels_agreed(in, "nvidia.com/gpu.memory", fact_memory, out);

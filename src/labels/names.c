@@ -45,5 +45,5 @@ void labels_shared_product(const char *name, const struct gpu_share *share, char
 
 const char *labels_sharing_name(const struct gpu_share *share)
 {
-    return config_sharing_names[share && share->replicas > 1 ? share->sharing : CONFIG_SHARING_NONE];
+    return gpu_sharing_names[share && share->replicas > 1 ? share->sharing : GPU_SHARING_NONE];
 }

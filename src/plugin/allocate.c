@@ -277,7 +277,7 @@ static V1beta1__ContainerAllocateResponse *alloc_container(const struct plugin *
                                p->res->name, c.ng));
         log_info("Allocate: %zu replicas of %s on %zu GPU(s) (%s)", n, p->res->name, c.ng, c.list);
     }
-    if (p->res->sharing == CONFIG_SHARING_MPS)
+    if (p->res->sharing == GPU_SHARING_MPS)
         alloc_mps(&o, p, c.gpus, c.ng);
     if (cfg->gds)
         alloc_env(&o, "NVIDIA_GDS", "enabled");

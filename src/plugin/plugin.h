@@ -25,7 +25,7 @@ struct plugin_resource {
     unsigned *replicas;              /* per entry of gpus: 1 for a whole GPU */
     unsigned *migs;                  /* per entry of gpus: 0 the GPU, k + 1 its MIG device k */
     unsigned ngpus;
-    int sharing;                     /* enum config_sharing: how its replicas share a GPU */
+    enum gpu_sharing sharing;        /* how its replicas share a GPU */
     bool renamed;                    /* a shared resource under another name than its GPUs' */
     /* MPS: each client's limits, set as the daemon's defaults and in Allocate */
     unsigned thread_percentage;      /* active threads, % */

@@ -146,7 +146,7 @@ static int resources_entries(const struct config *cfg, const struct gpu_inventor
         if (shared_entry_of(cfg, inv, base, k, &entry[k], e) < 0)
             return -1;
         *exclusive += entry[k] < 0;
-        if (entry[k] >= 0 && cfg->sharing == CONFIG_SHARING_MPS &&
+        if (entry[k] >= 0 && cfg->sharing == GPU_SHARING_MPS &&
             inv->gpus[base->gpus[k]].mig_mode == NVML_DEVICE_MIG_ENABLE)
             return err_set(e, "sharing.mps.resources[%d]: GPU %u has MIG enabled, and MPS does "
                               "not run on MIG devices", entry[k], base->gpus[k]);
@@ -192,7 +192,7 @@ static int resources_share_base(const struct config *cfg, const struct gpu_inven
         x->gpus[at] = g;
         x->migs[at] = base->migs[k];
         x->replicas[at] = s->replicas;
-        if (cfg->sharing == CONFIG_SHARING_MPS)
+        if (cfg->sharing == GPU_SHARING_MPS)
             resources_mps_limits(x, at, s);
         x->sharing = cfg->sharing;
         x->renamed = renamed;
@@ -287,7 +287,7 @@ void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
             struct gpu_share *s = r[i].migs[k] ? &d->mig_share[r[i].migs[k] - 1] : &d->share;
             snprintf(s->resource, sizeof s->resource, "%s", r[i].name);
             s->replicas = r[i].replicas[k];
-            s->sharing = r[i].replicas[k] > 1 ? r[i].sharing : CONFIG_SHARING_NONE;
+            s->sharing = r[i].replicas[k] > 1 ? r[i].sharing : GPU_SHARING_NONE;
             s->renamed = r[i].renamed;
         }
 }

@@ -5,6 +5,7 @@ each GPU once, and a bad config on SIGHUP keeping the running one."""
 import os
 import shutil
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -35,6 +36,15 @@ def test_time_slicing(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
     regs = {r.resource_name: r.endpoint for _, r in kubelet.registrations}
     assert regs == {"nvidia.com/gpu": "gpulet-nvidia-gpu.sock",
                     "nvidia.com/gpu.shared": "gpulet-nvidia-gpu.shared.sock"}
+    # The status socket counts each resource's devices from the device records.
+    with socket.socket(socket.AF_UNIX) as sk:
+        sk.connect(str(tmp_path / "status.sock"))
+        sk.sendall(b"plugins\n")
+        reply = b""
+        while chunk := sk.recv(4096):
+            reply += chunk
+    counts = {line.split()[0]: line.split()[3] for line in reply.decode().splitlines()}
+    assert counts == {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "10"}, reply
     ch_whole, _, s_whole, whole = stream_of(kubelet, regs["nvidia.com/gpu"])
     assert len(whole.devices) == 1 and "::" not in whole.devices[0].ID
     channel, stub, stream, shared = stream_of(kubelet, regs["nvidia.com/gpu.shared"])

@@ -329,7 +329,7 @@ static void test_resources(void **state)
 static void add_shared(struct config *c, const char *name, unsigned replicas, const char *devices,
                        bool listed)
 {
-    c->sharing = CONFIG_SHARING_TIME_SLICING;
+    c->sharing = GPU_SHARING_TIME_SLICING;
     struct config_shared *s = &c->shared[c->nshared++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -391,7 +391,7 @@ static void test_sharing_resources(void **state)
     plugin_resources_apply(r, n, devs, 4);
     assert_int_equal(devs[2].share.replicas, 2);
     assert_int_equal(devs[3].share.replicas, 1);
-    assert_int_equal(devs[3].share.sharing, CONFIG_SHARING_NONE);
+    assert_int_equal(devs[3].share.sharing, GPU_SHARING_NONE);
     assert_true(devs[0].share.renamed);
     plugin_resources_free(r, n);
     /* A count takes the resource's first GPUs. */
@@ -423,7 +423,7 @@ static void test_sharing_resources(void **state)
     expect_resources_error(&c, "nvidia.com/gpu would hold both whole GPUs and replicas");
     c = base_config();
     add_shared(&c, "nvidia.com/gpu", 2, "all", false);
-    c.sharing = CONFIG_SHARING_MPS;
+    c.sharing = GPU_SHARING_MPS;
     inv.gpus[1].mig_mode = NVML_DEVICE_MIG_ENABLE;
     expect_resources_error(&c, "sharing.mps.resources[0]: GPU 1 has MIG enabled");
     done();
