@@ -30,13 +30,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned 
 SIM_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
                                             nvmlGpuInstanceInfo_t *info)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_handle(gpuInstance, sim_state.gi_handles, &g, &m);
-    if (rc)
-        return rc;
-    if (!info)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, info);
     *info = (nvmlGpuInstanceInfo_t){g, m->gi, m->profile->id, {m->start, m->profile->size}};
     return sim_leave(NVML_SUCCESS);
 }
@@ -45,13 +39,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpu
                                                            unsigned int id,
                                                            nvmlComputeInstance_t *computeInstance)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_handle(gpuInstance, sim_state.gi_handles, &g, &m);
-    if (rc)
-        return rc;
-    if (!computeInstance)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, computeInstance);
     if (id != m->ci)
         return sim_leave(NVML_ERROR_NOT_FOUND);
     const struct sim_mig_handle *gi = (const void *)gpuInstance;
@@ -73,13 +61,7 @@ static unsigned ci_profile_of(unsigned slices)
 SIM_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
                                                    nvmlComputeInstanceInfo_t *info)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_handle(computeInstance, sim_state.ci_handles, &g, &m);
-    if (rc)
-        return rc;
-    if (!info)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, info);
     const struct sim_mig_handle *ci = (const void *)computeInstance;
     nvmlGpuInstance_t gi = (nvmlGpuInstance_t)(void *)&sim_state.gi_handles[ci->gpu][ci->k];
     sim_state.gi_handles[ci->gpu][ci->k] = *ci;

@@ -8,13 +8,7 @@
  * GPU's load model. */
 static nvmlReturn_t metrics_mig_memory(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
-    if (rc)
-        return rc;
-    if (!memory)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_MIG(device, memory);
     const struct sim_product *p = g->desc.product;
     double share = sim_live_value(g, SIM_MEM_USED) / (double)(p->memory_mib - p->reserved_mib);
     unsigned long long total = m->profile->memory_mib * MIB;

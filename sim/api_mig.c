@@ -88,39 +88,21 @@ SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned i
 SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
                                                                  nvmlDevice_t *device)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_mig(migDevice, &g, &m);
-    if (rc)
-        return rc;
-    if (!device)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_MIG(migDevice, device);
     *device = g;
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
-    if (rc)
-        return rc;
-    if (!id)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_MIG(device, id);
     *id = m->gi;
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
-    struct nvmlDevice_st *g = NULL;
-    const struct sim_mig_device *m = NULL;
-    nvmlReturn_t rc = sim_enter_mig(device, &g, &m);
-    if (rc)
-        return rc;
-    if (!id)
-        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    SIM_ENTER_MIG(device, id);
     *id = m->ci;
     return sim_leave(NVML_SUCCESS);
 }

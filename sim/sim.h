@@ -128,6 +128,28 @@ nvmlReturn_t sim_leave(nvmlReturn_t rc);
     if (!(out))                                                                          \
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT)
 
+/* The same for a MIG device handle (sim_enter_mig) and for a GPU or
+ * compute instance handle from table (sim_enter_handle): declares rc, g
+ * (the GPU) and m (its MIG device). */
+#define SIM_ENTER_MIG(dev, out)                                                          \
+    struct nvmlDevice_st *g = NULL;                                                      \
+    const struct sim_mig_device *m = NULL;                                               \
+    nvmlReturn_t rc = sim_enter_mig(dev, &g, &m);                                        \
+    (void)g, (void)m;                                                                    \
+    if (rc)                                                                              \
+        return rc;                                                                       \
+    if (!(out))                                                                          \
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT)
+#define SIM_ENTER_HANDLE(h, table, out)                                                  \
+    struct nvmlDevice_st *g = NULL;                                                      \
+    const struct sim_mig_device *m = NULL;                                               \
+    nvmlReturn_t rc = sim_enter_handle(h, table, &g, &m);                                \
+    (void)g, (void)m;                                                                    \
+    if (rc)                                                                              \
+        return rc;                                                                       \
+    if (!(out))                                                                          \
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT)
+
 /* Copies s into buf as NVML does: INSUFFICIENT_SIZE when it does not fit. */
 nvmlReturn_t sim_copy_string(char *buf, unsigned length, const char *s);
 

@@ -102,18 +102,28 @@ bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
                     cli_unreachable_hint(errno));
         return false;
     }
-    char *save = NULL;
-    for (char *line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        struct gpu_health h;
-        unsigned index;
-        if (health_line_read(line, &index, uuid, sizeof uuid, &h) < 0)
-            continue;
+    char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    struct gpu_health h;
+    unsigned index;
+    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h))
         for (unsigned i = 0; i < inv->count; i++)
             if (!strcmp(inv->gpus[i].uuid, uuid))
                 health[i] = h;
-    }
     return true;
+}
+
+bool cli_health_next(char **cursor, unsigned *index, char *uuid, size_t len,
+                     struct gpu_health *h)
+{
+    while (**cursor) {
+        char *line = *cursor, *nl = strchr(line, '\n');
+        *cursor = nl ? nl + 1 : line + strlen(line);
+        if (nl)
+            *nl = '\0';
+        if (health_line_read(line, index, uuid, len, h) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* The value an argument gives option o: NULL when it is not o; *next when

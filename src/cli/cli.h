@@ -33,6 +33,12 @@ struct gpu_health;
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
                       struct gpu_health *health, const char *cmd);
 
+/* The next GPU of the agent's "health" answer, whose lines it cuts in
+ * place from *cursor on: false at its end. Lines that are not a GPU's
+ * are passed over. */
+bool cli_health_next(char **cursor, unsigned *index, char *uuid, size_t len,
+                     struct gpu_health *h);
+
 /* Prints "gpulet CMD: <e's message><hint>" to stderr and returns the exit
  * code: CLI_USAGE where the command line was wrong, else CLI_FAIL. */
 int cli_fail(const char *cmd, const struct err *e, const char *hint);

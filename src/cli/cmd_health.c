@@ -68,13 +68,10 @@ int cmd_health(int argc, char **argv)
         return CLI_OK;
     }
     /* One line per GPU for people: index, state, UUID, why and since when. */
-    char *save = NULL;
-    for (char *l = strtok_r(reply, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        struct gpu_health h;
-        unsigned index;
-        if (health_line_read(l, &index, uuid, sizeof uuid, &h) == 0)
-            printf("%u %s %s %s\n", index, health_name(&h), uuid, h.detail);
-    }
+    char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    struct gpu_health h;
+    unsigned index;
+    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h))
+        printf("%u %s %s %s\n", index, health_name(&h), uuid, h.detail);
     return CLI_OK;
 }
