@@ -182,10 +182,17 @@ failed=$((failed + fz))
 
 check "node paths untouched" untouched
 
-# --- end to end, on the real kubelet of ../shared/k8s (skipped without root)
+# --- end to end, on the real kubelet of ../shared/k8s (skipped without root),
+# then DRA on Kubernetes 1.32 (../shared/k8s-next, where present): one
+# cluster at a time, each test counted once.
 GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e.xml tests/e2e
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e.xml \
+    --ignore=tests/e2e/test_dra.py tests/e2e
 count_junit build/e2e.xml "end-to-end tests"
+next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
+GPULET_K8S=$next GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e-dra.xml tests/e2e/test_dra.py
+count_junit build/e2e-dra.xml "end-to-end DRA tests"
 
 left=$(comm -13 <(echo "$sockets_before") <(tmp_sockets))
 check "no sockets left in /tmp" test -z "$left"

@@ -65,6 +65,7 @@ static int agent_reload(struct agent *a, const struct config_text *named, struct
     if (a->facts_known) {
         agent_labels_start(a, &old);
         agent_report_start(a, &old);
+        agent_dra_start(a, &old);
         agent_mig_start(a); /* a MIG strategy may be new */
     }
     if (!a->nplugins && !a->restart_pending)
@@ -133,6 +134,7 @@ static void agent_shutdown(struct agent *a)
     agent_plugin_stop(a);
     agent_labels_stop(a);
     agent_report_stop(a);
+    agent_dra_stop(a);
     agent_health_stop(a);
     agent_probe_stop(a);
     agent_mig_stop(a);

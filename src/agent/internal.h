@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "agent/agent.h"
+#include "dra/dra.h"
 #include "driver/driver.h"
 #include "gpu/device.h"
 #include "gpu/health.h"
@@ -67,6 +68,7 @@ struct agent {
     bool facts_known;                    /* the inventory's slow half is in (names, memory) */
     struct labels_publisher *labels;     /* NULL when labels go nowhere */
     struct report *report;               /* NULL without the API server, or --fault-report none */
+    struct dra *dra;                     /* NULL unless --dra all */
     char *machine;                       /* the DMI product name, NULL when unreadable */
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
@@ -174,6 +176,14 @@ void agent_labels_stop(struct agent *a);
 void agent_report_start(struct agent *a, const struct config *old);
 void agent_report_refresh(struct agent *a);
 void agent_report_stop(struct agent *a);
+
+/* Dynamic Resource Allocation (dra.c): with --dra all, the GPUs are served
+ * as the DRA driver gpu.nvidia.com instead of by device plugins; started
+ * once the inventory's facts are in, and again after a reload that
+ * changes it; told of every health change. */
+void agent_dra_start(struct agent *a, const struct config *old);
+void agent_dra_refresh(struct agent *a);
+void agent_dra_stop(struct agent *a);
 
 /* Starts the status socket, making its directory (recorded in a->made);
  * fails, naming the path and its owner, when it cannot. */

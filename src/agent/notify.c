@@ -28,6 +28,8 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
         plugin_on_device(a->plugins[r], gpu, what);
     if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
         agent_labels_refresh(a);
-    if (what & GPU_CHANGED_HEALTH)
+    if (what & GPU_CHANGED_HEALTH) {
         agent_report_refresh(a);
+        agent_dra_refresh(a);
+    }
 }

@@ -42,6 +42,11 @@ int agent_plugin_start(struct agent *a, struct err *e)
     agent_driver_start(a);
     for (unsigned i = 0; i < a->inv.count; i++)
         metrics_on_device(a->metrics, i, 0, &a->devs[i]);
+    if (a->cfg.dra == CONFIG_DRA_ALL) {
+        /* Never one GPU through both: DRA serves them all (agent_dra_start). */
+        log_info("DRA serves every GPU: no device plugin registers");
+        return 0;
+    }
     const struct plugin_hooks hooks = {agent_on_allocate, a};
     a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
     for (unsigned r = 0; r < a->nresources; r++) {
@@ -190,6 +195,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
     a->facts_known = true;
     agent_labels_start(a, NULL);
     agent_report_start(a, NULL);
+    agent_dra_start(a, NULL);
     if (agent_mps_start(a, &e) < 0)
         log_error("%s; the MPS resources stay unavailable", e.msg);
     agent_mig_start(a);

@@ -253,9 +253,11 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
 
 bool config_cdi_wanted(const struct config *c)
 {
+    /* DRA's prepared devices are this spec's, named by UUID. */
     return c->write_cdi_spec == CONFIG_CDI_WRITE_TRUE ||
            (c->write_cdi_spec == CONFIG_CDI_WRITE_AUTO &&
-            c->list_strategy & (CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI));
+            (c->dra == CONFIG_DRA_ALL ||
+             c->list_strategy & (CONFIG_LIST_CDI_ANNOTATIONS | CONFIG_LIST_CDI_CRI)));
 }
 
 const char *config_read_root(const struct config *c, const char *host_root)

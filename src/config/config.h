@@ -19,6 +19,8 @@ enum config_compute_mode { CONFIG_COMPUTE_KEEP, CONFIG_COMPUTE_EXCLUSIVE };
 /* Where node labels go: auto is api inside a cluster (or with a
  * kubeconfig), else none. */
 enum config_labels { CONFIG_LABELS_AUTO, CONFIG_LABELS_NONE, CONFIG_LABELS_FILE, CONFIG_LABELS_API };
+/* --dra: which GPUs Dynamic Resource Allocation serves (docs/dra.md). */
+enum config_dra { CONFIG_DRA_OFF, CONFIG_DRA_ALL };
 /* The Node condition and events of GPU faults: auto is on where labels
  * could go to the API server. */
 enum config_report { CONFIG_REPORT_AUTO, CONFIG_REPORT_NONE };
@@ -111,6 +113,9 @@ struct config {
     char container_log_dir[CONFIG_PATH_MAX]; /* the kubelet's /var/log/containers */
     /* node labels (GPU feature discovery's flags where it has one) */
     int labels_output;                  /* enum config_labels */
+    unsigned dra;                       /* enum config_dra */
+    char kubelet_registry_dir[CONFIG_PATH_MAX];
+    char dra_plugin_dir[CONFIG_PATH_MAX];
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
     bool keep_labels_file;              /* leave the file behind on exit */
     char machine_type_file[CONFIG_PATH_MAX];

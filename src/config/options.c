@@ -22,6 +22,7 @@ static const char *const labels_choices[] = {"auto", "none", "file", "api", NULL
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 static const char *const report_choices[] = {"auto", "none", NULL};
 static const char *const layout_choices[] = {"system", "nvidia", NULL}; /* enum driver_layout */
+static const char *const dra_choices[] = {"off", "all", NULL};           /* enum config_dra */
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 #define F(field) offsetof(struct config, field), 0
@@ -132,6 +133,15 @@ const struct config_opt config_options[] = {
      "kubeconfig for the API server (default: the pod's service account)", "PATH", NULL},
     {"node-name", "NODE_NAME", NULL, T_STRING, S(node_name), NULL, "",
      "the Node whose labels gpulet keeps (--labels api)", "NAME", NULL},
+    {"dra", "GPULET_DRA", "flags.dra", T_ENUM, F(dra), dra_choices, "off",
+     "serve the GPUs through Dynamic Resource Allocation (driver " "gpu.nvidia.com" ", Kubernetes "
+     "1.32+): off, or all (then no device plugin serves them)", NULL, NULL},
+    {"kubelet-registry-dir", "GPULET_KUBELET_REGISTRY_DIR", NULL, T_STRING, S(kubelet_registry_dir),
+     NULL, "", "the kubelet's plugin registration directory (default: <kubelet-root>/plugins_registry)",
+     "PATH", NULL},
+    {"dra-plugin-dir", "GPULET_DRA_PLUGIN_DIR", NULL, T_STRING, S(dra_plugin_dir), NULL, "",
+     "the DRA plugin's socket and checkpoint (default: <kubelet-root>/plugins/gpu.nvidia.com)",
+     "PATH", NULL},
     {"fault-report", "GPULET_FAULT_REPORT", NULL, T_ENUM, F(fault_report), report_choices, "auto",
      "the Node condition GPUUnhealthy and GPU events: auto (with API server credentials and the "
      "Node's name) or none", NULL, NULL},

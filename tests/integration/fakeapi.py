@@ -2,7 +2,8 @@
 merge patch, refused with 409 when it names another resourceVersion; PATCH
 of nodes/status with a strategic merge patch of its conditions, merged by
 type), Events (POST, PATCH) and ConfigMaps, with list and watch by name
-(fieldSelector), over plain HTTP, counting requests and able to fail on
+(fieldSelector), DRA's ResourceSlices (server-side apply, DELETE) and
+ResourceClaims (GET), over plain HTTP, counting requests and able to fail on
 demand: for what the real one cannot be made to do in a test (go down,
 answer 500, be counted)."""
 import json
@@ -29,7 +30,10 @@ def merge(target, patch):
 class FakeAPI:
     def __init__(self, node="n1", labels=None):
         self.node = {"kind": "Node", "apiVersion": "v1",
-                     "metadata": {"name": node, "labels": dict(labels or {}), "resourceVersion": "1"}}
+                     "metadata": {"name": node, "uid": f"uid-{node}", "labels": dict(labels or {}),
+                                  "resourceVersion": "1"}}
+        self.slices = {}            # name -> ResourceSlice (as last applied)
+        self.claims = {}            # (namespace, name) -> ResourceClaim
         self.node_events = {}       # name -> core/v1 Event (namespace default)
         self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
         self.requests = []          # (method, path, content type)
@@ -68,6 +72,8 @@ class FakeAPI:
                         return self.list_or_watch(url.path, query)
                     if url.path.startswith("/api/v1/namespaces/default/events"):
                         return self.event(method, url.path, body)
+                    if url.path.startswith("/apis/resource.k8s.io/v1beta1/"):
+                        return self.resource(method, url.path, body)
                     if url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
                         review = json.loads(body)
                         a = review["spec"]["resourceAttributes"]
@@ -111,6 +117,25 @@ class FakeAPI:
                     return self.answer(200, api.node_events[name])
                 return self.answer(404, {"kind": "Status", "code": 404})
 
+            def resource(self, method, path, body):
+                """DRA's objects. Called with api.cond held."""
+                m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/resourceslices/([^/]+)", path)
+                if m and method == "PATCH":
+                    obj = json.loads(body)
+                    created = m.group(1) not in api.slices
+                    api.slices[m.group(1)] = obj
+                    api.cond.notify_all()
+                    return self.answer(201 if created else 200, obj)
+                if m and method == "DELETE":
+                    gone = api.slices.pop(m.group(1), None)
+                    api.cond.notify_all()
+                    return self.answer(200 if gone else 404, {"kind": "Status"})
+                m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/namespaces/([^/]+)/resourceclaims/([^/]+)",
+                                 path)
+                if m and method == "GET" and (m.group(1), m.group(2)) in api.claims:
+                    return self.answer(200, api.claims[(m.group(1), m.group(2))])
+                return self.answer(404, {"kind": "Status", "code": 404})
+
             def list_or_watch(self, path, query):
                 """Called with api.cond held."""
                 name = query["fieldSelector"].removeprefix("metadata.name=")
@@ -149,6 +174,9 @@ class FakeAPI:
 
             def do_POST(self):
                 self.handle_one("POST")
+
+            def do_DELETE(self):
+                self.handle_one("DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]

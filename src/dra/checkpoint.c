@@ -1,0 +1,91 @@
+/* Prepared claims on disk, <plugin-dir>/checkpoint.json, written whole
+ * (a temporary file renamed) after every change: a gpulet that restarts
+ * answers a repeated prepare the same and unprepares what it prepared. */
+#include "dra/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/jsonx.h"
+#include "util/xmalloc.h"
+
+struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid)
+{
+    for (unsigned i = 0; i < d->nprepared; i++)
+        if (!strcmp(d->prepared[i].uid, uid))
+            return &d->prepared[i];
+    return NULL;
+}
+
+static void dra_checkpoint_copy(json_t *o, const char *key, char *out, size_t len)
+{
+    snprintf(out, len, "%s", json_string_value(json_object_get(o, key)) ? json_string_value(json_object_get(o, key)) : "");
+}
+
+int dra_checkpoint_load(struct dra *d, struct err *e)
+{
+    json_error_t je;
+    json_t *root = json_load_file(d->checkpoint, 0, &je);
+    if (!root) {
+        FILE *f = fopen(d->checkpoint, "r");
+        if (!f && errno == ENOENT)
+            return 0; /* nothing prepared yet */
+        if (f)
+            fclose(f);
+        return err_set(e, "%s: %s (line %d)", d->checkpoint, je.text, je.line);
+    }
+    json_t *claims = json_object_get(root, "claims"), *c;
+    size_t i;
+    json_array_foreach(claims, i, c) {
+        d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
+        struct dra_prepared *p = &d->prepared[d->nprepared++];
+        memset(p, 0, sizeof *p);
+        dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
+        json_t *devs = json_object_get(c, "devices"), *x;
+        size_t k;
+        json_array_foreach(devs, k, x) {
+            if (p->count == DRA_MAX_RESULTS)
+                break;
+            struct dra_prepared_device *pd = &p->devs[p->count++];
+            dra_checkpoint_copy(x, "request", pd->request, sizeof pd->request);
+            dra_checkpoint_copy(x, "device", pd->device, sizeof pd->device);
+            dra_checkpoint_copy(x, "uuid", pd->uuid, sizeof pd->uuid);
+        }
+    }
+    json_decref(root);
+    return 0;
+}
+
+int dra_checkpoint_save(const struct dra *d, struct err *e)
+{
+    json_t *claims = jsonx_ok(json_array());
+    for (unsigned i = 0; i < d->nprepared; i++) {
+        const struct dra_prepared *p = &d->prepared[i];
+        json_t *devs = jsonx_ok(json_array());
+        for (unsigned k = 0; k < p->count; k++) {
+            json_t *x = jsonx_ok(json_object());
+            jsonx_set(x, "request", jsonx_ok(json_string(p->devs[k].request)));
+            jsonx_set(x, "device", jsonx_ok(json_string(p->devs[k].device)));
+            jsonx_set(x, "uuid", jsonx_ok(json_string(p->devs[k].uuid)));
+            jsonx_append(devs, x);
+        }
+        json_t *c = jsonx_ok(json_object());
+        jsonx_set(c, "uid", jsonx_ok(json_string(p->uid)));
+        jsonx_set(c, "devices", devs);
+        jsonx_append(claims, c);
+    }
+    json_t *root = jsonx_ok(json_object());
+    jsonx_set(root, "claims", claims);
+    char tmp[sizeof d->checkpoint + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", d->checkpoint);
+    int rc = json_dump_file(root, tmp, JSON_COMPACT);
+    json_decref(root);
+    if (rc < 0 || rename(tmp, d->checkpoint) < 0) {
+        int errnum = errno;
+        remove(tmp);
+        return err_set(e, "cannot write %s: %s", d->checkpoint, strerror(errnum));
+    }
+    return 0;
+}

@@ -1,0 +1,72 @@
+/* The DRA driver's start and stop: credentials and the Node's name, the
+ * checkpoint of prepared claims, the two gRPC services, and the slice. */
+#include "dra/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
+              const struct gpu_inventory *inv, const struct gpu_device *devs, struct err *e)
+{
+    *out = NULL;
+    if (!cfg->node_name[0])
+        return err_usage(e, "--dra needs the Node's name: set NODE_NAME (from the downward API, "
+                            "spec.nodeName) or --node-name");
+    struct dra *d = xcalloc(1, sizeof *d);
+    d->loop = loop;
+    d->cfg = cfg;
+    d->inv = inv;
+    d->devs = devs;
+    snprintf(d->node, sizeof d->node, "%s", cfg->node_name);
+    if (cfg->kubelet_registry_dir[0])
+        snprintf(d->registry_socket, sizeof d->registry_socket, "%s/" DRA_DRIVER "-reg.sock",
+                 cfg->kubelet_registry_dir);
+    else
+        snprintf(d->registry_socket, sizeof d->registry_socket,
+                 "%s/plugins_registry/" DRA_DRIVER "-reg.sock", cfg->kubelet_root);
+    if (cfg->dra_plugin_dir[0])
+        snprintf(d->plugin_dir, sizeof d->plugin_dir, "%s", cfg->dra_plugin_dir);
+    else
+        snprintf(d->plugin_dir, sizeof d->plugin_dir, "%s/plugins/" DRA_DRIVER, cfg->kubelet_root);
+    snprintf(d->plugin_socket, sizeof d->plugin_socket, "%s/dra.sock", d->plugin_dir);
+    snprintf(d->checkpoint, sizeof d->checkpoint, "%s/checkpoint.json", d->plugin_dir);
+    uv_timer_init(loop, &d->retry);
+    d->retry.data = d;
+    if (kube_creds_load(&d->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0 ||
+        dra_service_start(d, e) < 0 || dra_checkpoint_load(d, e) < 0) {
+        dra_stop(d);
+        return -1;
+    }
+    if (d->nprepared)
+        log_info("DRA: %u prepared claim(s) from %s", d->nprepared, d->checkpoint);
+    dra_publish(d);
+    *out = d;
+    return 0;
+}
+
+void dra_on_device(struct dra *d)
+{
+    if (d)
+        dra_publish(d);
+}
+
+static void dra_closed(uv_handle_t *h)
+{
+    struct dra *d = h->data;
+    d->retry.data = NULL; /* closed: dra_maybe_free may free */
+    dra_maybe_free(d);
+}
+
+void dra_stop(struct dra *d)
+{
+    if (!d)
+        return;
+    d->stopping = true;
+    dra_service_stop(d);
+    dra_unpublish(d);
+    uv_close((uv_handle_t *)&d->retry, dra_closed);
+}

@@ -1,0 +1,71 @@
+/* gpulet as a DRA driver (Kubernetes 1.32+, resource.k8s.io/v1beta1): the
+ * node's GPUs published as a ResourceSlice under the driver name
+ * gpu.nvidia.com, as NVIDIA's DRA driver names and describes them, and the
+ * kubelet's DRA plugin API (NodePrepareResources, NodeUnprepareResources)
+ * answered with CDI device IDs of gpulet's own spec (docs/dra.md). */
+#ifndef GPULET_DRA_H
+#define GPULET_DRA_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "gpu/device.h"
+#include "gpu/inventory.h"
+#include "util/err.h"
+#include "util/strbuf.h"
+
+#define DRA_DRIVER "gpu.nvidia.com"
+#define DRA_MAX_RESULTS 64          /* devices of one claim */
+
+/* --- the ResourceSlice (slice.c, pure) ------------------------------------------ */
+
+/* The device name of a GPU, as NVIDIA's driver names it: gpu-<minor>. */
+void dra_device_name(const struct gpu_info *g, char *out, size_t len);
+
+/* The node's ResourceSlice (server-side apply body): every GPU whose
+ * record says healthy, with NVIDIA's attributes and its memory; owned by
+ * the Node (node_uid) so that it goes with it. generation counts changes. */
+void dra_slice_json(const struct gpu_inventory *inv, const struct gpu_device *devs,
+                    const char *node, const char *node_uid, unsigned long long generation,
+                    struct strbuf *out);
+
+/* The slice's object name: <node>-gpu.nvidia.com. */
+void dra_slice_name(const char *node, char *out, size_t len);
+
+/* --- a ResourceClaim's allocation (claim.c, pure, fuzzed) ----------------------- */
+
+struct dra_result {
+    char request[64];
+    char pool[256];
+    char device[64];
+};
+
+struct dra_allocation {
+    char uid[64];                   /* the claim's metadata.uid */
+    struct dra_result results[DRA_MAX_RESULTS];
+    unsigned count;                 /* results for DRA_DRIVER */
+};
+
+/* Reads a ResourceClaim (JSON from the API) into its allocation for this
+ * driver. Fails naming what is missing: not a claim, not allocated. */
+int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, struct err *e);
+
+/* --- the driver on the agent's loop (dra.c) ------------------------------------- */
+
+struct dra;
+
+/* Starts publishing the slice and serving the kubelet's DRA plugin API for
+ * the GPUs of inv, whose health is read in devs (the agent's records,
+ * which outlive the driver). cdi: where the CDI spec's devices are named by
+ * UUID, "nvidia.com/gpu". */
+int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
+              const struct gpu_inventory *inv, const struct gpu_device *devs, struct err *e);
+
+/* A GPU's health changed: the slice follows (one request). */
+void dra_on_device(struct dra *d);
+
+/* Removes the slice and the sockets; frees d once libuv is done with it. */
+void dra_stop(struct dra *d);
+
+#endif

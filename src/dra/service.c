@@ -1,0 +1,101 @@
+/* The kubelet's side of a DRA driver: a registration socket in its
+ * plugins_registry directory (found by inotify) that says where the DRA
+ * plugin API is served, and that API's two methods. */
+#include "dra/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra.pb-c.h"
+#include "pluginregistration.pb-c.h"
+#include "util/dirs.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+static void dra_send(struct grpc_call *call, const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = xmalloc(len + 1);
+    protobuf_c_message_pack(m, buf);
+    grpc_call_send(call, buf, len);
+    grpc_call_finish(call, GRPC_OK, NULL);
+    free(buf);
+}
+
+static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
+{
+    (void)msg;
+    (void)len;
+    struct dra *d = ctx;
+    /* The gRPC services served, as "<package>.<service>": 1.32's kubelet
+     * picks v1beta1.DRAPlugin. */
+    char *versions[] = {"v1beta1.DRAPlugin"};
+    Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+    info.type = "DRAPlugin";
+    info.name = DRA_DRIVER;
+    info.endpoint = d->plugin_socket;
+    info.n_supported_versions = 1;
+    info.supported_versions = versions;
+    dra_send(call, &info.base);
+}
+
+static void rpc_status(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
+{
+    struct dra *d = ctx;
+    Pluginregistration__RegistrationStatus *s =
+        pluginregistration__registration_status__unpack(NULL, len, msg);
+    if (!s) {
+        grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "not a RegistrationStatus");
+        return;
+    }
+    if (s->plugin_registered && !d->registered)
+        log_info("DRA: registered " DRA_DRIVER " with the kubelet (%s)", d->plugin_socket);
+    else if (!s->plugin_registered)
+        log_error("DRA: the kubelet refused " DRA_DRIVER ": %s", s->error ? s->error : "");
+    d->registered = s->plugin_registered;
+    pluginregistration__registration_status__free_unpacked(s, NULL);
+    Pluginregistration__RegistrationStatusResponse r = PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
+    dra_send(call, &r.base);
+}
+
+static void rpc_prepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
+{
+    dra_prepare(ctx, call, msg, len);
+}
+
+static void rpc_unprepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
+{
+    dra_unprepare(ctx, call, msg, len);
+}
+
+int dra_service_start(struct dra *d, struct err *e)
+{
+    d->registration_methods[0] = (struct grpc_method){"/pluginregistration.Registration/GetInfo",
+                                                      rpc_get_info, d};
+    d->registration_methods[1] = (struct grpc_method){
+        "/pluginregistration.Registration/NotifyRegistrationStatus", rpc_status, d};
+    d->service_methods[0] = (struct grpc_method){
+        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources", rpc_prepare, d};
+    d->service_methods[1] = (struct grpc_method){
+        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources", rpc_unprepare, d};
+    char registry[sizeof d->registry_socket];
+    dirs_parent(d->registry_socket, registry, sizeof registry);
+    /* The service first: the kubelet dials it as soon as it reads GetInfo. */
+    if (dirs_make(NULL, d->plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
+        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 2, e) < 0 ||
+        grpc_server_start(&d->registration, d->loop, d->registry_socket, d->registration_methods, 2,
+                          e) < 0)
+        return -1;
+    log_info("DRA: " DRA_DRIVER " serving on %s; registration on %s", d->plugin_socket,
+             d->registry_socket);
+    return 0;
+}
+
+void dra_service_stop(struct dra *d)
+{
+    /* The registration socket first: removing it deregisters the driver. */
+    grpc_server_close(d->registration);
+    d->registration = NULL;
+    grpc_server_close(d->service);
+    d->service = NULL;
+}

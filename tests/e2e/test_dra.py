@@ -1,0 +1,200 @@
+"""gpulet as a DRA driver on a real Kubernetes 1.32 (../shared/k8s-next, or
+$GPULET_K8S pointing at a cluster kit with resource.k8s.io/v1beta1): its
+ResourceSlice lists the simulated GPUs with NVIDIA's attributes, a pod
+whose claim selects a GPU by productName runs and sees its device through
+gpulet's CDI spec, a claim that matches nothing stays Pending with the
+scheduler's reason, a GPU fault takes the GPU out of the slice, and a
+restarted gpulet keeps the running pod and unprepares its claim later.
+
+scripts/test.sh runs this file on its own, with the 1.32 kit; the main
+end-to-end run (1.26) leaves it out."""
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GPULET, SIM_LIB
+
+VERSION = "580.159.04"
+H100 = "NVIDIA H100 80GB HBM3"
+CDI_SPEC = Path("/var/run/cdi/nvidia.com-gpu.json")  # containerd reads only the host's
+
+
+def has_dra(cluster):
+    p = subprocess.run(["kubectl", "api-resources", "--api-group", "resource.k8s.io"],
+                       capture_output=True, text=True, env=cluster.env, timeout=30)
+    return "resourceslices" in p.stdout
+
+
+class Driver:
+    """One gpulet agent with --dra all, restartable."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        base = Path(cluster.base)
+        self.root = base / "driver-stand-in"
+        if not self.root.exists():
+            subprocess.run([GPULET, "sim", "driver-root", str(self.root)], check=True, timeout=30)
+        self.log_path = base / "gpulet-dra.log"
+        self.env = dict(cluster.env, GPULET_SIM_LIB=SIM_LIB, NODE_NAME=cluster.node,
+                        GPULET_SIM_CONTROL=str(base / "sim-dra.sock"))
+        self.proc = None
+        self.starts = 0
+
+    def start(self):
+        self.starts += 1
+        log = open(self.log_path, "a")
+        base = self.cluster.base
+        self.proc = subprocess.Popen(
+            [GPULET, "agent", "--simulate", "dgx-h100", "--dra", "all",
+             "--kubelet-root", f"{base}/kubelet", "--nvidia-driver-root", str(self.root),
+             "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_SPEC.parent),
+             "--labels", "none", "--no-metrics", "--fault-report", "none",
+             "--status-socket", f"{base}/gpulet-dra.sock"],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        log.close()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0, self.log()
+
+    def log(self):
+        return self.log_path.read_text()
+
+    def wait_log(self, text, count=1, timeout=60):
+        deadline = time.monotonic() + timeout
+        while self.log().count(text) < count:
+            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.log()[-3000:]}"
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def driver(cluster):
+    if not has_dra(cluster):
+        pytest.skip(f"the cluster at {cluster.base} serves no resource.k8s.io (DRA needs 1.32, "
+                    "GPULET_K8S=../shared/k8s-next)")
+    made = not CDI_SPEC.parent.exists()  # the host's: what this test makes there, it removes
+    d = Driver(cluster)
+    d.start()
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}))
+    try:
+        yield d
+    finally:
+        if d.proc.poll() is None:
+            d.stop()
+        CDI_SPEC.unlink(missing_ok=True)
+        if made:
+            CDI_SPEC.parent.rmdir()
+
+
+def slice_devices(cluster):
+    slices = [s for s in cluster.get("resourceslices")["items"]
+              if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"].get("nodeName") == cluster.node]
+    return slices[0]["spec"]["devices"] if len(slices) == 1 else None
+
+
+def wait_devices(cluster, n, timeout=60):
+    deadline = time.monotonic() + timeout
+    while (devs := slice_devices(cluster)) is None or len(devs) != n:
+        assert time.monotonic() < deadline, devs
+        time.sleep(0.5)
+    return devs
+
+
+def claim_pod(cluster, name, expression, command):
+    """A pod whose one container asks for one GPU through a claim template."""
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{
+            "name": "gpu", "deviceClassName": "gpu.nvidia.com",
+            "selectors": [{"cel": {"expression": expression}}]}]}}}}))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                                 "command": ["sh", "-c", command],
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+
+
+def test_slice_lists_the_gpus(cluster, driver):
+    devs = wait_devices(cluster, 8)
+    names = sorted(d["name"] for d in devs)
+    assert names == [f"gpu-{i}" for i in range(8)]
+    attrs = devs[0]["basic"]["attributes"]
+    assert attrs["productName"] == {"string": H100}
+    assert attrs["type"] == {"string": "gpu"}
+    assert attrs["architecture"] == {"string": "Hopper"}
+    assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert attrs["driverVersion"] == {"version": "580.159.4"}
+    assert attrs["uuid"]["string"].startswith("GPU-")
+    assert devs[0]["basic"]["capacity"]["memory"]["value"] == "81559Mi"
+    # Owned by the Node, so it goes with it.
+    s = next(s for s in cluster.get("resourceslices")["items"] if s["spec"]["driver"] == "gpu.nvidia.com")
+    assert s["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    assert "no device plugin registers" in driver.log()
+
+
+def test_claim_by_product_runs(cluster, driver):
+    wait_devices(cluster, 8)
+    claim_pod(cluster, "dra-h100", f"device.attributes['gpu.nvidia.com'].productName == '{H100}'",
+              "ls /dev; env; echo done")
+    cluster.wait_phase("dra-h100", "Succeeded")
+    out = cluster.kubectl("logs", "dra-h100")
+    nodes = [w for w in out.split() if w.startswith("nvidia") and w[6:].isdigit()]
+    assert len(nodes) == 1 and "nvidiactl" in out, out
+    assert "NVIDIA_VISIBLE_DEVICES=void" in out and "done" in out, out
+    # The claim generated for the pod goes with it; gpulet's log names it.
+    driver.wait_log("DRA: prepared claim default/dra-h100-gpu")
+    assert "): 1 device(s)" in driver.log()
+    cluster.kubectl("delete", "pod", "dra-h100", "--wait=true", "--timeout=60s")
+    driver.wait_log("DRA: unprepared claim default/")
+
+
+def test_claim_matching_nothing_stays_pending(cluster, driver):
+    claim_pod(cluster, "dra-none", "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'",
+              "true")
+    deadline = time.monotonic() + 60
+    while True:
+        events = cluster.kubectl("get", "events", "--field-selector", "involvedObject.name=dra-none",
+                                 "-o", "json")
+        reasons = [(e["reason"], e["message"]) for e in json.loads(events)["items"]]
+        if any(r == "FailedScheduling" for r, _ in reasons):
+            break
+        assert time.monotonic() < deadline, reasons
+        time.sleep(1)
+    assert cluster.get("pod", "dra-none")["status"]["phase"] == "Pending"
+    msg = next(m for r, m in reasons if r == "FailedScheduling")
+    assert "cannot allocate all claims" in msg or "claim" in msg, msg
+    cluster.kubectl("delete", "pod", "dra-none", "--wait=false")
+
+
+def test_fault_updates_the_slice(cluster, driver):
+    wait_devices(cluster, 8)
+    p = subprocess.run([GPULET, "sim", "xid", "5", "79"], capture_output=True, text=True,
+                       env=driver.env, timeout=10)
+    assert p.returncode == 0, p.stderr
+    devs = wait_devices(cluster, 7)
+    assert "gpu-5" not in [d["name"] for d in devs]
+
+
+def test_restart_keeps_the_pod(cluster, driver):
+    """A pod keeps running across a gpulet restart; the restarted gpulet,
+    from its checkpoint, unprepares the claim when the pod goes."""
+    claim_pod(cluster, "dra-long", "device.driver == 'gpu.nvidia.com'", "sleep 3600")
+    cluster.wait_phase("dra-long", "Running")
+    driver.wait_log("DRA: prepared claim default/dra-long")
+    driver.stop()
+    driver.start()
+    driver.wait_log("prepared claim(s) from", timeout=60)
+    time.sleep(2)
+    assert cluster.get("pod", "dra-long")["status"]["phase"] == "Running"
+    cluster.kubectl("delete", "pod", "dra-long", "--wait=true", "--timeout=60s")
+    driver.wait_log("DRA: unprepared claim default/dra-long")

@@ -1,0 +1,157 @@
+"""gpulet as a DRA driver against a stand-in API server (fakeapi.py) and a
+grpcio stand-in for the kubelet: registration (GetInfo, with the exact
+service names), the node's ResourceSlice (applied, updated on a fault,
+deleted on exit), NodePrepareResources (CDI IDs of gpulet's spec,
+idempotent from the checkpoint, refused for an unhealthy or unknown
+device) and NodeUnprepareResources; and all of it under valgrind."""
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+from conftest import GPULET, SANITIZED, SOURCE
+from fakeapi import FakeAPI
+
+DRA = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+REG = "/pluginregistration.Registration/"
+
+
+def dra_stubs(out):
+    """Message classes of the two protos (the service paths are the kubelet's
+    own, so no generated stub is used)."""
+    out.mkdir(exist_ok=True)
+    for proto in ("dra/v1beta1", "pluginregistration/v1"):
+        d = SOURCE / "proto" / proto
+        name = proto.split("/")[0]
+        shutil.copy(d / "api.proto", out / f"{name}.proto")
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{out}", f"--python_out={out}",
+                        f"{name}.proto"], check=True)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("dra_pb2"), importlib.import_module("pluginregistration_pb2")
+
+
+def call(sock, path, req, resp_cls):
+    with grpc.insecure_channel(f"unix://{sock}") as ch:
+        fn = ch.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=resp_cls.FromString)
+        return fn(req, timeout=30)
+
+
+def claim(uid, device, pool="n1"):
+    return {"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1beta1",
+            "metadata": {"name": f"c-{uid}", "namespace": "ns", "uid": uid},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}]}}}}
+
+
+@pytest.fixture
+def dra(agent, sim_env, tmp_path):
+    api = FakeAPI("n1")
+    pb, reg = dra_stubs(tmp_path / "stubs")
+    root = tmp_path / "driver"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env, timeout=30)
+
+    def start(prefix=()):
+        return agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "kubelet"),
+                     "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")), "--node-name", "n1",
+                     "--nvidia-driver-root", str(root), "--labels", "none", "--no-metrics",
+                     "--fault-report", "none", "--status-socket", str(tmp_path / "status.sock"),
+                     prefix=prefix)
+    yield api, pb, reg, start, tmp_path
+    api.stop()
+
+
+def uuids(gpulet_list):
+    return [g["uuid"] for g in json.loads(gpulet_list)["gpus"]]
+
+
+def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
+    kubelet = tmp / "kubelet"
+    reg_sock = kubelet / "plugins_registry" / "gpu.nvidia.com-reg.sock"
+    a.wait_log("DRA: " + "gpu.nvidia.com serving on", timeout=60)
+    info = call(reg_sock, REG + "GetInfo", reg.InfoRequest(), reg.PluginInfo)
+    assert (info.type, info.name, list(info.supported_versions)) == (
+        "DRAPlugin", "gpu.nvidia.com", ["v1beta1.DRAPlugin"])
+    assert info.endpoint == str(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock")
+    call(reg_sock, REG + "NotifyRegistrationStatus", reg.RegistrationStatus(plugin_registered=True),
+         reg.RegistrationStatusResponse)
+    a.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
+    assert "no device plugin registers" in a.log()
+    # The slice: eight GPUs, owned by the Node.
+    api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 8,
+                 "a slice of 8 devices", timeout=30)
+    s = api.slices["n1-gpu.nvidia.com"]
+    assert s["metadata"]["ownerReferences"][0]["uid"] == "uid-n1"
+    assert s["spec"]["pool"]["name"] == "n1" and s["spec"]["nodeName"] == "n1"
+    # Prepare: the CDI device of GPU 3, by UUID.
+    ids = uuids(gpulet("list", "--simulate", "dgx-h100", "-o", "json").stdout)
+    api.claims[("ns", "c-one")] = claim("one", "gpu-3")
+    req = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="one", name="c-one")])
+    r = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources", req,
+             pb.NodePrepareResourcesResponse)
+    got = r.claims["one"]
+    assert not got.error, got.error
+    assert [(d.pool_name, d.device_name, list(d.cdi_device_ids), list(d.request_names)) for d in got.devices] == [
+        ("n1", "gpu-3", [f"nvidia.com/gpu={ids[3]}"], ["gpu"])]
+    checkpoint = json.loads((kubelet / "plugins" / "gpu.nvidia.com" / "checkpoint.json").read_text())
+    assert [c["uid"] for c in checkpoint["claims"]] == ["one"]
+    spec = json.loads((tmp / "node-cdi" / "nvidia.com-gpu.json").read_text())
+    assert ids[3] in [d["name"] for d in spec["devices"]]
+    # Again: the same answer, from the checkpoint, without asking the API server.
+    asked = sum(1 for m, p, _ in api.requests if "resourceclaims" in p)
+    r2 = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources", req,
+              pb.NodePrepareResourcesResponse)
+    assert r2.claims["one"] == got
+    assert sum(1 for m, p, _ in api.requests if "resourceclaims" in p) == asked
+    # A fault: GPU 5 leaves the slice; a claim on it is refused with the reason.
+    p = subprocess.run([GPULET, "sim", "xid", "5", "79"], capture_output=True,
+                       text=True, env=sim_env, timeout=10)
+    assert p.returncode == 0, p.stderr
+    api.wait_for(lambda: len(api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]) == 7,
+                 "the slice without gpu-5", timeout=30)
+    api.claims[("ns", "c-two")] = claim("two", "gpu-5")
+    api.claims[("ns", "c-three")] = claim("three", "gpu-0", pool="another-node")
+    r = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
+             pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="two", name="c-two"),
+                                                    pb.Claim(namespace="ns", uid="three", name="c-three"),
+                                                    pb.Claim(namespace="ns", uid="four", name="c-four")]),
+             pb.NodePrepareResourcesResponse)
+    assert "gpu-5" in r.claims["two"].error and "unhealthy" in r.claims["two"].error
+    assert "pool another-node" in r.claims["three"].error
+    assert "HTTP 404" in r.claims["four"].error
+    # Unprepare: gone from the checkpoint; an unknown claim is no error.
+    r = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodeUnprepareResources",
+             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="one", name="c-one"),
+                                                      pb.Claim(namespace="ns", uid="x", name="x")]),
+             pb.NodeUnprepareResourcesResponse)
+    assert set(r.claims) == {"one", "x"} and not r.claims["one"].error
+    checkpoint = json.loads((kubelet / "plugins" / "gpu.nvidia.com" / "checkpoint.json").read_text())
+    assert checkpoint["claims"] == []
+    # Exit: the slice and the sockets go.
+    assert a.stop() == 0
+    assert "n1-gpu.nvidia.com" not in api.slices
+    assert not reg_sock.exists()
+
+
+def test_dra(dra, sim_env, gpulet):
+    api, pb, reg, start, tmp = dra
+    exercise(api, pb, reg, start(), tmp, sim_env, gpulet)
+
+
+def test_dra_needs_a_node(agent, tmp_path):
+    a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
+              "--labels", "none", "--status-socket", str(tmp_path / "s.sock"))
+    a.wait_log("--dra needs the Node's name")
+    assert a.stop() == 0
+
+
+@pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
+def test_valgrind_dra(dra, sim_env, gpulet):
+    api, pb, reg, start, tmp = dra
+    a = start(prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
+                      "--errors-for-leak-kinds=definite,indirect", "-q"))
+    exercise(api, pb, reg, a, tmp, sim_env, gpulet)

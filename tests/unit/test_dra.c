@@ -1,0 +1,113 @@
+/* DRA's pure halves: the node's ResourceSlice from the simulated inventory
+ * (NVIDIA's device names and attributes, unhealthy GPUs left out) and a
+ * ResourceClaim's allocation for this driver (with the bad claims). */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra/dra.h"
+#include "nvml/nvml.h"
+#include "testutil.h"
+
+static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
+{
+    struct nvml n;
+    struct gpu_inventory inv;
+    struct err e;
+    testutil_sim_start(&n, preset);
+    assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
+    struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    if (unhealthy_gpu < inv.count)
+        devs[unhealthy_gpu].health.reason = HEALTH_XID;
+    struct strbuf out = {0};
+    dra_slice_json(&inv, devs, "node-a", "uid-1", 3, &out);
+    json_t *slice = json_loads(out.data, 0, NULL);
+    assert_non_null(slice);
+    strbuf_free(&out);
+    free(devs);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+    return slice;
+}
+
+static const char *attr(json_t *dev, const char *name, const char *type)
+{
+    return json_string_value(json_object_get(
+        json_object_get(json_object_get(json_object_get(dev, "basic"), "attributes"), name), type));
+}
+
+static void test_slice(void **state)
+{
+    (void)state;
+    json_t *s = slice_of("dgx-h100", 2);
+    assert_string_equal(json_string_value(json_object_get(s, "kind")), "ResourceSlice");
+    json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
+    assert_string_equal(json_string_value(json_object_get(meta, "name")), "node-a-gpu.nvidia.com");
+    json_t *owner = json_array_get(json_object_get(meta, "ownerReferences"), 0);
+    assert_string_equal(json_string_value(json_object_get(owner, "kind")), "Node");
+    assert_string_equal(json_string_value(json_object_get(owner, "uid")), "uid-1");
+    assert_string_equal(json_string_value(json_object_get(spec, "driver")), "gpu.nvidia.com");
+    assert_string_equal(json_string_value(json_object_get(spec, "nodeName")), "node-a");
+    json_t *pool = json_object_get(spec, "pool");
+    assert_int_equal(json_integer_value(json_object_get(pool, "generation")), 3);
+    json_t *devices = json_object_get(spec, "devices");
+    assert_int_equal(json_array_size(devices), 7); /* GPU 2 is unhealthy */
+    json_t *d0 = json_array_get(devices, 0);
+    assert_string_equal(json_string_value(json_object_get(d0, "name")), "gpu-0");
+    assert_string_equal(attr(d0, "type", "string"), "gpu");
+    assert_string_equal(attr(d0, "productName", "string"), "NVIDIA H100 80GB HBM3");
+    assert_string_equal(attr(d0, "architecture", "string"), "Hopper");
+    assert_string_equal(attr(d0, "cudaComputeCapability", "version"), "9.0.0");
+    assert_string_equal(attr(d0, "driverVersion", "version"), "580.159.4");
+    assert_string_equal(attr(d0, "cudaDriverVersion", "version"), "13.0.0");
+    assert_true(!strncmp(attr(d0, "uuid", "string"), "GPU-", 4));
+    json_t *mem = json_object_get(json_object_get(json_object_get(d0, "basic"), "capacity"), "memory");
+    assert_string_equal(json_string_value(json_object_get(mem, "value")), "81559Mi");
+    for (size_t i = 0; i < json_array_size(devices); i++)
+        assert_string_not_equal(json_string_value(json_object_get(json_array_get(devices, i), "name")),
+                                "gpu-2");
+    json_decref(s);
+}
+
+static void test_claim(void **state)
+{
+    (void)state;
+    static const char claim[] =
+        "{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"c-1\",\"name\":\"x\"},"
+        "\"status\":{\"allocation\":{\"devices\":{\"results\":["
+        "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"node-a\",\"device\":\"gpu-3\"},"
+        "{\"request\":\"nic\",\"driver\":\"net.example.com\",\"pool\":\"node-a\",\"device\":\"eth1\"},"
+        "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"node-a\",\"device\":\"gpu-4\"}"
+        "]}}}}";
+    struct dra_allocation a;
+    struct err e;
+    assert_int_equal(dra_claim_parse(claim, strlen(claim), &a, &e), 0);
+    assert_string_equal(a.uid, "c-1");
+    assert_int_equal(a.count, 2); /* another driver's device is not ours */
+    assert_string_equal(a.results[1].device, "gpu-4");
+    assert_string_equal(a.results[0].pool, "node-a");
+    static const struct {
+        const char *json, *why;
+    } bad[] = {
+        {"{", "not JSON"},
+        {"{\"kind\":\"Pod\"}", "not a ResourceClaim"},
+        {"{\"kind\":\"ResourceClaim\",\"metadata\":{}}", "without metadata.uid"},
+        {"{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"u\"},\"status\":{}}", "is not allocated"},
+        {"{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"u\"},\"status\":{\"allocation\":{"
+         "\"devices\":{\"results\":[{\"driver\":\"gpu.nvidia.com\",\"pool\":\"p\"}]}}}}",
+         "lacks request, pool or device"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(dra_claim_parse(bad[i].json, strlen(bad[i].json), &a, &e), -1);
+        assert_contains(e.msg, bad[i].why);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_claim),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
