@@ -172,7 +172,7 @@ fi
 # --- fuzzing. A fixed seed keeps this short run repeatable; long runs
 # (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.
 # A harness that does not build or run is one failure, not zero tests.
-if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-15}" | tee build/fuzz.log; then
+if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-10}" | tee build/fuzz.log; then
     grep -q '^fuzz .*: FAILED$' build/fuzz.log || { failed=$((failed + 1)); failures+=("fuzzing (did not run)"); }
 fi
 passed=$((passed + $(grep -c '^fuzz .*: ok$' build/fuzz.log)))

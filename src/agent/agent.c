@@ -68,8 +68,11 @@ static int agent_reload(struct agent *a, const struct config_text *named, struct
         agent_dra_start(a, &old);
         agent_mig_start(a); /* a MIG strategy may be new */
     }
-    if (!a->nplugins && !a->restart_pending)
-        return 0; /* not serving yet (start-up), or NVML never started */
+    /* Not serving yet (start-up), or NVML never started; unless DRA just
+     * stopped or started serving every GPU, which moves them to or from
+     * the device plugins. */
+    if (!a->nplugins && !a->restart_pending && (old.dra == a->cfg.dra || !a->nvml_up))
+        return 0;
     agent_plugins_restart(a);
     return 0;
 }

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""DRA driver costs, against the stand-in API server of the integration
+tests (tests/integration/fakeapi.py) on the simulated dgx-h100:
+- NodePrepareResources latency, p50 and p99 over N claims, each new (one
+  GET of the claim from the API server, the checkpoint written) and each
+  repeated (answered from the checkpoint);
+- ResourceSlice publish time after a change: from just before `gpulet sim
+  xid` starts to the apply request's arrival at the API server;
+- the agent's RSS with --dra all, and with --dra off (the device plugin),
+  both talking to the API server (libcurl loaded): labels and the fault
+  report for the device plugin's run, as a DaemonSet has them.
+usage: bench/dra_bench.py [--claims 200] [--gpulet build-release/gpulet]"""
+import argparse
+import importlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from fakeapi import FakeAPI  # noqa: E402
+from kubelet import FakeKubelet, load_stubs  # noqa: E402
+
+import grpc  # noqa: E402
+
+DRA = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+
+
+def dra_pb(out):
+    out.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "proto" / "dra" / "v1beta1" / "api.proto", out / "dra.proto")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{out}", f"--python_out={out}",
+                    "dra.proto"], check=True)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("dra_pb2")
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def start(gpulet, tmp, env, *args):
+    log = open(tmp / f"agent-{len(list(tmp.glob('agent-*')))}.log", "w")
+    return subprocess.Popen([gpulet, "agent", "--simulate", "dgx-h100", "--no-metrics",
+                             "--kubelet-root", str(tmp / "kubelet"),
+                             "--status-socket", str(tmp / "status.sock"), *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def wait(pred, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise SystemExit("timed out")
+        time.sleep(0.01)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--claims", type=int, default=200)
+    ap.add_argument("--gpulet", default=str(ROOT / "build-release" / "gpulet"))
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        pb = dra_pb(tmp / "stubs")
+        api = FakeAPI("n1")
+        env = dict(os.environ, GPULET_SIM_CONTROL=str(tmp / "sim.sock"),
+                   GPULET_CDI_SPEC_DIR=str(tmp / "cdi"), GPULET_SIM_LIB=str(Path(a.gpulet).parent / "libgpulet-nvml-sim.so"))
+        root = tmp / "driver"
+        subprocess.run([a.gpulet, "sim", "driver-root", str(root)], check=True, env=env)
+        kubeconfig = str(api.kubeconfig(tmp / "kubeconfig"))
+        proc = start(a.gpulet, tmp, env, "--dra", "all", "--node-name", "n1", "--nvidia-driver-root", str(root),
+                     "--kubeconfig", kubeconfig, "--labels", "none", "--fault-report", "none")
+        wait(lambda: "n1-gpu.nvidia.com" in api.slices)
+        sock = f"unix://{tmp}/kubelet/plugins/gpu.nvidia.com/dra.sock"
+        ch = grpc.insecure_channel(sock)
+        prepare = ch.unary_unary(DRA + "NodePrepareResources", request_serializer=lambda m: m.SerializeToString(),
+                                 response_deserializer=pb.NodePrepareResourcesResponse.FromString)
+        unprepare = ch.unary_unary(DRA + "NodeUnprepareResources",
+                                   request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=pb.NodeUnprepareResourcesResponse.FromString)
+        new, again = [], []
+        for i in range(a.claims):
+            uid = f"u{i}"
+            api.claims[("ns", f"c{i}")] = {
+                "kind": "ResourceClaim", "metadata": {"name": f"c{i}", "namespace": "ns", "uid": uid},
+                "status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": f"gpu-{i % 8}"}]}}}}
+            req = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c{i}")])
+            t0 = time.perf_counter()
+            r = prepare(req, timeout=10)
+            new.append((time.perf_counter() - t0) * 1e3)
+            assert not r.claims[uid].error, r.claims[uid].error
+            t0 = time.perf_counter()
+            prepare(req, timeout=10)
+            again.append((time.perf_counter() - t0) * 1e3)
+            unprepare(pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c{i}")]),
+                      timeout=10)
+        print(f"NodePrepareResources, {a.claims} new claims: p50 {statistics.median(new):.2f} ms, "
+              f"p99 {pct(new, 0.99):.2f} ms")
+        print(f"NodePrepareResources, the same again (checkpoint): p50 {statistics.median(again):.2f} ms, "
+              f"p99 {pct(again, 0.99):.2f} ms")
+        rounds = []
+        for gpu in range(8):
+            seen = len(api.requests)
+            t0 = time.perf_counter()
+            subprocess.run([a.gpulet, "sim", "xid", str(gpu), "79"], check=True, env=env, capture_output=True)
+            wait(lambda: any(m == "PATCH" and "resourceslices" in p for m, p, _ in api.requests[seen:]))
+            rounds.append((time.perf_counter() - t0) * 1e3)
+        print(f"ResourceSlice publish after an XID (incl. the gpulet sim process), 8 faults: "
+              f"median {statistics.median(rounds):.1f} ms, max {max(rounds):.1f} ms")
+        print(f"agent RSS with --dra all: {rss_kib(proc.pid) / 1024:.1f} MiB")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        # The same node served by the device plugin instead.
+        kb = load_stubs(tmp / "dp-stubs")
+        k = FakeKubelet(tmp / "kubelet", *kb)
+        k.start()
+        proc = start(a.gpulet, tmp, env, "--node-name", "n1", "--kubeconfig", kubeconfig, "--labels", "api")
+        k.wait_registrations(1, timeout=30)
+        time.sleep(1)
+        wait(lambda: api.labels().get("nvidia.com/gpu.count") == "8")
+        print(f"agent RSS with --dra off (device plugin, labels and fault report on the API): "
+              f"{rss_kib(proc.pid) / 1024:.1f} MiB")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        k.stop()
+        api.stop()
+
+
+if __name__ == "__main__":
+    main()
