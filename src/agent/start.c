@@ -42,11 +42,18 @@ int agent_plugin_start(struct agent *a, struct err *e)
     agent_driver_start(a);
     for (unsigned i = 0; i < a->inv.count; i++)
         metrics_on_device(a->metrics, i, 0, &a->devs[i]);
-    if (a->cfg.dra == CONFIG_DRA_ALL) {
-        /* Never one GPU through both: DRA serves them all (agent_dra_start). */
+    /* Never one GPU through both: the resources leave out DRA's GPUs
+     * (config_dra_takes), and where DRA has them all, no plugin registers. */
+    unsigned dra_gpus = 0;
+    for (unsigned i = 0; i < a->inv.count; i++)
+        dra_gpus += config_dra_takes(&a->cfg, &a->inv.gpus[i]);
+    if (a->inv.count && dra_gpus == a->inv.count) {
         log_info("DRA serves every GPU: no device plugin registers");
         return 0;
     }
+    if (dra_gpus)
+        log_info("DRA serves %u of %u GPUs (--dra-gpus %s); device plugins the rest", dra_gpus,
+                 a->inv.count, a->cfg.dra_gpus);
     const struct plugin_hooks hooks = {agent_on_allocate, a};
     a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
     for (unsigned r = 0; r < a->nresources; r++) {
@@ -91,7 +98,8 @@ static const char *agent_proc_root(const struct agent *a)
 {
     if (a->cfg.id_strategy != CONFIG_ID_UUID || a->cfg.mig_strategy != CONFIG_MIG_NONE ||
         a->cfg.nresources > 0 || /* per-model resources need the product names */
-        a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS || config_cdi_wanted(&a->cfg))
+        a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS || config_cdi_wanted(&a->cfg) ||
+        a->cfg.dra != CONFIG_DRA_OFF) /* which GPUs DRA takes needs their names */
         return NULL;             /* the driver's files need NVML's driver version */
     if (strcmp(a->cfg.proc_root, "/proc"))
         return a->cfg.proc_root;

@@ -4,10 +4,12 @@
 #include "config/config.h"
 #include "driver/driver.h"
 #include "gpu/health.h"
+#include "gpu/inventory.h"
 #include "sim/scenario.h"
 #include "config/internal.h"
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -249,6 +251,20 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     if (driver_parse_caps(c->driver_caps, &caps, &ce) < 0)
         return err_usage(e, "--driver-capabilities: %s", ce.msg);
     return 0;
+}
+
+bool config_dra_takes(const struct config *c, const struct gpu_info *g)
+{
+    if (c->dra != CONFIG_DRA_ALL)
+        return false;
+    char list[sizeof c->dra_gpus], index[16];
+    snprintf(list, sizeof list, "%s", c->dra_gpus);
+    snprintf(index, sizeof index, "%u", g->index);
+    char *save = NULL;
+    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
+        if (!strcmp(item, index) || !strcmp(item, g->uuid) || fnmatch(item, g->name, 0) == 0)
+            return true;
+    return false;
 }
 
 bool config_cdi_wanted(const struct config *c)

@@ -114,6 +114,7 @@ struct config {
     /* node labels (GPU feature discovery's flags where it has one) */
     int labels_output;                  /* enum config_labels */
     unsigned dra;                       /* enum config_dra */
+    char dra_gpus[256];                 /* which GPUs, with CONFIG_DRA_ALL (config_dra_takes) */
     char kubelet_registry_dir[CONFIG_PATH_MAX];
     char dra_plugin_dir[CONFIG_PATH_MAX];
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
@@ -222,6 +223,11 @@ int config_node_label(const char *json, size_t len, const char *key, char *out, 
 int config_named_choose(const struct config_named_set *s, const char *label,
                         const char *default_name, const struct config_named **out,
                         const char **why, struct err *e);
+
+/* Whether DRA serves GPU g (--dra all and a --dra-gpus item matches its
+ * product name, index or UUID); the device plugin serves every other. */
+struct gpu_info;
+bool config_dra_takes(const struct config *c, const struct gpu_info *g);
 
 /* Whether a CDI spec is kept in cdi_spec_dir: --write-cdi-spec true, or
  * auto with a cdi-* device list strategy. */

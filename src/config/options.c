@@ -136,6 +136,9 @@ const struct config_opt config_options[] = {
     {"dra", "GPULET_DRA", "flags.dra", T_ENUM, F(dra), dra_choices, "off",
      "serve the GPUs through Dynamic Resource Allocation (driver " "gpu.nvidia.com" ", Kubernetes "
      "1.32+): off, or all (then no device plugin serves them)", NULL, NULL},
+    {"dra-gpus", "GPULET_DRA_GPUS", "flags.draGpus", T_STRING, S(dra_gpus), NULL, "*",
+     "with --dra all, the GPUs DRA serves: a comma list of product-name globs, indexes and UUIDs; "
+     "the device plugin serves the rest", "LIST", NULL},
     {"kubelet-registry-dir", "GPULET_KUBELET_REGISTRY_DIR", NULL, T_STRING, S(kubelet_registry_dir),
      NULL, "", "the kubelet's plugin registration directory (default: <kubelet-root>/plugins_registry)",
      "PATH", NULL},

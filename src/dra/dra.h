@@ -23,12 +23,18 @@
 /* The device name of a GPU, as NVIDIA's driver names it: gpu-<minor>. */
 void dra_device_name(const struct gpu_info *g, char *out, size_t len);
 
-/* The node's ResourceSlice (server-side apply body): every GPU whose
- * record says healthy, with NVIDIA's attributes and its memory; owned by
- * the Node (node_uid) so that it goes with it. generation counts changes. */
-void dra_slice_json(const struct gpu_inventory *inv, const struct gpu_device *devs,
-                    const char *node, const char *node_uid, unsigned long long generation,
-                    struct strbuf *out);
+/* Whether GPU i is in the slice: DRA serves it (--dra-gpus) and its
+ * record says healthy. An unhealthy GPU is left out: 1.32 has no device
+ * taints, and the scheduler must not pick it. */
+bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
+                   const struct gpu_device *devs, unsigned i);
+
+/* The node's ResourceSlice (server-side apply body): the GPUs
+ * dra_publishes, with NVIDIA's attributes and their memory; owned by the
+ * Node (node_uid) so that it goes with it. generation counts changes. */
+void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
+                    const struct gpu_device *devs, const char *node, const char *node_uid,
+                    unsigned long long generation, struct strbuf *out);
 
 /* The slice's object name: <node>-gpu.nvidia.com. */
 void dra_slice_name(const char *node, char *out, size_t len);

@@ -67,6 +67,11 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, char 
         dra_device_name(&d->inv->gpus[i], name, sizeof name);
         if (strcmp(name, r->device))
             continue;
+        if (!config_dra_takes(d->cfg, &d->inv->gpus[i])) {
+            snprintf(why, len, "device %s (%s) is the device plugin's here, not DRA's (--dra-gpus)",
+                     name, d->inv->gpus[i].uuid);
+            return -1;
+        }
         const struct gpu_health *h = &d->devs[i].health;
         if (h->reason != HEALTH_OK) {
             snprintf(why, len, "device %s (%s) is unhealthy: %s", name, d->inv->gpus[i].uuid,

@@ -134,9 +134,9 @@ void dra_publish(struct dra *d)
         return;
     }
     d->generation++;
-    dra_slice_json(d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
+    dra_slice_json(d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
     for (unsigned i = 0; i < d->inv->count; i++)
-        j->devices += d->devs[i].health.reason == HEALTH_OK && d->inv->gpus[i].name[0];
+        j->devices += dra_publishes(d->cfg, d->inv, d->devs, i);
     uv_queue_work(d->loop, &j->work, dra_publish_work, dra_publish_done);
 }
 

@@ -1,4 +1,4 @@
-/* The node's ResourceSlice: one device per GPU, named and described with
+/* The node's ResourceSlice: one device per GPU DRA serves, named and described with
  * the attributes NVIDIA's DRA driver publishes, so that DeviceClasses and
  * claims written for it select gpulet's devices unchanged. */
 #include "dra/dra.h"
@@ -88,9 +88,16 @@ static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info
     return dev;
 }
 
-void dra_slice_json(const struct gpu_inventory *inv, const struct gpu_device *devs,
-                    const char *node, const char *node_uid, unsigned long long generation,
-                    struct strbuf *out)
+bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
+                   const struct gpu_device *devs, unsigned i)
+{
+    return config_dra_takes(cfg, &inv->gpus[i]) && devs[i].health.reason == HEALTH_OK &&
+           inv->gpus[i].name[0];
+}
+
+void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
+                    const struct gpu_device *devs, const char *node, const char *node_uid,
+                    unsigned long long generation, struct strbuf *out)
 {
     char name[320];
     dra_slice_name(node, name, sizeof name);
@@ -106,10 +113,8 @@ void dra_slice_json(const struct gpu_inventory *inv, const struct gpu_device *de
     jsonx_set(meta, "name", jsonx_ok(json_string(name)));
     jsonx_set(meta, "ownerReferences", owners);
     json_t *devices = jsonx_ok(json_array());
-    /* A GPU that is not healthy is left out: 1.32 has no device taints,
-     * and the scheduler must not pick it. */
     for (unsigned i = 0; i < inv->count; i++)
-        if (devs[i].health.reason == HEALTH_OK && inv->gpus[i].name[0])
+        if (dra_publishes(cfg, inv, devs, i))
             jsonx_append(devices, dra_device(inv, &inv->gpus[i]));
     json_t *pool = jsonx_ok(json_object());
     jsonx_set(pool, "name", jsonx_ok(json_string(node)));

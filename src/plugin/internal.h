@@ -41,7 +41,7 @@ struct plugin_resource *plugin_resources_add(struct plugin_resource *r, unsigned
 void plugin_resources_put(struct plugin_resource *x, unsigned gpu, unsigned mig);
 
 /* A GPU advertised as its MIG devices, not whole: MIG enabled, strategy
- * single or mixed. */
+ * single or mixed, and not one DRA serves. */
 bool plugin_mig_skips(const struct config *cfg, const struct gpu_info *g);
 
 /* Adds the MIG devices under the strategy's resources (NVIDIA's rules:

@@ -11,7 +11,8 @@
 
 bool plugin_mig_skips(const struct config *cfg, const struct gpu_info *g)
 {
-    return cfg->mig_strategy != CONFIG_MIG_NONE && g->mig_mode == NVML_DEVICE_MIG_ENABLE;
+    return cfg->mig_strategy != CONFIG_MIG_NONE && g->mig_mode == NVML_DEVICE_MIG_ENABLE &&
+           !config_dra_takes(cfg, g);
 }
 
 /* NVIDIA's single rule, with its reasons. */

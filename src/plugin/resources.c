@@ -34,7 +34,7 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
     if (cfg->nresources == 0) {
         struct plugin_resource *all = plugin_resources_add(r, n, "nvidia.com/gpu", inv->count);
         for (unsigned i = 0; i < inv->count; i++)
-            if (!plugin_mig_skips(cfg, &inv->gpus[i]))
+            if (!plugin_mig_skips(cfg, &inv->gpus[i]) && !config_dra_takes(cfg, &inv->gpus[i]))
                 plugin_resources_put(all, i, 0);
         return 0;
     }
@@ -48,8 +48,8 @@ static int resources_by_model(const struct config *cfg, const struct gpu_invento
     for (unsigned i = 0; i < inv->count; i++) {
         const struct gpu_info *g = &inv->gpus[i];
         struct plugin_resource *mine = NULL;
-        if (plugin_mig_skips(cfg, g))
-            continue;
+        if (plugin_mig_skips(cfg, g) || config_dra_takes(cfg, g))
+            continue; /* served as MIG devices, or through DRA */
         for (unsigned k = 0; k < cfg->nresources; k++) {
             if (fnmatch(cfg->resources[k].pattern, g->name, 0) != 0)
                 continue;

@@ -3,8 +3,10 @@ $GPULET_K8S pointing at a cluster kit with resource.k8s.io/v1beta1): its
 ResourceSlice lists the simulated GPUs with NVIDIA's attributes, a pod
 whose claim selects a GPU by productName runs and sees its device through
 gpulet's CDI spec, a claim that matches nothing stays Pending with the
-scheduler's reason, a GPU fault takes the GPU out of the slice, and a
-restarted gpulet keeps the running pod and unprepares its claim later.
+scheduler's reason, a GPU fault takes the GPU out of the slice, a
+restarted gpulet keeps the running pod and unprepares its claim later, and
+the device plugin serves the GPUs DRA does not (--dra-gpus), each GPU
+through one API only.
 
 scripts/test.sh runs this file on its own, with the 1.32 kit; the main
 end-to-end run (1.26) leaves it out."""
@@ -21,6 +23,7 @@ from conftest import GPULET, SIM_LIB
 VERSION = "580.159.04"
 H100 = "NVIDIA H100 80GB HBM3"
 CDI_SPEC = Path("/var/run/cdi/nvidia.com-gpu.json")  # containerd reads only the host's
+DRA_GPUS = "0,1,2,3,4,5"                             # the device plugin serves GPUs 6 and 7
 
 
 def has_dra(cluster):
@@ -49,8 +52,14 @@ class Driver:
         log = open(self.log_path, "a")
         base = self.cluster.base
         self.proc = subprocess.Popen(
-            [GPULET, "agent", "--simulate", "dgx-h100", "--dra", "all",
-             "--kubelet-root", f"{base}/kubelet", "--nvidia-driver-root", str(self.root),
+            [GPULET, "agent", "--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", DRA_GPUS,
+             # The device-plugin directory is the kubelet's fixed one; the
+             # registration directory follows its --root-dir.
+             "--kubelet-root", "/var/lib/kubelet",
+             "--kubelet-registry-dir", f"{base}/kubelet/plugins_registry",
+             "--dra-plugin-dir", f"{base}/dra", "--pass-device-specs",
+             "--pod-resources-kubelet-socket", self.cluster.env["K8S_POD_RESOURCES_SOCKET"],
+             "--nvidia-driver-root", str(self.root),
              "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_SPEC.parent),
              "--labels", "none", "--no-metrics", "--fault-report", "none",
              "--status-socket", f"{base}/gpulet-dra.sock"],
@@ -125,9 +134,9 @@ def claim_pod(cluster, name, expression, command):
 
 
 def test_slice_lists_the_gpus(cluster, driver):
-    devs = wait_devices(cluster, 8)
+    devs = wait_devices(cluster, 6)
     names = sorted(d["name"] for d in devs)
-    assert names == [f"gpu-{i}" for i in range(8)]
+    assert names == [f"gpu-{i}" for i in range(6)]
     attrs = devs[0]["basic"]["attributes"]
     assert attrs["productName"] == {"string": H100}
     assert attrs["type"] == {"string": "gpu"}
@@ -139,17 +148,28 @@ def test_slice_lists_the_gpus(cluster, driver):
     # Owned by the Node, so it goes with it.
     s = next(s for s in cluster.get("resourceslices")["items"] if s["spec"]["driver"] == "gpu.nvidia.com")
     assert s["metadata"]["ownerReferences"][0]["kind"] == "Node"
-    assert "no device plugin registers" in driver.log()
+
+
+def test_device_plugin_serves_the_rest(cluster, driver):
+    """GPUs 6 and 7 through the device plugin, the other six through DRA."""
+    cluster.wait_gpus("2")
+    assert "DRA serves 6 of 8 GPUs" in driver.log()
+    cluster.pod("dp-gpu", 1, command="ls /dev; echo done")
+    cluster.wait_phase("dp-gpu", "Succeeded")
+    out = cluster.kubectl("logs", "dp-gpu")
+    assert ("nvidia6" in out.split()) != ("nvidia7" in out.split()), out
+    cluster.kubectl("delete", "pod", "dp-gpu", "--wait=false")
 
 
 def test_claim_by_product_runs(cluster, driver):
-    wait_devices(cluster, 8)
+    wait_devices(cluster, 6)
     claim_pod(cluster, "dra-h100", f"device.attributes['gpu.nvidia.com'].productName == '{H100}'",
               "ls /dev; env; echo done")
     cluster.wait_phase("dra-h100", "Succeeded")
     out = cluster.kubectl("logs", "dra-h100")
     nodes = [w for w in out.split() if w.startswith("nvidia") and w[6:].isdigit()]
     assert len(nodes) == 1 and "nvidiactl" in out, out
+    assert nodes[0] not in ("nvidia6", "nvidia7"), out  # the device plugin's
     assert "NVIDIA_VISIBLE_DEVICES=void" in out and "done" in out, out
     # The claim generated for the pod goes with it; gpulet's log names it.
     driver.wait_log("DRA: prepared claim default/dra-h100-gpu")
@@ -177,11 +197,11 @@ def test_claim_matching_nothing_stays_pending(cluster, driver):
 
 
 def test_fault_updates_the_slice(cluster, driver):
-    wait_devices(cluster, 8)
+    wait_devices(cluster, 6)
     p = subprocess.run([GPULET, "sim", "xid", "5", "79"], capture_output=True, text=True,
                        env=driver.env, timeout=10)
     assert p.returncode == 0, p.stderr
-    devs = wait_devices(cluster, 7)
+    devs = wait_devices(cluster, 5)
     assert "gpu-5" not in [d["name"] for d in devs]
 
 

@@ -142,6 +142,38 @@ def test_dra(dra, sim_env, gpulet):
     exercise(api, pb, reg, start(), tmp, sim_env, gpulet)
 
 
+def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
+    """--dra-gpus 0-3 of eight: DRA publishes those four, the device plugin
+    advertises the other four, and neither hands out the other's."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    try:
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", "0,1,2,3",
+                  "--kubelet-root", str(kubelet.root), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
+                  "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "status.sock"))
+        kubelet.wait_registrations(1, timeout=30)
+        a.wait_log("DRA serves 4 of 8 GPUs (--dra-gpus 0,1,2,3)")
+        channel, stub = kubelet.plugin()
+        devs = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=30)).devices
+        channel.close()
+        ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
+                                   text=True, env=sim_env).stdout)
+        assert sorted(d.ID for d in devs) == sorted(ids[4:])
+        api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 4,
+                     "a slice of 4 devices", timeout=30)
+        assert sorted(d["name"] for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]) == [
+            "gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+        api.claims[("ns", "c-6")] = claim("six", "gpu-6")
+        r = call(kubelet.root / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
+                 pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="six", name="c-6")]),
+                 pb.NodePrepareResourcesResponse)
+        assert "the device plugin's here, not DRA's" in r.claims["six"].error
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
 def test_dra_needs_a_node(agent, tmp_path):
     a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
               "--labels", "none", "--status-socket", str(tmp_path / "s.sock"))

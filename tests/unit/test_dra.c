@@ -2,6 +2,7 @@
  * (NVIDIA's device names and attributes, unhealthy GPUs left out) and a
  * ResourceClaim's allocation for this driver (with the bad claims). */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,9 @@ static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
     if (unhealthy_gpu < inv.count)
         devs[unhealthy_gpu].health.reason = HEALTH_XID;
     struct strbuf out = {0};
-    dra_slice_json(&inv, devs, "node-a", "uid-1", 3, &out);
+    struct config cfg = {.dra = CONFIG_DRA_ALL};
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
+    dra_slice_json(&cfg, &inv, devs, "node-a", "uid-1", 3, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
     strbuf_free(&out);
@@ -103,9 +106,32 @@ static void test_claim(void **state)
     }
 }
 
+/* --dra-gpus: product globs, indexes and UUIDs; nothing without --dra all. */
+static void test_takes(void **state)
+{
+    (void)state;
+    struct gpu_info h100 = {.index = 2, .uuid = "GPU-aaa", .name = "NVIDIA H100 80GB HBM3"};
+    struct gpu_info l4 = {.index = 5, .uuid = "GPU-bbb", .name = "NVIDIA L4"};
+    struct config cfg = {.dra = CONFIG_DRA_OFF};
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
+    assert_false(config_dra_takes(&cfg, &h100));
+    cfg.dra = CONFIG_DRA_ALL;
+    assert_true(config_dra_takes(&cfg, &h100) && config_dra_takes(&cfg, &l4));
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*H100*");
+    assert_true(config_dra_takes(&cfg, &h100));
+    assert_false(config_dra_takes(&cfg, &l4));
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "0,5");
+    assert_false(config_dra_takes(&cfg, &h100));
+    assert_true(config_dra_takes(&cfg, &l4));
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "GPU-aaa");
+    assert_true(config_dra_takes(&cfg, &h100));
+    assert_false(config_dra_takes(&cfg, &l4));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_takes),
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_claim),
     };
