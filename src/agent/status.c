@@ -107,12 +107,16 @@ static void status_answer(struct status_conn *c)
         status_health(a, &out);
     else if (!strcmp(c->line, "plugins"))
         status_plugins(a, &out);
+    else if (!strcmp(c->line, "dra") && a->dra)
+        dra_status(a->dra, &out);
+    else if (!strcmp(c->line, "dra"))
+        strbuf_puts(&out, "off\n");
     else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, &e) == 0)
         strbuf_puts(&out, "ok\n");
     else if (!strncmp(c->line, "clear ", 6))
         strbuf_printf(&out, "error: %s\n", e.msg);
     else
-        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, clear GPU)\n", c->line);
+        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, dra, clear GPU)\n", c->line);
     if (out.len && out.data[out.len - 1] != '\n')
         strbuf_puts(&out, "\n");
     c->answered = true;

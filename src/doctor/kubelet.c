@@ -105,6 +105,36 @@ void doctor_registration(struct doctor *d, struct doctor_result *r)
     strbuf_free(&bad);
 }
 
+/* The DRA driver (docs/dra.md): registered with the kubelet, and how much
+ * it serves, from the agent's "dra" answer. */
+void doctor_dra(struct doctor *d, struct doctor_result *r)
+{
+    const struct config *c = d->o->cfg;
+    if (c->dra == CONFIG_DRA_OFF) {
+        doctor_set(r, DOCTOR_SKIP, NULL, "--dra off: the device plugin serves every GPU");
+        return;
+    }
+    char path[CONFIG_PATH_MAX * 2], reply[1024], sock[512], state[32];
+    doctor_path(d, path, sizeof path, c->status_socket, NULL);
+    struct err e;
+    unsigned devices, claims;
+    doctor_step(d, "asking the agent at %s", path);
+    if (unixsock_request(path, "dra\n", reply, sizeof reply, &e) < 0) {
+        doctor_set(r, DOCTOR_FAIL, "is gpulet running on this node?", "gpulet does not answer: %s",
+                   e.msg);
+    } else if (sscanf(reply, "gpu.nvidia.com %511s %31s %u %u", sock, state, &devices, &claims) != 4) {
+        doctor_set(r, DOCTOR_FAIL, "see gpulet's log (--node-name, API server credentials)",
+                   "the agent runs no DRA driver: %.200s", reply);
+    } else if (strcmp(state, "registered")) {
+        doctor_set(r, DOCTOR_FAIL, "is --kubelet-registry-dir the kubelet's <root-dir>/plugins_registry, "
+                   "and DynamicResourceAllocation on (Kubernetes 1.32+)?",
+                   "gpu.nvidia.com is not registered with the kubelet (its service: %s)", sock);
+    } else {
+        doctor_set(r, DOCTOR_PASS, NULL, "gpu.nvidia.com registered: %u device(s) in the ResourceSlice, "
+                   "%u claim(s) prepared", devices, claims);
+    }
+}
+
 /* --- PodResources ------------------------------------------------------------------- */
 
 /* The outcome of one List call. */

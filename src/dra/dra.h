@@ -68,6 +68,11 @@ struct dra;
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs, struct err *e);
 
+/* The status socket's "dra" line: the driver, its socket, registered or
+ * unregistered (the kubelet's word), the devices in the slice, the claims
+ * prepared. */
+void dra_status(const struct dra *d, struct strbuf *out);
+
 /* A GPU's health changed: the slice follows (one request). */
 void dra_on_device(struct dra *d);
 

@@ -81,6 +81,13 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
          reg.RegistrationStatusResponse)
     a.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
     assert "no device plugin registers" in a.log()
+    # The doctor sees it registered, through the status socket's "dra" line.
+    doc = subprocess.run([GPULET, "doctor", "-o", "json", "--simulate", "dgx-h100", "--dra", "all",
+                          "--status-socket", str(tmp / "status.sock"), "--kubelet-root", str(kubelet)],
+                         capture_output=True, text=True, env=sim_env, timeout=60)
+    dra_check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "dra")
+    assert dra_check["status"] == "PASS", dra_check
+    assert "gpu.nvidia.com registered: " in dra_check["message"]
     # The slice: eight GPUs, owned by the Node.
     api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 8,
                  "a slice of 8 devices", timeout=30)
@@ -170,6 +177,9 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
                  pb.NodePrepareResourcesResponse)
         assert "the device plugin's here, not DRA's" in r.claims["six"].error
         assert a.stop() == 0
+        labels = subprocess.run([GPULET, "labels", "--simulate", "dgx-h100", "--dra", "all", "--dra-gpus",
+                                 "0,1,2,3"], capture_output=True, text=True, env=sim_env).stdout
+        assert "gpulet.io/dra.gpus=4" in labels.splitlines(), labels
     finally:
         api.stop()
 
