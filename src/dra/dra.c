@@ -50,11 +50,9 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
 
 void dra_status(const struct dra *d, struct strbuf *out)
 {
-    unsigned devices = 0;
-    for (unsigned i = 0; i < d->inv->count; i++)
-        devices += dra_publishes(d->cfg, d->inv, d->devs, i);
     strbuf_printf(out, DRA_DRIVER " %s %s %u %u\n", d->plugin_socket,
-                  d->registered ? "registered" : "unregistered", devices, d->nprepared);
+                  d->registered ? "registered" : "unregistered", dra_count(d->cfg, d->inv, d->devs),
+                  d->nprepared);
 }
 
 void dra_on_device(struct dra *d)

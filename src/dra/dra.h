@@ -20,14 +20,23 @@
 
 /* --- the ResourceSlice (slice.c, pure) ------------------------------------------ */
 
-/* The device name of a GPU, as NVIDIA's driver names it: gpu-<minor>. */
-void dra_device_name(const struct gpu_info *g, char *out, size_t len);
+/* The device name of GPU g (mig 0) as NVIDIA's driver names it,
+ * gpu-<minor>, or of its MIG device mig - 1: gpu-<minor>-mig-<GI>-<CI>. */
+void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t len);
 
-/* Whether GPU i is in the slice: DRA serves it (--dra-gpus) and its
- * record says healthy. An unhealthy GPU is left out: 1.32 has no device
- * taints, and the scheduler must not pick it. */
+/* How many MIG devices g is published as: 0 for a GPU not in MIG mode. */
+unsigned dra_migs(const struct gpu_info *g);
+
+/* Whether device mig of GPU i (0: the GPU whole) is in the slice: DRA
+ * serves the GPU (--dra-gpus), it is healthy, and it is a MIG device of a
+ * GPU in MIG mode or a GPU that is not. An unhealthy device is left out:
+ * 1.32 has no device taints, and the scheduler must not pick it. */
 bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs, unsigned i);
+                   const struct gpu_device *devs, unsigned i, unsigned mig);
+
+/* The devices in the slice. */
+unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
+                   const struct gpu_device *devs);
 
 /* The node's ResourceSlice (server-side apply body): the GPUs
  * dra_publishes, with NVIDIA's attributes and their memory; owned by the

@@ -55,30 +55,37 @@ static void dra_job_work(uv_work_t *w)
     }
 }
 
-/* The GPU a result names on this node, or -1 with why. */
-static int dra_result_gpu(const struct dra *d, const struct dra_result *r, char *why, size_t len)
+/* The GPU a result names on this node, and its MIG device (*mig, 0 for
+ * the GPU whole), or -1 with why. */
+static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsigned *mig, char *why,
+                          size_t len)
 {
     if (strcmp(r->pool, d->node)) {
         snprintf(why, len, "device %s is in pool %s, not this node's (%s)", r->device, r->pool, d->node);
         return -1;
     }
     for (unsigned i = 0; i < d->inv->count; i++) {
-        char name[32];
-        dra_device_name(&d->inv->gpus[i], name, sizeof name);
-        if (strcmp(name, r->device))
-            continue;
-        if (!config_dra_takes(d->cfg, &d->inv->gpus[i])) {
-            snprintf(why, len, "device %s (%s) is the device plugin's here, not DRA's (--dra-gpus)",
-                     name, d->inv->gpus[i].uuid);
-            return -1;
+        const struct gpu_info *g = &d->inv->gpus[i];
+        for (unsigned k = 0; k <= dra_migs(g); k++) {
+            char name[64];
+            dra_device_name(g, k, name, sizeof name);
+            if (strcmp(name, r->device))
+                continue;
+            if (!config_dra_takes(d->cfg, g)) {
+                snprintf(why, len, "device %s (%s) is the device plugin's here, not DRA's (--dra-gpus)",
+                         name, g->uuid);
+                return -1;
+            }
+            if (!dra_publishes(d->cfg, d->inv, d->devs, i, k)) {
+                const struct gpu_health *h = k ? &d->devs[i].mig_health[k - 1] : &d->devs[i].health;
+                snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
+                         k ? g->mig[k - 1].uuid : g->uuid,
+                         d->devs[i].health.reason != HEALTH_OK ? d->devs[i].health.detail : h->detail);
+                return -1;
+            }
+            *mig = k;
+            return (int)i;
         }
-        const struct gpu_health *h = &d->devs[i].health;
-        if (h->reason != HEALTH_OK) {
-            snprintf(why, len, "device %s (%s) is unhealthy: %s", name, d->inv->gpus[i].uuid,
-                     h->detail);
-            return -1;
-        }
-        return (int)i;
     }
     snprintf(why, len, "this node has no device %s", r->device);
     return -1;
@@ -91,13 +98,16 @@ static bool dra_job_map(struct dra *d, const struct dra_job_claim *c, struct dra
     memset(p, 0, sizeof *p);
     snprintf(p->uid, sizeof p->uid, "%s", c->uid);
     for (unsigned k = 0; k < c->alloc.count; k++) {
-        int g = dra_result_gpu(d, &c->alloc.results[k], why, len);
+        unsigned mig = 0;
+        int g = dra_result_gpu(d, &c->alloc.results[k], &mig, why, len);
         if (g < 0)
             return false;
         struct dra_prepared_device *pd = &p->devs[p->count++];
         snprintf(pd->request, sizeof pd->request, "%s", c->alloc.results[k].request);
         snprintf(pd->device, sizeof pd->device, "%s", c->alloc.results[k].device);
-        snprintf(pd->uuid, sizeof pd->uuid, "%s", d->inv->gpus[g].uuid);
+        /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
+        snprintf(pd->uuid, sizeof pd->uuid, "%s",
+                 mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
     }
     return true;
 }

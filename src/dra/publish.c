@@ -135,8 +135,7 @@ void dra_publish(struct dra *d)
     }
     d->generation++;
     dra_slice_json(d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
-    for (unsigned i = 0; i < d->inv->count; i++)
-        j->devices += dra_publishes(d->cfg, d->inv, d->devs, i);
+    j->devices = dra_count(d->cfg, d->inv, d->devs);
     uv_queue_work(d->loop, &j->work, dra_publish_work, dra_publish_done);
 }
 

@@ -10,9 +10,17 @@
 
 #include "util/jsonx.h"
 
-void dra_device_name(const struct gpu_info *g, char *out, size_t len)
+void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t len)
 {
-    snprintf(out, len, "gpu-%u", g->minor);
+    if (mig)
+        snprintf(out, len, "gpu-%u-mig-%u-%u", g->minor, g->mig[mig - 1].gi, g->mig[mig - 1].ci);
+    else
+        snprintf(out, len, "gpu-%u", g->minor);
+}
+
+unsigned dra_migs(const struct gpu_info *g)
+{
+    return g->mig_mode == NVML_DEVICE_MIG_ENABLE ? g->nmig : 0;
 }
 
 void dra_slice_name(const char *node, char *out, size_t len)
@@ -56,16 +64,23 @@ static void dra_arch(const char *arch, char *out, size_t len)
     out[0] = (char)toupper((unsigned char)out[0]);
 }
 
-static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info *g)
+/* Device mig of GPU g (0: the GPU whole): NVIDIA's attributes, and for a
+ * MIG device its own (type mig, its UUID, its parent's, its profile). */
+static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info *g, unsigned mig)
 {
-    char name[32], arch[32], cc[32], cuda[32];
-    dra_device_name(g, name, sizeof name);
+    char name[64], arch[32], cc[32], cuda[32];
+    dra_device_name(g, mig, name, sizeof name);
     dra_arch(g->architecture, arch, sizeof arch);
     snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
     snprintf(cuda, sizeof cuda, "%d.%d", inv->cuda_version / 1000, inv->cuda_version % 1000 / 10);
+    const struct gpu_mig *m = mig ? &g->mig[mig - 1] : NULL;
     json_t *attrs = jsonx_ok(json_object());
-    jsonx_set(attrs, "type", dra_string("gpu"));
-    jsonx_set(attrs, "uuid", dra_string(g->uuid));
+    jsonx_set(attrs, "type", dra_string(m ? "mig" : "gpu"));
+    jsonx_set(attrs, "uuid", dra_string(m ? m->uuid : g->uuid));
+    if (m) {
+        jsonx_set(attrs, "parentUUID", dra_string(g->uuid));
+        jsonx_set(attrs, "profile", dra_string(m->profile));
+    }
     jsonx_set(attrs, "productName", dra_string(g->name));
     jsonx_set(attrs, "architecture", dra_string(arch));
     if (g->cc_major >= 0)
@@ -74,11 +89,19 @@ static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info
     if (inv->cuda_version > 0)
         jsonx_set(attrs, "cudaDriverVersion", dra_version(cuda));
     char memory[32];
-    snprintf(memory, sizeof memory, "%lluMi", g->memory_total / (1024 * 1024));
+    snprintf(memory, sizeof memory, "%lluMi",
+             m ? m->attr.memorySizeMB : g->memory_total / (1024 * 1024));
+    json_t *capacity = jsonx_ok(json_object());
     json_t *mem = jsonx_ok(json_object());
     jsonx_set(mem, "value", jsonx_ok(json_string(memory)));
-    json_t *capacity = jsonx_ok(json_object());
     jsonx_set(capacity, "memory", mem);
+    if (m) {
+        char sms[16];
+        snprintf(sms, sizeof sms, "%u", m->attr.multiprocessorCount);
+        json_t *mp = jsonx_ok(json_object());
+        jsonx_set(mp, "value", jsonx_ok(json_string(sms)));
+        jsonx_set(capacity, "multiprocessors", mp);
+    }
     json_t *basic = jsonx_ok(json_object());
     jsonx_set(basic, "attributes", attrs);
     jsonx_set(basic, "capacity", capacity);
@@ -89,10 +112,25 @@ static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info
 }
 
 bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs, unsigned i)
+                   const struct gpu_device *devs, unsigned i, unsigned mig)
 {
-    return config_dra_takes(cfg, &inv->gpus[i]) && devs[i].health.reason == HEALTH_OK &&
-           inv->gpus[i].name[0];
+    const struct gpu_info *g = &inv->gpus[i];
+    if (!config_dra_takes(cfg, g) || devs[i].health.reason != HEALTH_OK || !g->name[0])
+        return false;
+    /* A GPU in MIG mode is its MIG devices: CUDA cannot use it whole. */
+    if (mig)
+        return mig <= dra_migs(g) && devs[i].mig_health[mig - 1].reason == HEALTH_OK;
+    return !dra_migs(g) && g->mig_mode != NVML_DEVICE_MIG_ENABLE;
+}
+
+unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
+                   const struct gpu_device *devs)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < inv->count; i++)
+        for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
+            n += dra_publishes(cfg, inv, devs, i, k);
+    return n;
 }
 
 void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
@@ -114,8 +152,9 @@ void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
     jsonx_set(meta, "ownerReferences", owners);
     json_t *devices = jsonx_ok(json_array());
     for (unsigned i = 0; i < inv->count; i++)
-        if (dra_publishes(cfg, inv, devs, i))
-            jsonx_append(devices, dra_device(inv, &inv->gpus[i]));
+        for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
+            if (dra_publishes(cfg, inv, devs, i, k))
+                jsonx_append(devices, dra_device(inv, &inv->gpus[i], k));
     json_t *pool = jsonx_ok(json_object());
     jsonx_set(pool, "name", jsonx_ok(json_string(node)));
     jsonx_set(pool, "generation", jsonx_ok(json_integer((json_int_t)generation)));

@@ -184,6 +184,34 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
         api.stop()
 
 
+def test_dra_mig(agent, sim_env, tmp_path):
+    """A GPU in MIG mode is published as its MIG devices, and a claim on one
+    gets the MIG device's CDI device from gpulet's spec."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    try:
+        a = agent("--simulate", "h200-mig-mixed", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "status.sock"))
+        api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 16,
+                     "a slice of 15 MIG devices and one GPU", timeout=30)
+        mig = next(d for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]
+                   if d["basic"]["attributes"]["profile"] == {"string": "1g.18gb"})
+        uuid = mig["basic"]["attributes"]["uuid"]["string"]
+        api.claims[("ns", "c-m")] = claim("m", mig["name"])
+        r = call(tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
+                 pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="m", name="c-m")]),
+                 pb.NodePrepareResourcesResponse)
+        assert not r.claims["m"].error, r.claims["m"].error
+        assert list(r.claims["m"].devices[0].cdi_device_ids) == [f"nvidia.com/gpu={uuid}"]
+        spec = json.loads((tmp_path / "node-cdi" / "nvidia.com-gpu.json").read_text())
+        assert uuid in [d["name"] for d in spec["devices"]]
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
 def test_dra_needs_a_node(agent, tmp_path):
     a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
               "--labels", "none", "--status-socket", str(tmp_path / "s.sock"))

@@ -26,6 +26,8 @@ static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
     dra_slice_json(&cfg, &inv, devs, "node-a", "uid-1", 3, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
+    assert_int_equal(dra_count(&cfg, &inv, devs),
+                     json_array_size(json_object_get(json_object_get(slice, "spec"), "devices")));
     strbuf_free(&out);
     free(devs);
     gpu_inventory_free(&inv);
@@ -69,6 +71,28 @@ static void test_slice(void **state)
     for (size_t i = 0; i < json_array_size(devices); i++)
         assert_string_not_equal(json_string_value(json_object_get(json_array_get(devices, i), "name")),
                                 "gpu-2");
+    json_decref(s);
+}
+
+/* A GPU in MIG mode is its MIG devices, each with its own UUID, its
+ * parent's, its profile and its memory; a GPU without MIG stays whole. */
+static void test_slice_mig(void **state)
+{
+    (void)state;
+    json_t *s = slice_of("h200-mig-mixed", 99);
+    json_t *devices = json_object_get(json_object_get(s, "spec"), "devices");
+    assert_int_equal(json_array_size(devices), 4 + 4 + 7 + 1);
+    json_t *m = json_array_get(devices, 0), *whole = json_array_get(devices, 15);
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "gpu-0-mig-1-0");
+    assert_string_equal(attr(m, "type", "string"), "mig");
+    assert_string_equal(attr(m, "profile", "string"), "3g.71gb");
+    assert_true(!strncmp(attr(m, "uuid", "string"), "MIG-", 4));
+    assert_true(!strncmp(attr(m, "parentUUID", "string"), "GPU-", 4));
+    json_t *cap = json_object_get(json_object_get(m, "basic"), "capacity");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(cap, "memory"), "value")),
+                        "71424Mi");
+    assert_string_equal(json_string_value(json_object_get(whole, "name")), "gpu-3");
+    assert_string_equal(attr(whole, "type", "string"), "gpu");
     json_decref(s);
 }
 
@@ -133,6 +157,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_takes),
         cmocka_unit_test(test_slice),
+        cmocka_unit_test(test_slice_mig),
         cmocka_unit_test(test_claim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
