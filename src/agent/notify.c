@@ -12,6 +12,7 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
         for (unsigned r = 0; r < a->nplugins; r++)
             plugin_on_device(a->plugins[r], gpu, what);
         agent_labels_refresh(a);
+        agent_dra_refresh(a);
         return;
     }
     const struct gpu_device *d = &a->devs[gpu];
@@ -26,10 +27,10 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
     metrics_on_device(a->metrics, gpu, what, d);
     for (unsigned r = 0; r < a->nplugins; r++)
         plugin_on_device(a->plugins[r], gpu, what);
-    if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS))
+    if (what & (GPU_CHANGED_HEALTH | GPU_CHANGED_FACTS)) {
         agent_labels_refresh(a);
-    if (what & GPU_CHANGED_HEALTH) {
-        agent_report_refresh(a);
-        agent_dra_refresh(a);
+        agent_dra_refresh(a); /* a MIG layout is facts: the slice follows both */
     }
+    if (what & GPU_CHANGED_HEALTH)
+        agent_report_refresh(a);
 }

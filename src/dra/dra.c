@@ -36,8 +36,9 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     snprintf(d->checkpoint, sizeof d->checkpoint, "%s/checkpoint.json", d->plugin_dir);
     uv_timer_init(loop, &d->retry);
     d->retry.data = d;
+    /* The checkpoint before the service: a repeated prepare must find it. */
     if (kube_creds_load(&d->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0 ||
-        dra_service_start(d, e) < 0 || dra_checkpoint_load(d, e) < 0) {
+        dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
         dra_stop(d);
         return -1;
     }
