@@ -149,6 +149,8 @@ static Drav1beta1__NodePrepareResourceResponse *dra_job_claim_answer(struct aren
         return dra_answer(a, d, known, NULL);
     struct dra_prepared p;
     char why[512];
+    if (c->known) /* its allocation was not read: the checkpoint had it */
+        snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
     if (c->error[0] || !dra_job_map(d, c, &p, why, sizeof why)) {
         const char *msg = c->error[0] ? c->error : why;
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, msg);
