@@ -21,7 +21,8 @@ struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid)
 
 static void dra_checkpoint_copy(json_t *o, const char *key, char *out, size_t len)
 {
-    snprintf(out, len, "%s", json_string_value(json_object_get(o, key)) ? json_string_value(json_object_get(o, key)) : "");
+    const char *v = json_string_value(json_object_get(o, key));
+    snprintf(out, len, "%s", v ? v : "");
 }
 
 int dra_checkpoint_load(struct dra *d, struct err *e)

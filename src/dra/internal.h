@@ -50,6 +50,10 @@ struct dra {
 int dra_service_start(struct dra *d, struct err *e);
 void dra_service_stop(struct dra *d);
 
+/* Answers call with one message and OK (prepare.c; the services too). */
+struct ProtobufCMessage;
+void dra_reply(struct grpc_call *call, const struct ProtobufCMessage *m);
+
 /* Prepares claims (prepare.c): answers call once each claim's allocation
  * is read from the API server; unprepares at once. */
 void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
@@ -57,7 +61,8 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
 
 /* The slice (publish.c): a round now, or as soon as the one in flight ends. */
 void dra_publish(struct dra *d);
-/* Deletes the slice, blocking (at stop). */
+/* Deletes the slice on the worker pool, after a round in flight (at stop,
+ * with d->stopping set; d stays until it is done). */
 void dra_unpublish(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */

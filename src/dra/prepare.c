@@ -14,6 +14,16 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
+void dra_reply(struct grpc_call *call, const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = xmalloc(len + 1);
+    protobuf_c_message_pack(m, buf);
+    grpc_call_send(call, buf, len);
+    grpc_call_finish(call, GRPC_OK, NULL);
+    free(buf);
+}
+
 struct dra_job_claim {
     char ns[256], name[256], uid[64];
     bool known;                       /* prepared before: the checkpoint answers */
@@ -184,12 +194,7 @@ static void dra_job_done(uv_work_t *w, int status)
         struct err e;
         if (changed && dra_checkpoint_save(d, &e) < 0)
             log_error("DRA: %s; a restarted gpulet will not know these claims", e.msg);
-        size_t len = drav1beta1__node_prepare_resources_response__get_packed_size(&resp);
-        uint8_t *buf = xmalloc(len + 1);
-        drav1beta1__node_prepare_resources_response__pack(&resp, buf);
-        grpc_call_send(j->call, buf, len);
-        grpc_call_finish(j->call, GRPC_OK, NULL);
-        free(buf);
+        dra_reply(j->call, &resp.base);
         arena_free(&a);
     }
     free(j->claims);
@@ -263,11 +268,6 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
     struct err e;
     if (changed && dra_checkpoint_save(d, &e) < 0)
         log_error("DRA: %s", e.msg);
-    size_t n = drav1beta1__node_unprepare_resources_response__get_packed_size(&resp);
-    uint8_t *buf = xmalloc(n + 1);
-    drav1beta1__node_unprepare_resources_response__pack(&resp, buf);
-    grpc_call_send(call, buf, n);
-    grpc_call_finish(call, GRPC_OK, NULL);
-    free(buf);
+    dra_reply(call, &resp.base);
     arena_free(&a);
 }

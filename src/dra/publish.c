@@ -1,7 +1,9 @@
 /* The node's ResourceSlice on the API server: built on the loop from the
  * agent's records, sent by server-side apply (one request creates or
  * replaces it) on libuv's worker pool, one round at a time; a change
- * during a round makes one more. Failures retry with backoff. */
+ * during a round makes one more. Failures retry with backoff. The first
+ * round reads the Node's UID (the slice's owner); the last, at stop,
+ * deletes the slice, also off the loop. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -16,23 +18,26 @@
 #define DRA_BACKOFF_MIN_MS 500
 #define DRA_BACKOFF_MAX_MS 30000
 
+/* What a round does. */
+enum dra_round { DRA_ROUND_UID, DRA_ROUND_APPLY, DRA_ROUND_DELETE };
+
 struct dra_publish_job {
     uv_work_t work;
     struct dra *d;
-    struct strbuf body;               /* the slice; empty until the Node's UID is known */
-    char node_uid[64];                /* written by the job when it had to look */
+    enum dra_round kind;
+    struct strbuf body;               /* the slice, for DRA_ROUND_APPLY */
+    char node_uid[64];                /* written by a DRA_ROUND_UID job */
     unsigned devices;
     char error[1024];
 };
 
 /* The Node's UID, which the slice's owner reference needs. */
-static int dra_node_uid(struct dra_publish_job *j)
+static void dra_node_uid(struct dra_publish_job *j)
 {
     char path[512];
     snprintf(path, sizeof path, "/api/v1/nodes/%s", j->d->node);
     struct kube_response r = {0};
     struct err e;
-    int rc = -1;
     if (kube_request(&j->d->creds, "GET", path, NULL, NULL, &r, NULL, &e) < 0) {
         snprintf(j->error, sizeof j->error, "%s", e.msg);
     } else if (r.status != 200) {
@@ -40,42 +45,42 @@ static int dra_node_uid(struct dra_publish_job *j)
     } else {
         json_t *node = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, NULL);
         const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
-        if (uid && strlen(uid) < sizeof j->node_uid) {
+        if (uid && strlen(uid) < sizeof j->node_uid)
             memcpy(j->node_uid, uid, strlen(uid) + 1);
-            rc = 0;
-        } else {
+        else
             snprintf(j->error, sizeof j->error, "GET %.400s: no metadata.uid", path);
-        }
         json_decref(node);
     }
     kube_response_free(&r);
-    return rc;
 }
 
-static void dra_publish_work(uv_work_t *w)
+/* Applies the slice, or deletes it (a missing slice is deleted already). */
+static void dra_slice_request(struct dra_publish_job *j)
 {
-    struct dra_publish_job *j = w->data;
-    if (!j->body.len)
-        return; /* the UID round: dra_node_uid only */
     char name[320], path[512];
     dra_slice_name(j->d->node, name, sizeof name);
-    snprintf(path, sizeof path,
-             "/apis/resource.k8s.io/v1beta1/resourceslices/%s?fieldManager=gpulet&force=true", name);
+    bool apply = j->kind == DRA_ROUND_APPLY;
+    snprintf(path, sizeof path, "/apis/resource.k8s.io/v1beta1/resourceslices/%s%s", name,
+             apply ? "?fieldManager=gpulet&force=true" : "");
     struct kube_response r = {0};
     struct err e;
-    if (kube_request(&j->d->creds, "PATCH", path, "application/apply-patch+yaml", j->body.data, &r,
+    if (kube_request(&j->d->creds, apply ? "PATCH" : "DELETE", path,
+                     apply ? "application/apply-patch+yaml" : NULL, apply ? j->body.data : NULL, &r,
                      NULL, &e) < 0)
         snprintf(j->error, sizeof j->error, "%s", e.msg);
-    else if (r.status != 200 && r.status != 201)
-        snprintf(j->error, sizeof j->error, "apply ResourceSlice %.300s: HTTP %ld: %.300s", name,
-                 r.status, r.body.data ? r.body.data : "");
+    else if (r.status != 200 && r.status != 201 && !(!apply && r.status == 404))
+        snprintf(j->error, sizeof j->error, "%s ResourceSlice %.300s: HTTP %ld: %.300s",
+                 apply ? "apply" : "delete", name, r.status, r.body.data ? r.body.data : "");
     kube_response_free(&r);
 }
 
-static void dra_uid_work(uv_work_t *w)
+static void dra_round_work(uv_work_t *w)
 {
     struct dra_publish_job *j = w->data;
-    dra_node_uid(j);
+    if (j->kind == DRA_ROUND_UID)
+        dra_node_uid(j);
+    else
+        dra_slice_request(j);
 }
 
 static void dra_retry(uv_timer_t *t)
@@ -83,7 +88,20 @@ static void dra_retry(uv_timer_t *t)
     dra_publish(t->data);
 }
 
-static void dra_publish_done(uv_work_t *w, int status)
+static void dra_round_start(struct dra *d, enum dra_round kind);
+
+/* A failed round: the slice is due again after a backoff. */
+static void dra_round_failed(struct dra *d, const char *error)
+{
+    d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DRA_BACKOFF_MIN_MS;
+    if (d->backoff_ms > DRA_BACKOFF_MAX_MS)
+        d->backoff_ms = DRA_BACKOFF_MAX_MS;
+    log_warn("DRA: %s; again in %u ms", error, d->backoff_ms);
+    d->dirty = true;
+    uv_timer_start(&d->retry, dra_retry, d->backoff_ms, 0);
+}
+
+static void dra_round_done(uv_work_t *w, int status)
 {
     (void)status;
     struct dra_publish_job *j = w->data;
@@ -92,67 +110,60 @@ static void dra_publish_done(uv_work_t *w, int status)
     d->publishing = false;
     if (j->node_uid[0])
         memcpy(d->node_uid, j->node_uid, sizeof d->node_uid);
-    if (j->error[0]) {
-        d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DRA_BACKOFF_MIN_MS;
-        if (d->backoff_ms > DRA_BACKOFF_MAX_MS)
-            d->backoff_ms = DRA_BACKOFF_MAX_MS;
-        log_warn("DRA: %s; again in %u ms", j->error, d->backoff_ms);
-        d->dirty = true;
-        if (!d->stopping)
-            uv_timer_start(&d->retry, dra_retry, d->backoff_ms, 0);
-    } else if (j->body.len) {
-        d->backoff_ms = 0;
+    if (j->kind == DRA_ROUND_DELETE)
+        log_info("DRA: ResourceSlice %s%s%s", j->error[0] ? "not deleted: " : "deleted",
+                 j->error, j->error[0] ? " (the kubelet removes it later)" : "");
+    else if (j->error[0] && !d->stopping)
+        dra_round_failed(d, j->error);
+    else if (j->kind == DRA_ROUND_APPLY && !j->error[0])
         log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", j->devices,
                  d->generation);
-    }
-    if (d->stopping && j->body.len && !j->error[0])
-        dra_unpublish(d); /* this round landed after the stop's delete */
+    if (!j->error[0] && j->kind == DRA_ROUND_APPLY)
+        d->backoff_ms = 0;
+    enum dra_round kind = j->kind;
     strbuf_free(&j->body);
     free(j);
-    if (!d->stopping && (d->dirty || !d->node_uid[0]) && !uv_is_active((uv_handle_t *)&d->retry))
+    if (d->stopping && kind != DRA_ROUND_DELETE)
+        dra_round_start(d, DRA_ROUND_DELETE); /* the stop waited for this round */
+    else if (!d->stopping && d->dirty && !uv_is_active((uv_handle_t *)&d->retry))
         dra_publish(d);
     dra_maybe_free(d);
+}
+
+static void dra_round_start(struct dra *d, enum dra_round kind)
+{
+    if (kind == DRA_ROUND_DELETE && !d->node_uid[0])
+        return; /* nothing was ever published */
+    struct dra_publish_job *j = xcalloc(1, sizeof *j);
+    j->d = d;
+    j->kind = kind;
+    j->work.data = j;
+    d->publishing = true;
+    d->jobs++;
+    if (kind == DRA_ROUND_APPLY) {
+        d->generation++;
+        dra_slice_json(d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
+        j->devices = dra_count(d->cfg, d->inv, d->devs);
+    }
+    uv_queue_work(d->loop, &j->work, dra_round_work, dra_round_done);
 }
 
 void dra_publish(struct dra *d)
 {
     if (d->stopping)
         return;
-    if (d->publishing) {
-        d->dirty = true; /* one more round once this one ends */
-        return;
-    }
-    struct dra_publish_job *j = xcalloc(1, sizeof *j);
-    j->d = d;
-    j->work.data = j;
-    d->publishing = true;
-    d->dirty = false;
-    d->jobs++;
-    if (!d->node_uid[0]) {
-        d->dirty = true; /* the slice itself comes next */
-        uv_queue_work(d->loop, &j->work, dra_uid_work, dra_publish_done);
-        return;
-    }
-    d->generation++;
-    dra_slice_json(d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
-    j->devices = dra_count(d->cfg, d->inv, d->devs);
-    uv_queue_work(d->loop, &j->work, dra_publish_work, dra_publish_done);
+    d->dirty = true;
+    if (d->publishing)
+        return; /* one more round once this one ends */
+    /* The first round reads the Node's UID; the slice itself comes next. */
+    if (d->node_uid[0])
+        d->dirty = false;
+    dra_round_start(d, d->node_uid[0] ? DRA_ROUND_APPLY : DRA_ROUND_UID);
 }
 
 void dra_unpublish(struct dra *d)
 {
-    if (!d->node_uid[0])
-        return;
-    char name[320], path[512];
-    dra_slice_name(d->node, name, sizeof name);
-    snprintf(path, sizeof path, "/apis/resource.k8s.io/v1beta1/resourceslices/%s", name);
-    struct kube_response r = {0};
-    struct err e;
-    if (kube_request(&d->creds, "DELETE", path, NULL, NULL, &r, NULL, &e) < 0)
-        log_warn("DRA: ResourceSlice %s not deleted: %s (the kubelet removes it later)", name, e.msg);
-    else if (r.status != 200 && r.status != 404)
-        log_warn("DRA: ResourceSlice %s not deleted: HTTP %ld", name, r.status);
-    else
-        log_info("DRA: ResourceSlice %s deleted", name);
-    kube_response_free(&r);
+    /* A round in flight deletes when it ends (dra_round_done). */
+    if (!d->publishing)
+        dra_round_start(d, DRA_ROUND_DELETE);
 }

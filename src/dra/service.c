@@ -3,24 +3,11 @@
  * plugin API is served, and that API's two methods. */
 #include "dra/internal.h"
 
-#include <stdlib.h>
-#include <string.h>
 
 #include "dra.pb-c.h"
 #include "pluginregistration.pb-c.h"
 #include "util/dirs.h"
 #include "util/log.h"
-#include "util/xmalloc.h"
-
-static void dra_send(struct grpc_call *call, const ProtobufCMessage *m)
-{
-    size_t len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = xmalloc(len + 1);
-    protobuf_c_message_pack(m, buf);
-    grpc_call_send(call, buf, len);
-    grpc_call_finish(call, GRPC_OK, NULL);
-    free(buf);
-}
 
 static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
 {
@@ -36,7 +23,7 @@ static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len,
     info.endpoint = d->plugin_socket;
     info.n_supported_versions = 1;
     info.supported_versions = versions;
-    dra_send(call, &info.base);
+    dra_reply(call, &info.base);
 }
 
 static void rpc_status(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
@@ -55,7 +42,7 @@ static void rpc_status(struct grpc_call *call, const uint8_t *msg, size_t len, v
     d->registered = s->plugin_registered;
     pluginregistration__registration_status__free_unpacked(s, NULL);
     Pluginregistration__RegistrationStatusResponse r = PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
-    dra_send(call, &r.base);
+    dra_reply(call, &r.base);
 }
 
 static void rpc_prepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)

@@ -297,11 +297,12 @@ void labels_build(const struct labels_input *in, struct label_set *out)
         healthy += !in->devs || in->devs[i].health.reason == HEALTH_OK;
     label_set_put(out, LABELS_OWN_PREFIX "gpu.healthy", "%u", healthy);
     /* How many GPUs are claimed through DRA (docs/dra.md), not counted. */
-    unsigned dra = 0;
-    for (unsigned i = 0; i < inv->count; i++)
-        dra += config_dra_takes(cfg, &inv->gpus[i]);
-    if (cfg->dra != CONFIG_DRA_OFF)
+    if (cfg->dra != CONFIG_DRA_OFF) {
+        unsigned dra = 0;
+        for (unsigned i = 0; i < inv->count; i++)
+            dra += config_dra_takes(cfg, &inv->gpus[i]);
         label_set_put(out, LABELS_OWN_PREFIX "dra.gpus", "%u", dra);
+    }
     labels_models(inv, out);
     labels_mig(in, out);
     label_set_sort(out);

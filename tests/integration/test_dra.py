@@ -94,6 +94,12 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     s = api.slices["n1-gpu.nvidia.com"]
     assert s["metadata"]["ownerReferences"][0]["uid"] == "uid-n1"
     assert s["spec"]["pool"]["name"] == "n1" and s["spec"]["nodeName"] == "n1"
+    # Bytes that are no request: INVALID_ARGUMENT, and the driver serves on.
+    with grpc.insecure_channel(f"unix://{kubelet / 'plugins' / 'gpu.nvidia.com' / 'dra.sock'}") as ch:
+        raw = ch.unary_unary(DRA + "NodePrepareResources")
+        with pytest.raises(grpc.RpcError) as bad:
+            raw(b"\xff\xff\xff", timeout=10)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # Prepare: the CDI device of GPU 3, by UUID.
     ids = uuids(gpulet("list", "--simulate", "dgx-h100", "-o", "json").stdout)
     api.claims[("ns", "c-one")] = claim("one", "gpu-3")
