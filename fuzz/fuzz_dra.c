@@ -1,6 +1,8 @@
-/* libFuzzer harness for a ResourceClaim from the API server (DRA's
- * prepare): any bytes give an allocation or one error message, never a
- * crash or leak, and never more results than there is room for. */
+/* libFuzzer harness for what DRA's prepare reads from the API server: a
+ * ResourceClaim (its allocation, its opaque GpuConfig, its reservedFor)
+ * and a Pod (the containers using a claim). Any bytes give an answer or
+ * one error message, never a crash or leak, and never more than there is
+ * room for. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,8 +16,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (dra_claim_parse((const char *)data, size, &a, &e) < 0) {
         if (!e.msg[0])
             __builtin_trap();
-    } else if (a.count > DRA_MAX_RESULTS || !a.uid[0]) {
+    } else if (a.count > DRA_MAX_RESULTS || !a.uid[0] || a.nconfigs > DRA_MAX_CONFIGS) {
         __builtin_trap();
+    } else {
+        for (unsigned i = 0; i < a.count; i++)
+            if (a.results[i].config >= (int)a.nconfigs)
+                __builtin_trap();
+        for (unsigned i = 0; i < a.nconfigs; i++)
+            if (a.configs[i].nlimits > DRA_MAX_LIMITS || a.configs[i].thread_percentage > 100)
+                __builtin_trap();
     }
+    char pods[4][128];
+    if (dra_claim_pods((const char *)data, size, pods, 4) > 4)
+        __builtin_trap();
+    struct dra_consumer c[4];
+    if (dra_pod_consumers((const char *)data, size, "claim", c, 1, 4) > 4)
+        __builtin_trap();
     return 0;
 }

@@ -2,9 +2,36 @@
  * the GPUs and prepares claims, and no device plugin serves them. */
 #include "agent/internal.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
+#include "util/xmalloc.h"
+
+struct agent_holders {
+    struct metrics_holder *h;
+    unsigned n;
+};
+
+static void agent_dra_holder(void *ctx, const char *uuid, const struct dra_consumer *c)
+{
+    struct agent_holders *x = ctx;
+    x->h = xrealloc(x->h, (x->n + 1) * sizeof *x->h);
+    struct metrics_holder *h = &x->h[x->n++];
+    snprintf(h->uuid, sizeof h->uuid, "%s", uuid);
+    snprintf(h->pod, sizeof h->pod, "%s", c->pod);
+    snprintf(h->ns, sizeof h->ns, "%s", c->ns);
+    snprintf(h->container, sizeof h->container, "%s", c->container);
+}
+
+void agent_dra_holders(struct agent *a)
+{
+    struct agent_holders x = {0};
+    dra_holders(a->dra, agent_dra_holder, &x);
+    metrics_on_claims(a->metrics, x.h, x.n);
+    free(x.h);
+}
 
 /* The settings a reload must compare. */
 static bool agent_dra_same(const struct config *a, const struct config *b)
@@ -15,6 +42,11 @@ static bool agent_dra_same(const struct config *a, const struct config *b)
            !strcmp(a->dra_plugin_dir, b->dra_plugin_dir);
 }
 
+static void agent_dra_on_claims(void *ctx)
+{
+    agent_dra_holders(ctx);
+}
+
 void agent_dra_start(struct agent *a, const struct config *old)
 {
     if (old && agent_dra_same(old, &a->cfg))
@@ -23,8 +55,11 @@ void agent_dra_start(struct agent *a, const struct config *old)
     if (a->cfg.dra != CONFIG_DRA_ALL)
         return;
     struct err e;
-    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &e) < 0)
+    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .ctx = a};
+    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, &e) < 0)
         log_error("DRA: %s; the GPUs are not served", e.msg);
+    else
+        agent_dra_holders(a); /* the checkpoint's */
 }
 
 void agent_dra_refresh(struct agent *a)
@@ -34,6 +69,9 @@ void agent_dra_refresh(struct agent *a)
 
 void agent_dra_stop(struct agent *a)
 {
+    if (!a->dra)
+        return;
     dra_stop(a->dra);
     a->dra = NULL;
+    metrics_on_claims(a->metrics, NULL, 0);
 }

@@ -13,7 +13,7 @@ static void agent_cdi_write(struct agent *a)
     struct err e;
     bool written;
     if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, false, &text, &e) < 0 ||
-        cdi_spec_write(a->cfg.cdi_spec_dir, &text, &written, &e) < 0)
+        cdi_spec_write(a->cfg.cdi_spec_dir, CDI_SPEC_FILE, &text, &written, &e) < 0)
         log_error("%s; containers asking for CDI devices will not start", e.msg);
     else if (written)
         log_info("CDI spec written: %s/" CDI_SPEC_FILE " (%u GPU(s), %u driver file mount(s))",

@@ -183,6 +183,9 @@ void agent_report_stop(struct agent *a);
  * changes it; told of every health change. */
 void agent_dra_start(struct agent *a, const struct config *old);
 void agent_dra_refresh(struct agent *a);
+/* Tells metrics who holds the claims' devices (at a change, and once
+ * metrics has started). */
+void agent_dra_holders(struct agent *a);
 void agent_dra_stop(struct agent *a);
 
 /* Starts the status socket, making its directory (recorded in a->made);

@@ -83,7 +83,7 @@ void agent_mps_stop(struct agent *a)
     if (!a->mps)
         return;
     for (unsigned r = 0; r < a->nresources; r++)
-        mps_stop(a->mps[r]);
+        mps_stop(a->mps[r], false);
     agent_mps_compute_mode(a, false);
     free(a->mps);
     free(a->mps_modes);

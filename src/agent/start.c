@@ -215,6 +215,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
                       &e) < 0)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
+    agent_dra_holders(a);
     const double *t = a->start_ms;
     log_info("start-up: %s %.1f ms, plugin %.1f ms; then %sthe rest of the inventory and events "
              "%.1f ms, metrics %.1f ms; total %.1f ms",

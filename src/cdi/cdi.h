@@ -20,8 +20,10 @@
 int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
                   const struct config *cfg, bool yaml, struct strbuf *out, struct err *e);
 
-/* Writes text to dir/CDI_SPEC_FILE atomically (a temporary file renamed
- * over it), unless the file already holds it: *written says which. */
-int cdi_spec_write(const char *dir, const struct strbuf *text, bool *written, struct err *e);
+/* Writes text to dir/name (CDI_SPEC_FILE, or a DRA claim's) atomically (a
+ * temporary file renamed over it), unless the file already holds it:
+ * *written says which. */
+int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text, bool *written,
+                   struct err *e);
 
 #endif

@@ -248,17 +248,18 @@ static bool cdi_same(const char *path, const struct strbuf *text)
     return same;
 }
 
-int cdi_spec_write(const char *dir, const struct strbuf *text, bool *written, struct err *e)
+int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text, bool *written,
+                   struct err *e)
 {
-    char path[CONFIG_PATH_MAX + 64], tmp[CONFIG_PATH_MAX + 80];
-    snprintf(path, sizeof path, "%s/" CDI_SPEC_FILE, dir);
+    char path[CONFIG_PATH_MAX + 128], tmp[CONFIG_PATH_MAX + 144];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     *written = false;
     if (cdi_same(path, text))
         return 0;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return err_set(e, "CDI spec: cannot create %s: %s", dir, strerror(errno));
     /* A name CDI loaders skip (they read *.json and *.yaml only). */
-    snprintf(tmp, sizeof tmp, "%s/.gpulet-spec.tmp", dir);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return err_set(e, "CDI spec: cannot write in %s: %s", dir, strerror(errno));

@@ -7,26 +7,35 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dra/dra.h"
 #include "kube/kube.h"
 #include "util/jsonx.h"
 #include "util/strbuf.h"
 
 /* What a right is for; which configurations need it. */
-enum api_use { USE_LABELS = 1, USE_REPORT = 2, USE_CONFIG = 4 };
+enum api_use { USE_LABELS = 1, USE_REPORT = 2, USE_CONFIG = 4, USE_DRA = 8 };
+
+#define DRA_GROUP "resource.k8s.io"
 
 static const struct api_right {
-    const char *verb, *resource, *subresource;
+    const char *group, *verb, *resource, *subresource;
     unsigned use;
     const char *why;
 } api_rights[] = {
-    {"get", "nodes", "", USE_LABELS | USE_REPORT, "node labels and the fault report"},
-    {"patch", "nodes", "", USE_LABELS | USE_REPORT, "node labels and the fault taint"},
-    {"patch", "nodes", "status", USE_REPORT, "the Node condition GPUUnhealthy"},
-    {"create", "events", "", USE_REPORT, "GPU events on the Node"},
-    {"patch", "events", "", USE_REPORT, "GPU events' counts"},
-    {"watch", "nodes", "", USE_CONFIG, "the per-node config label"},
-    {"get", "configmaps", "", USE_CONFIG, "the per-node configs"},
-    {"watch", "configmaps", "", USE_CONFIG, "the per-node configs"},
+    {"", "get", "nodes", "", USE_LABELS | USE_REPORT | USE_DRA,
+     "node labels, the fault report and the slice's owner"},
+    {"", "patch", "nodes", "", USE_LABELS | USE_REPORT, "node labels and the fault taint"},
+    {"", "patch", "nodes", "status", USE_REPORT, "the Node condition GPUUnhealthy"},
+    {"", "create", "events", "", USE_REPORT, "GPU events on the Node"},
+    {"", "patch", "events", "", USE_REPORT, "GPU events' counts"},
+    {"", "watch", "nodes", "", USE_CONFIG, "the per-node config label"},
+    {"", "get", "configmaps", "", USE_CONFIG, "the per-node configs"},
+    {"", "watch", "configmaps", "", USE_CONFIG, "the per-node configs"},
+    {DRA_GROUP, "patch", "resourceslices", "", USE_DRA, "publishing the node's ResourceSlice"},
+    {DRA_GROUP, "delete", "resourceslices", "", USE_DRA, "removing the slice on exit"},
+    {DRA_GROUP, "watch", "resourceslices", "", USE_DRA, "publishing the slice again once deleted"},
+    {DRA_GROUP, "get", "resourceclaims", "", USE_DRA, "preparing claims"},
+    {"", "get", "pods", "", USE_DRA, "pod labels for the containers of claims"},
 };
 
 /* The configuration's uses of the API server. */
@@ -34,7 +43,7 @@ static unsigned api_uses(const struct config *c)
 {
     bool labels = c->labels_output == CONFIG_LABELS_API || c->labels_output == CONFIG_LABELS_AUTO;
     return (labels ? USE_LABELS : 0) | (c->fault_report != CONFIG_REPORT_NONE ? USE_REPORT : 0) |
-           (c->config_map[0] ? USE_CONFIG : 0);
+           (c->config_map[0] ? USE_CONFIG : 0) | (c->dra == CONFIG_DRA_ALL ? USE_DRA : 0);
 }
 
 /* The namespace and object a right is asked for. */
@@ -42,7 +51,11 @@ static void api_target(const struct config *c, const struct api_right *r, char *
                        char *name, size_t namelen)
 {
     ns[0] = name[0] = '\0';
-    if (!strcmp(r->resource, "nodes")) {
+    if (!strcmp(r->resource, "resourceslices")) {
+        dra_slice_name(c->node_name, name, namelen);
+    } else if (!strcmp(r->resource, "resourceclaims") || !strcmp(r->resource, "pods")) {
+        return; /* any namespace's */
+    } else if (!strcmp(r->resource, "nodes")) {
         snprintf(name, namelen, "%s", c->node_name);
     } else if (!strcmp(r->resource, "events")) {
         snprintf(ns, nslen, "default"); /* where the kubelet puts a Node's events too */
@@ -64,11 +77,11 @@ static int api_allowed(const struct kube_creds *creds, const struct config *c,
 {
     char ns[128], name[256];
     api_target(c, r, ns, sizeof ns, name, sizeof name);
-    json_t *req = jsonx_ok(json_pack("{s:s, s:s, s:{s:{s:s, s:s, s:s, s:s, s:s}}}", "apiVersion",
+    json_t *req = jsonx_ok(json_pack("{s:s, s:s, s:{s:{s:s, s:s, s:s, s:s, s:s, s:s}}}", "apiVersion",
                                      "authorization.k8s.io/v1", "kind", "SelfSubjectAccessReview",
-                                     "spec", "resourceAttributes", "verb", r->verb, "resource",
-                                     r->resource, "subresource", r->subresource, "namespace", ns,
-                                     "name", name));
+                                     "spec", "resourceAttributes", "group", r->group, "verb", r->verb,
+                                     "resource", r->resource, "subresource", r->subresource,
+                                     "namespace", ns, "name", name));
     struct strbuf body = {0};
     jsonx_dump(req, JSON_COMPACT, &body);
     json_decref(req);

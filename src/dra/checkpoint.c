@@ -25,6 +25,26 @@ static void dra_checkpoint_copy(json_t *o, const char *key, char *out, size_t le
     snprintf(out, len, "%s", v ? v : "");
 }
 
+static unsigned long long dra_checkpoint_number(json_t *o, const char *key)
+{
+    json_int_t v = json_integer_value(json_object_get(o, key));
+    return v > 0 ? (unsigned long long)v : 0;
+}
+
+static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
+{
+    json_t *x;
+    size_t k;
+    json_array_foreach(list, k, x) {
+        if (p->nconsumers == DRA_MAX_CONSUMERS)
+            break;
+        struct dra_consumer *c = &p->consumers[p->nconsumers++];
+        dra_checkpoint_copy(x, "pod", c->pod, sizeof c->pod);
+        dra_checkpoint_copy(x, "namespace", c->ns, sizeof c->ns);
+        dra_checkpoint_copy(x, "container", c->container, sizeof c->container);
+    }
+}
+
 int dra_checkpoint_load(struct dra *d, struct err *e)
 {
     json_error_t je;
@@ -44,6 +64,10 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
         struct dra_prepared *p = &d->prepared[d->nprepared++];
         memset(p, 0, sizeof *p);
         dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
+        dra_checkpoint_copy(c, "namespace", p->ns, sizeof p->ns);
+        dra_checkpoint_copy(c, "name", p->name, sizeof p->name);
+        p->thread_percentage = (unsigned)dra_checkpoint_number(c, "mpsActiveThreadPercentage") % 101;
+        dra_checkpoint_consumers(json_object_get(c, "consumers"), p);
         json_t *devs = json_object_get(c, "devices"), *x;
         size_t k;
         json_array_foreach(devs, k, x) {
@@ -53,6 +77,12 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
             dra_checkpoint_copy(x, "request", pd->request, sizeof pd->request);
             dra_checkpoint_copy(x, "device", pd->device, sizeof pd->device);
             dra_checkpoint_copy(x, "uuid", pd->uuid, sizeof pd->uuid);
+            char strategy[16];
+            dra_checkpoint_copy(x, "sharing", strategy, sizeof strategy);
+            pd->strategy = !strcmp(strategy, "MPS")           ? DRA_SHARING_MPS
+                           : !strcmp(strategy, "TimeSlicing") ? DRA_SHARING_TIMESLICING
+                                                              : DRA_SHARING_NONE;
+            pd->pinned_mib = dra_checkpoint_number(x, "mpsPinnedMiB");
         }
     }
     json_decref(root);
@@ -70,11 +100,29 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
             jsonx_set(x, "request", jsonx_ok(json_string(p->devs[k].request)));
             jsonx_set(x, "device", jsonx_ok(json_string(p->devs[k].device)));
             jsonx_set(x, "uuid", jsonx_ok(json_string(p->devs[k].uuid)));
+            if (p->devs[k].strategy != DRA_SHARING_NONE)
+                jsonx_set(x, "sharing", jsonx_ok(json_string(p->devs[k].strategy == DRA_SHARING_MPS
+                                                                 ? "MPS" : "TimeSlicing")));
+            if (p->devs[k].pinned_mib)
+                jsonx_set(x, "mpsPinnedMiB", jsonx_ok(json_integer((json_int_t)p->devs[k].pinned_mib)));
             jsonx_append(devs, x);
+        }
+        json_t *consumers = jsonx_ok(json_array());
+        for (unsigned k = 0; k < p->nconsumers; k++) {
+            json_t *x = jsonx_ok(json_object());
+            jsonx_set(x, "pod", jsonx_ok(json_string(p->consumers[k].pod)));
+            jsonx_set(x, "namespace", jsonx_ok(json_string(p->consumers[k].ns)));
+            jsonx_set(x, "container", jsonx_ok(json_string(p->consumers[k].container)));
+            jsonx_append(consumers, x);
         }
         json_t *c = jsonx_ok(json_object());
         jsonx_set(c, "uid", jsonx_ok(json_string(p->uid)));
+        jsonx_set(c, "namespace", jsonx_ok(json_string(p->ns)));
+        jsonx_set(c, "name", jsonx_ok(json_string(p->name)));
+        if (p->thread_percentage)
+            jsonx_set(c, "mpsActiveThreadPercentage", jsonx_ok(json_integer(p->thread_percentage)));
         jsonx_set(c, "devices", devs);
+        jsonx_set(c, "consumers", consumers);
         jsonx_append(claims, c);
     }
     json_t *root = jsonx_ok(json_object());

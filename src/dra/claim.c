@@ -16,6 +16,49 @@ static int dra_claim_copy(json_t *obj, const char *key, char *out, size_t len)
     return 0;
 }
 
+/* Whether a config entry's requests name request (none named: all). */
+static bool dra_config_applies(json_t *entry, const char *request)
+{
+    json_t *reqs = json_object_get(entry, "requests"), *r;
+    size_t i;
+    if (!json_array_size(reqs))
+        return true;
+    json_array_foreach(reqs, i, r)
+        if (json_is_string(r) && !strcmp(json_string_value(r), request))
+            return true;
+    return false;
+}
+
+/* status.allocation.devices.config: this driver's opaque entries, the
+ * class's first, each result given the last that names its request. */
+static int dra_claim_configs(json_t *configs, struct dra_allocation *a, struct err *e)
+{
+    static const char *const sources[] = {"FromClass", "FromClaim"};
+    for (size_t s = 0; s < 2; s++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(configs, i, c) {
+            json_t *opaque = json_object_get(c, "opaque");
+            const char *source = json_string_value(json_object_get(c, "source"));
+            const char *driver = json_string_value(json_object_get(opaque, "driver"));
+            if (!driver || strcmp(driver, DRA_DRIVER) || !source || strcmp(source, sources[s]))
+                continue;
+            if (a->nconfigs == DRA_MAX_CONFIGS)
+                return err_set(e, "ResourceClaim %s: more than %d configurations for " DRA_DRIVER,
+                               a->uid, DRA_MAX_CONFIGS);
+            struct err why;
+            if (dra_sharing_parse(json_object_get(opaque, "parameters"), &a->configs[a->nconfigs],
+                                  &why) < 0)
+                return err_set(e, "ResourceClaim %s: config %zu (%s): %s", a->uid, i, source, why.msg);
+            for (unsigned k = 0; k < a->count; k++)
+                if (dra_config_applies(c, a->results[k].request))
+                    a->results[k].config = (int)a->nconfigs;
+            a->nconfigs++;
+        }
+    }
+    return 0;
+}
+
 int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, struct err *e)
 {
     memset(a, 0, sizeof *a);
@@ -25,9 +68,9 @@ int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, stru
         return err_set(e, "ResourceClaim: not JSON (%s, line %d)", je.text, je.line);
     int rc = -1;
     json_t *meta = json_object_get(root, "metadata");
-    json_t *results = json_object_get(
-        json_object_get(json_object_get(json_object_get(root, "status"), "allocation"), "devices"),
-        "results");
+    json_t *devices =
+        json_object_get(json_object_get(json_object_get(root, "status"), "allocation"), "devices");
+    json_t *results = json_object_get(devices, "results");
     const char *kind = json_string_value(json_object_get(root, "kind"));
     if (!json_is_object(root) || !kind || strcmp(kind, "ResourceClaim")) {
         err_set(e, "not a ResourceClaim");
@@ -56,8 +99,11 @@ int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, stru
                 rc = err_set(e, "ResourceClaim %s: result %zu lacks request, pool or device", a->uid, i);
                 break;
             }
+            x->config = -1;
             a->count++;
         }
+        if (rc == 0)
+            rc = dra_claim_configs(json_object_get(devices, "config"), a, e);
     }
     json_decref(root);
     return rc;

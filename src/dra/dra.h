@@ -7,6 +7,7 @@
 #define GPULET_DRA_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "config/config.h"
@@ -54,28 +55,93 @@ struct dra_result {
     char request[64];
     char pool[256];
     char device[64];
+    int config;                     /* the entry of configs that applies; -1: none */
+};
+
+/* How a claim's devices are shared beyond the claim itself (its own
+ * containers and pods always share them): NVIDIA's GpuConfig. */
+enum dra_strategy { DRA_SHARING_NONE, DRA_SHARING_TIMESLICING, DRA_SHARING_MPS };
+
+#define DRA_MAX_CONFIGS 16
+#define DRA_MAX_LIMITS 16
+
+struct dra_limit {
+    char device[96];                /* an index among the claim's devices, or a UUID */
+    unsigned long long mib;
+};
+
+struct dra_sharing {
+    unsigned strategy;              /* enum dra_strategy */
+    bool mig;                       /* a MigDeviceConfig */
+    /* MPS: the daemon's defaults for its clients; 0: unset */
+    unsigned thread_percentage;
+    unsigned long long pinned_mib;
+    struct dra_limit limits[DRA_MAX_LIMITS];
+    unsigned nlimits;
 };
 
 struct dra_allocation {
     char uid[64];                   /* the claim's metadata.uid */
     struct dra_result results[DRA_MAX_RESULTS];
     unsigned count;                 /* results for DRA_DRIVER */
+    struct dra_sharing configs[DRA_MAX_CONFIGS];
+    unsigned nconfigs;
 };
 
 /* Reads a ResourceClaim (JSON from the API) into its allocation for this
- * driver. Fails naming what is missing: not a claim, not allocated. */
+ * driver, with the opaque configuration for this driver that applies to
+ * each result: the class's, then the claim's, the last entry naming the
+ * result's request (or none) winning, as NVIDIA's driver reads them.
+ * Fails naming what is missing or wrong: not a claim, not allocated, a
+ * configuration gpulet cannot apply. */
 int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, struct err *e);
+
+/* One opaque configuration's parameters (sharing.c). */
+int dra_sharing_parse(json_t *params, struct dra_sharing *s, struct err *e);
+
+/* A Kubernetes quantity ("40Gi", "512Mi", "2G") in MiB, rounded down; 0
+ * when it is not one or is under 1 MiB. */
+unsigned long long dra_quantity_mib(const char *s);
+
+/* --- the containers of a claim (consumers.c, pure, fuzzed) ----------------------- */
+
+/* A container that uses a claim's devices: for metrics' pod labels. */
+struct dra_consumer {
+    char pod[128], ns[128], container[128];
+};
+
+/* The pods a claim is reserved for (status.reservedFor, resource pods):
+ * their names, at most max. */
+unsigned dra_claim_pods(const char *json, size_t len, char (*pods)[128], unsigned max);
+
+/* The containers (init containers too) of a pod (JSON from the API) that
+ * use claim (its name), appended to out up to max; returns how many there
+ * are now. */
+unsigned dra_pod_consumers(const char *json, size_t len, const char *claim,
+                           struct dra_consumer *out, unsigned n, unsigned max);
 
 /* --- the driver on the agent's loop (dra.c) ------------------------------------- */
 
 struct dra;
+
+/* What the driver tells the agent, on the loop. */
+struct dra_hooks {
+    void (*on_claims)(void *ctx);    /* prepared claims or their containers changed */
+    void *ctx;
+};
+
+/* Calls fn for each device of a prepared claim (its UUID: a GPU's or a MIG
+ * device's) and each container that uses it. */
+void dra_holders(const struct dra *d,
+                 void (*fn)(void *ctx, const char *uuid, const struct dra_consumer *c), void *ctx);
 
 /* Starts publishing the slice and serving the kubelet's DRA plugin API for
  * the GPUs of inv, whose health is read in devs (the agent's records,
  * which outlive the driver). cdi: where the CDI spec's devices are named by
  * UUID, "nvidia.com/gpu". */
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
-              const struct gpu_inventory *inv, const struct gpu_device *devs, struct err *e);
+              const struct gpu_inventory *inv, const struct gpu_device *devs,
+              const struct dra_hooks *hooks, struct err *e);
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims

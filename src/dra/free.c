@@ -1,4 +1,4 @@
-/* The driver's end: it is freed once stopped, its retry timer closed and
+/* The driver's end: it is freed once stopped, its timers closed and
  * its last worker job (a publish round, a prepare) back. dra.c, publish.c
  * and prepare.c each call this when their part lets go. */
 #include "dra/internal.h"
@@ -7,7 +7,7 @@
 
 void dra_maybe_free(struct dra *d)
 {
-    if (!d->stopping || d->jobs || d->retry.data)
+    if (!d->stopping || d->jobs || d->handles)
         return;
     kube_creds_free(&d->creds);
     free(d->prepared);

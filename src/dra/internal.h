@@ -3,21 +3,39 @@
 #ifndef GPULET_DRA_INTERNAL_H
 #define GPULET_DRA_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "dra/dra.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
 
-/* A claim this node prepared: its devices, by GPU. Kept on disk
- * (checkpoint.c) so that a restarted gpulet answers the kubelet the same. */
+#define DRA_MAX_CONSUMERS 16           /* containers named per claim, for metrics */
+#define DRA_REFRESH_MS 30000           /* the claims' containers are read again this often */
+#define DRA_REFRESH_SOON_MS 2000       /* and this long after a prepare */
+#define DRA_CLAIM_CDI_KIND DRA_DRIVER "/claim"
+
+/* A claim this node prepared: its devices, by GPU, how they are shared,
+ * and the containers that use them. Kept on disk (checkpoint.c) so that a
+ * restarted gpulet answers the kubelet the same and restarts its MPS
+ * daemon. */
 struct dra_prepared {
     char uid[64];
+    char ns[256], name[256];
     unsigned count;
+    unsigned thread_percentage;   /* MPS: the daemon's default; 0: 100 */
     struct dra_prepared_device {
         char request[64];
         char device[64];          /* gpu-<minor> */
         char uuid[96];            /* the GPU's: its CDI device is nvidia.com/gpu=<uuid> */
+        unsigned strategy;        /* enum dra_strategy */
+        unsigned long long pinned_mib; /* MPS: the daemon's limit; 0: the GPU's memory */
     } devs[DRA_MAX_RESULTS];
+    unsigned nconsumers;
+    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
 };
+
+/* Whether p has a device shared through MPS (its daemon: claim_mps.c). */
+bool dra_prepared_mps(const struct dra_prepared *p);
 
 struct dra {
     uv_loop_t *loop;
@@ -39,10 +57,24 @@ struct dra {
     unsigned long long generation;
     uv_timer_t retry;
     unsigned backoff_ms;
+    uv_timer_t refresh;                   /* the claims' containers, read again */
+    /* the slice watched (publish.c): one deleted by another (the kubelet
+     * wipes a driver's slices when its socket goes, as at a restart) is
+     * applied again */
+    struct kube_watch *watch;
+    uv_async_t gone;
+    atomic_bool slice_gone;               /* written by the watch's thread */
+    bool applied;                         /* a round applied the slice */
+    bool refreshing;
+    unsigned handles;                     /* timers not yet closed */
     /* prepared claims */
     struct dra_prepared *prepared;
     unsigned nprepared;
-    unsigned jobs;                        /* worker jobs in flight: d is freed after the last */
+    struct dra_mps **mps;                 /* a daemon per claim shared through MPS */
+    unsigned nmps;
+    struct dra_job *waiting;              /* prepares answered once their daemons are up */
+    struct dra_hooks hooks;
+    unsigned jobs;                        /* jobs not yet freed: d is freed after the last */
     bool stopping;
 };
 
@@ -57,20 +89,39 @@ void dra_reply(struct grpc_call *call, const struct ProtobufCMessage *m);
 /* Prepares claims (prepare.c): answers call once each claim's allocation
  * is read from the API server; unprepares at once. */
 void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
+/* Reads the prepared claims' containers again (the refresh timer): a pod
+ * that joins a shared claim later is not prepared for again. */
+void dra_refresh(uv_timer_t *t);
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
 
 /* The slice (publish.c): a round now, or as soon as the one in flight ends. */
 void dra_publish(struct dra *d);
 /* Deletes the slice on the worker pool, after a round in flight (at stop,
- * with d->stopping set; d stays until it is done). */
+ * with d->stopping set; d stays until it is done), and stops watching it. */
 void dra_unpublish(struct dra *d);
+/* Watches the slice (with d->gone initialised). */
+int dra_watch_start(struct dra *d, struct err *e);
+void dra_on_gone(uv_async_t *h);
+
+/* MPS daemons of claims (claim_mps.c): one per claim with an MPS device, its
+ * CDI spec (DRA_CLAIM_CDI_KIND=<uid>: the pipe directory and /dev/shm)
+ * beside it. dra_mps_ready: the claim needs no daemon or its daemon is up;
+ * a change of that calls on_change (dra_prepare_wake). */
+int dra_mps_start(struct dra *d, const struct dra_prepared *p, void (*on_change)(struct dra *d),
+                  struct err *e);
+bool dra_mps_ready(const struct dra *d, const char *uid);
+void dra_mps_stop(struct dra *d, const char *uid);
+void dra_mps_stop_all(struct dra *d);
+void dra_prepare_wake(struct dra *d);
+/* Ends the prepares still waiting (at stop). */
+void dra_prepare_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);
 int dra_checkpoint_save(const struct dra *d, struct err *e);
 struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid);
 
-/* Frees d once stopping, its timer closed and no job in flight (free.c). */
+/* Frees d once stopping, its timers closed and no job in flight (free.c). */
 void dra_maybe_free(struct dra *d);
 
 #endif

@@ -24,43 +24,90 @@ void dra_reply(struct grpc_call *call, const ProtobufCMessage *m)
     free(buf);
 }
 
+#define DRA_MPS_WAIT_MS 15000    /* a prepare waits this long for its claim's MPS daemon */
+
 struct dra_job_claim {
     char ns[256], name[256], uid[64];
     bool known;                       /* prepared before: the checkpoint answers */
-    struct dra_allocation alloc;      /* written by the job's thread */
+    /* written by the job's thread */
+    struct dra_allocation alloc;
     char error[1024];
+    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
+    unsigned nconsumers;
+    bool have_consumers;              /* the claim's pods were read */
 };
 
 struct dra_job {
     uv_work_t work;
+    uv_timer_t timer;                 /* waiting for MPS daemons */
+    bool timer_used;
     struct dra *d;
     struct grpc_call *call;           /* NULL once the kubelet went away */
     unsigned n;
     struct dra_job_claim *claims;
+    struct dra_job *next;             /* in d->waiting */
+    uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
+    bool refresh;                     /* not the kubelet's: the claims' containers only */
 };
 
-/* On the worker: each claim not prepared before, from the API server. */
+static int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
+                   size_t len)
+{
+    struct err e;
+    if (kube_request(&d->creds, "GET", path, NULL, NULL, r, NULL, &e) < 0)
+        snprintf(error, len, "%s", e.msg);
+    else if (r->status != 200)
+        snprintf(error, len, "GET %.400s: HTTP %ld", path, r->status);
+    else
+        return 0;
+    return -1;
+}
+
+/* The containers of the claim's pods (for metrics; a failure only leaves
+ * them unknown). */
+static void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, const struct strbuf *body)
+{
+    char pods[DRA_MAX_CONSUMERS][128], path[1024], error[512];
+    unsigned n = dra_claim_pods(body->data ? body->data : "", body->len, pods, DRA_MAX_CONSUMERS);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/api/v1/namespaces/%.255s/pods/%.127s", c->ns, pods[i]);
+        struct kube_response r = {0};
+        int rc = dra_get(d, path, &r, error, sizeof error);
+        if (rc == 0)
+            c->nconsumers = dra_pod_consumers(r.body.data ? r.body.data : "", r.body.len, c->name,
+                                              c->consumers, c->nconsumers, DRA_MAX_CONSUMERS);
+        kube_response_free(&r);
+        if (rc < 0)
+            return;
+    }
+    c->have_consumers = true;
+}
+
+/* On the worker: each claim from the API server; in a refresh, with its
+ * pods (a prepare does not wait for those). A claim prepared before is
+ * answered from the checkpoint: it is read only in a refresh. */
 static void dra_job_work(uv_work_t *w)
 {
     struct dra_job *j = w->data;
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
-        if (c->known)
+        if (c->known && !j->refresh)
             continue;
-        char path[1024];
+        char path[1024], error[1024];
         snprintf(path, sizeof path, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaims/%s",
                  c->ns, c->name);
         struct kube_response r = {0};
         struct err e;
-        if (kube_request(&j->d->creds, "GET", path, NULL, NULL, &r, NULL, &e) < 0)
-            snprintf(c->error, sizeof c->error, "%s", e.msg);
-        else if (r.status != 200)
-            snprintf(c->error, sizeof c->error, "GET %.400s: HTTP %ld", path, r.status);
-        else if (dra_claim_parse(r.body.data ? r.body.data : "", r.body.len, &c->alloc, &e) < 0)
-            snprintf(c->error, sizeof c->error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
-        else if (strcmp(c->alloc.uid, c->uid))
-            snprintf(c->error, sizeof c->error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns, c->name,
-                     c->alloc.uid, c->uid);
+        int rc = dra_get(j->d, path, &r, error, sizeof error);
+        if (rc == 0 && dra_claim_parse(r.body.data ? r.body.data : "", r.body.len, &c->alloc, &e) < 0)
+            rc = -1, snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
+        else if (rc == 0 && strcmp(c->alloc.uid, c->uid))
+            rc = -1, snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns,
+                              c->name, c->alloc.uid, c->uid);
+        if (rc == 0 && j->refresh)
+            dra_job_consumers(j->d, c, &r.body);
+        else if (rc < 0 && !c->known)
+            snprintf(c->error, sizeof c->error, "%s", error);
         kube_response_free(&r);
     }
 }
@@ -101,12 +148,54 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
     return -1;
 }
 
+/* How a prepared device is shared, from the configuration its result
+ * names: MPS's limits resolved for it (an index counts the claim's devices
+ * that configuration applies to, as NVIDIA's driver counts them). */
+static bool dra_job_share(const struct dra_allocation *al, unsigned k, bool mig, struct dra_prepared *p,
+                          char *why, size_t len)
+{
+    struct dra_prepared_device *pd = &p->devs[p->count - 1];
+    int c = al->results[k].config;
+    if (c < 0)
+        return true;
+    const struct dra_sharing *s = &al->configs[c];
+    pd->strategy = s->strategy;
+    if (s->strategy != DRA_SHARING_MPS)
+        return true;
+    if (mig) {
+        snprintf(why, len, "device %s: gpulet runs MPS on whole GPUs only, not on MIG devices",
+                 pd->device);
+        return false;
+    }
+    if (s->thread_percentage && p->thread_percentage && s->thread_percentage != p->thread_percentage) {
+        snprintf(why, len, "the claim's MPS devices ask for different active thread percentages "
+                           "(%u, %u): its one daemon takes one", p->thread_percentage,
+                 s->thread_percentage);
+        return false;
+    }
+    if (s->thread_percentage)
+        p->thread_percentage = s->thread_percentage;
+    unsigned index = 0;
+    for (unsigned i = 0; i < k; i++)
+        index += al->results[i].config == c;
+    pd->pinned_mib = s->pinned_mib;
+    for (unsigned l = 0; l < s->nlimits; l++) {
+        char n[16];
+        snprintf(n, sizeof n, "%u", index);
+        if (!strcmp(s->limits[l].device, n) || !strcmp(s->limits[l].device, pd->uuid))
+            pd->pinned_mib = s->limits[l].mib;
+    }
+    return true;
+}
+
 /* The allocation as prepared devices; false with why where one cannot be. */
 static bool dra_job_map(struct dra *d, const struct dra_job_claim *c, struct dra_prepared *p,
                         char *why, size_t len)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->uid, sizeof p->uid, "%s", c->uid);
+    snprintf(p->ns, sizeof p->ns, "%s", c->ns);
+    snprintf(p->name, sizeof p->name, "%s", c->name);
     for (unsigned k = 0; k < c->alloc.count; k++) {
         unsigned mig = 0;
         int g = dra_result_gpu(d, &c->alloc.results[k], &mig, why, len);
@@ -118,6 +207,8 @@ static bool dra_job_map(struct dra *d, const struct dra_job_claim *c, struct dra
         /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
         snprintf(pd->uuid, sizeof pd->uuid, "%s",
                  mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
+        if (!dra_job_share(&c->alloc, k, mig != 0, p, why, len))
+            return false;
     }
     return true;
 }
@@ -133,6 +224,7 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
         return r;
     }
     r->devices = arena_alloc(a, (p->count + 1) * sizeof *r->devices);
+    bool mps = false;
     for (unsigned k = 0; k < p->count; k++) {
         Drav1beta1__Device *dev = arena_alloc(a, sizeof *dev);
         drav1beta1__device__init(dev);
@@ -141,36 +233,167 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
         dev->request_names[0] = arena_strdup(a, p->devs[k].request);
         dev->pool_name = arena_strdup(a, d->node);
         dev->device_name = arena_strdup(a, p->devs[k].device);
-        dev->n_cdi_device_ids = 1;
-        dev->cdi_device_ids = arena_alloc(a, sizeof *dev->cdi_device_ids);
-        dev->cdi_device_ids[0] = arena_printf(a, "nvidia.com/gpu=%s", p->devs[k].uuid);
+        dev->cdi_device_ids = arena_alloc(a, 2 * sizeof *dev->cdi_device_ids);
+        dev->cdi_device_ids[dev->n_cdi_device_ids++] = arena_printf(a, "nvidia.com/gpu=%s", p->devs[k].uuid);
+        /* The claim's MPS edits once: the runtime would mount them twice. */
+        if (p->devs[k].strategy == DRA_SHARING_MPS && !mps) {
+            dev->cdi_device_ids[dev->n_cdi_device_ids++] =
+                arena_printf(a, DRA_CLAIM_CDI_KIND "=%s", p->uid);
+            mps = true;
+        }
         r->devices[r->n_devices++] = dev;
     }
     return r;
 }
 
-/* One claim's answer: the checkpoint's, a new preparation, or an error. */
-static Drav1beta1__NodePrepareResourceResponse *dra_job_claim_answer(struct arena *a, struct dra *d,
-                                                                     struct dra_job_claim *c,
-                                                                     bool *changed)
+static bool dra_same_consumers(const struct dra_prepared *p, const struct dra_job_claim *c)
 {
-    const struct dra_prepared *known = dra_prepared_find(d, c->uid);
-    if (known)
-        return dra_answer(a, d, known, NULL);
+    return p->nconsumers == c->nconsumers &&
+           !memcmp(p->consumers, c->consumers, c->nconsumers * sizeof *c->consumers);
+}
+
+/* A claim prepared before: its containers brought up to date, where they
+ * were read. False when it is not prepared (any more). */
+static bool dra_job_update(struct dra *d, const struct dra_job_claim *c, bool *changed)
+{
+    struct dra_prepared *known = dra_prepared_find(d, c->uid);
+    if (!known)
+        return false;
+    if (c->have_consumers && !dra_same_consumers(known, c)) {
+        known->nconsumers = c->nconsumers;
+        memcpy(known->consumers, c->consumers, sizeof known->consumers);
+        *changed = true;
+    }
+    return true;
+}
+
+/* One claim of a prepare not prepared before, on the loop: recorded (with
+ * its MPS daemon started), or its error set. */
+static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begun_ns, bool *changed)
+{
     struct dra_prepared p;
     char why[512];
+    struct err e;
     if (c->known) /* its allocation was not read: the checkpoint had it */
         snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
-    if (c->error[0] || !dra_job_map(d, c, &p, why, sizeof why)) {
-        const char *msg = c->error[0] ? c->error : why;
-        log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, msg);
-        return dra_answer(a, d, NULL, msg);
+    else if (!c->error[0] && !dra_job_map(d, c, &p, why, sizeof why))
+        snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
+    else if (!c->error[0] && dra_mps_start(d, &p, dra_prepare_wake, &e) < 0)
+        snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
+    if (c->error[0]) {
+        log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
+        return;
     }
+    p.nconsumers = c->nconsumers;
+    memcpy(p.consumers, c->consumers, sizeof p.consumers);
     d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
     d->prepared[d->nprepared++] = p;
     *changed = true;
-    log_info("DRA: prepared claim %s/%s (%s): %u device(s)", c->ns, c->name, c->uid, p.count);
-    return dra_answer(a, d, &p, NULL);
+    log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s, in %.1f ms", c->ns, c->name, c->uid,
+             p.count, dra_prepared_mps(&p) ? ", MPS" : "", (double)(uv_hrtime() - begun_ns) / 1e6);
+}
+
+/* Whether every claim of j has its answer: an error, or its MPS daemon up. */
+static bool dra_job_ready(const struct dra_job *j)
+{
+    for (unsigned i = 0; i < j->n; i++)
+        if (!j->claims[i].error[0] && !dra_mps_ready(j->d, j->claims[i].uid))
+            return false;
+    return true;
+}
+
+static void dra_job_reply(struct dra_job *j)
+{
+    struct dra *d = j->d;
+    if (!j->call || d->stopping)
+        return;
+    struct arena a = {0};
+    Drav1beta1__NodePrepareResourcesResponse resp = DRAV1BETA1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+    resp.claims = arena_alloc(&a, (j->n + 1) * sizeof *resp.claims);
+    for (unsigned i = 0; i < j->n; i++) {
+        struct dra_job_claim *c = &j->claims[i];
+        const struct dra_prepared *p = c->error[0] ? NULL : dra_prepared_find(d, c->uid);
+        if (!c->error[0] && !p)
+            snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
+        else if (p && !dra_mps_ready(d, c->uid))
+            snprintf(c->error, sizeof c->error, "the MPS daemon of claim %s/%s is not up after %d s "
+                     "(gpulet's log says why); it keeps trying", c->ns, c->name, DRA_MPS_WAIT_MS / 1000);
+        Drav1beta1__NodePrepareResourcesResponse__ClaimsEntry *entry = arena_alloc(&a, sizeof *entry);
+        drav1beta1__node_prepare_resources_response__claims_entry__init(entry);
+        entry->key = c->uid;
+        entry->value = dra_answer(&a, d, p, c->error[0] ? c->error : NULL);
+        resp.claims[resp.n_claims++] = entry;
+    }
+    dra_reply(j->call, &resp.base);
+    arena_free(&a);
+}
+
+static void dra_job_freed(struct dra_job *j)
+{
+    struct dra *d = j->d;
+    free(j->claims);
+    free(j);
+    d->jobs--;
+    dra_maybe_free(d);
+}
+
+static void dra_job_closed(uv_handle_t *h)
+{
+    dra_job_freed(h->data);
+}
+
+static void dra_job_free(struct dra_job *j)
+{
+    if (j->timer_used)
+        uv_close((uv_handle_t *)&j->timer, dra_job_closed);
+    else
+        dra_job_freed(j);
+}
+
+static void dra_job_unwait(struct dra_job *j)
+{
+    struct dra_job **at = &j->d->waiting;
+    while (*at != j)
+        at = &(*at)->next;
+    *at = j->next;
+}
+
+static void dra_job_timeout(uv_timer_t *t)
+{
+    struct dra_job *j = t->data;
+    dra_job_unwait(j);
+    dra_job_reply(j);
+    dra_job_free(j);
+}
+
+void dra_prepare_wake(struct dra *d)
+{
+    for (struct dra_job *j = d->waiting, *next; j; j = next) {
+        next = j->next;
+        if (j->call && !dra_job_ready(j))
+            continue;
+        dra_job_unwait(j);
+        dra_job_reply(j);
+        dra_job_free(j);
+    }
+}
+
+void dra_prepare_stop(struct dra *d)
+{
+    while (d->waiting) {
+        struct dra_job *j = d->waiting;
+        dra_job_unwait(j);
+        dra_job_free(j);
+    }
+}
+
+static void dra_claims_changed(struct dra *d)
+{
+    struct err e;
+    if (dra_checkpoint_save(d, &e) < 0)
+        log_error("DRA: %s; a restarted gpulet will not know these claims", e.msg);
+    if (d->hooks.on_claims)
+        d->hooks.on_claims(d->hooks.ctx);
 }
 
 static void dra_job_done(uv_work_t *w, int status)
@@ -178,28 +401,32 @@ static void dra_job_done(uv_work_t *w, int status)
     (void)status;
     struct dra_job *j = w->data;
     struct dra *d = j->d;
-    d->jobs--;
-    if (j->call && !d->stopping) {
-        struct arena a = {0};
-        Drav1beta1__NodePrepareResourcesResponse resp = DRAV1BETA1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
-        resp.claims = arena_alloc(&a, (j->n + 1) * sizeof *resp.claims);
-        bool changed = false;
-        for (unsigned i = 0; i < j->n; i++) {
-            Drav1beta1__NodePrepareResourcesResponse__ClaimsEntry *entry = arena_alloc(&a, sizeof *entry);
-            drav1beta1__node_prepare_resources_response__claims_entry__init(entry);
-            entry->key = j->claims[i].uid;
-            entry->value = dra_job_claim_answer(&a, d, &j->claims[i], &changed);
-            resp.claims[resp.n_claims++] = entry;
-        }
-        struct err e;
-        if (changed && dra_checkpoint_save(d, &e) < 0)
-            log_error("DRA: %s; a restarted gpulet will not know these claims", e.msg);
-        dra_reply(j->call, &resp.base);
-        arena_free(&a);
+    if (j->refresh)
+        d->refreshing = false;
+    if ((!j->call && !j->refresh) || d->stopping) {
+        dra_job_free(j);
+        return;
     }
-    free(j->claims);
-    free(j);
-    dra_maybe_free(d);
+    bool changed = false;
+    for (unsigned i = 0; i < j->n; i++)
+        if (!dra_job_update(d, &j->claims[i], &changed) && !j->refresh)
+            dra_job_settle(d, &j->claims[i], j->begun_ns, &changed);
+    if (changed)
+        dra_claims_changed(d);
+    if (changed && !j->refresh) /* their containers, once they are there */
+        uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
+    if (j->refresh || dra_job_ready(j)) {
+        dra_job_reply(j);
+        dra_job_free(j);
+        return;
+    }
+    /* A claim's MPS daemon is starting: the answer waits for it. */
+    uv_timer_init(d->loop, &j->timer);
+    j->timer.data = j;
+    j->timer_used = true;
+    uv_timer_start(&j->timer, dra_job_timeout, DRA_MPS_WAIT_MS, 0);
+    j->next = d->waiting;
+    d->waiting = j;
 }
 
 static void dra_job_cancelled(struct grpc_call *call, void *ctx)
@@ -220,6 +447,7 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     struct dra_job *j = xcalloc(1, sizeof *j);
     j->d = d;
     j->call = call;
+    j->begun_ns = uv_hrtime();
     j->work.data = j;
     j->claims = xcalloc(req->n_claims + 1, sizeof *j->claims);
     for (size_t i = 0; i < req->n_claims; i++) {
@@ -232,6 +460,28 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     }
     drav1beta1__node_prepare_resources_request__free_unpacked(req, NULL);
     grpc_call_on_cancel(call, dra_job_cancelled, j);
+    d->jobs++;
+    uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
+}
+
+void dra_refresh(uv_timer_t *t)
+{
+    struct dra *d = t->data;
+    if (d->refreshing || !d->nprepared || d->stopping)
+        return;
+    struct dra_job *j = xcalloc(1, sizeof *j);
+    j->d = d;
+    j->refresh = true;
+    j->work.data = j;
+    j->claims = xcalloc(d->nprepared, sizeof *j->claims);
+    for (unsigned i = 0; i < d->nprepared; i++) {
+        struct dra_job_claim *c = &j->claims[j->n++];
+        snprintf(c->ns, sizeof c->ns, "%s", d->prepared[i].ns);
+        snprintf(c->name, sizeof c->name, "%s", d->prepared[i].name);
+        snprintf(c->uid, sizeof c->uid, "%s", d->prepared[i].uid);
+        c->known = true;
+    }
+    d->refreshing = true;
     d->jobs++;
     uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
 }
@@ -254,6 +504,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
         if (p) {
             log_info("DRA: unprepared claim %s/%s (%s)", req->claims[i]->namespace_,
                      req->claims[i]->name, uid);
+            dra_mps_stop(d, uid);
             *p = d->prepared[--d->nprepared];
             changed = true;
         }
@@ -265,9 +516,8 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
         resp.claims[resp.n_claims++] = entry;
     }
     drav1beta1__node_unprepare_resources_request__free_unpacked(req, NULL);
-    struct err e;
-    if (changed && dra_checkpoint_save(d, &e) < 0)
-        log_error("DRA: %s", e.msg);
+    if (changed)
+        dra_claims_changed(d);
     dra_reply(call, &resp.base);
     arena_free(&a);
 }

@@ -3,7 +3,8 @@
  * replaces it) on libuv's worker pool, one round at a time; a change
  * during a round makes one more. Failures retry with backoff. The first
  * round reads the Node's UID (the slice's owner); the last, at stop,
- * deletes the slice, also off the loop. */
+ * deletes the slice, also off the loop. The slice is watched: deleted by
+ * another, it is applied again. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -118,8 +119,10 @@ static void dra_round_done(uv_work_t *w, int status)
     else if (j->kind == DRA_ROUND_APPLY && !j->error[0])
         log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", j->devices,
                  d->generation);
-    if (!j->error[0] && j->kind == DRA_ROUND_APPLY)
+    if (!j->error[0] && j->kind == DRA_ROUND_APPLY) {
         d->backoff_ms = 0;
+        d->applied = true;
+    }
     enum dra_round kind = j->kind;
     strbuf_free(&j->body);
     free(j);
@@ -161,8 +164,47 @@ void dra_publish(struct dra *d)
     dra_round_start(d, d->node_uid[0] ? DRA_ROUND_APPLY : DRA_ROUND_UID);
 }
 
+/* On the watch's thread: the slice as it is now. */
+static void dra_on_slice(void *ctx, const char *json, size_t len)
+{
+    (void)len;
+    struct dra *d = ctx;
+    if (json)
+        return;
+    atomic_store(&d->slice_gone, true);
+    uv_async_send(&d->gone);
+}
+
+static void dra_on_watch_failure(void *ctx, const char *msg)
+{
+    (void)ctx;
+    log_warn("DRA: cannot watch the ResourceSlice: %s", msg);
+}
+
+void dra_on_gone(uv_async_t *h)
+{
+    struct dra *d = h->data;
+    if (!atomic_exchange(&d->slice_gone, false) || d->stopping || !d->applied)
+        return; /* not published yet: the first round is under way */
+    log_warn("DRA: the ResourceSlice was deleted (the kubelet does so when a driver's socket "
+             "goes); publishing it again");
+    dra_publish(d);
+}
+
+int dra_watch_start(struct dra *d, struct err *e)
+{
+    char name[320];
+    dra_slice_name(d->node, name, sizeof name);
+    struct kube_watch_spec spec = {.collection = "/apis/resource.k8s.io/v1beta1/resourceslices",
+                                   .name = name, .on_object = dra_on_slice,
+                                   .on_failure = dra_on_watch_failure, .ctx = d};
+    return kube_watch_start(&d->watch, &d->creds, &spec, e);
+}
+
 void dra_unpublish(struct dra *d)
 {
+    kube_watch_stop(d->watch); /* our own delete is no news */
+    d->watch = NULL;
     /* A round in flight deletes when it ends (dra_round_done). */
     if (!d->publishing)
         dra_round_start(d, DRA_ROUND_DELETE);

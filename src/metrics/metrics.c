@@ -62,6 +62,8 @@ struct metrics {
     uint64_t pod_last_ms;
     bool pod_failing;
     char pod_socket[CONFIG_PATH_MAX + 32];
+    struct metrics_holder *claims;   /* DRA's holders (metrics_on_claims) */
+    unsigned nclaims;
     int handles;
 };
 
@@ -275,33 +277,31 @@ static void metrics_pods_done(void *ctx, enum grpc_status st, const char *messag
     struct metrics *m = ctx;
     m->pod_call = NULL;
     struct metrics_state next;
-    if (st == GRPC_OK)
-        metrics_state_alloc(&next, m->inv->count);
-    bool ok = st == GRPC_OK && metrics_pods_decode(&next, m->inv, resp, len) == 0;
+    metrics_state_alloc(&next, m->inv->count);
+    bool ok = st == GRPC_OK &&
+              metrics_pods_decode(&next, m->inv, resp ? resp : (const uint8_t *)"", len, m->claims,
+                                  m->nclaims) == 0;
+    /* Without the List, the claims' holders only: no pod labels beat stale
+     * ones, since a pod may have ended. */
+    if (!ok)
+        metrics_pods_decode(&next, m->inv, NULL, 0, m->claims, m->nclaims);
     uv_mutex_lock(&m->lock);
-    if (ok) {
-        memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
-        memcpy(m->state.owner, next.owner, m->inv->count * sizeof *next.owner);
-        memcpy(m->state.mig_owned, next.mig_owned,
-               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owned);
-        memcpy(m->state.mig_owner, next.mig_owner,
-               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owner);
-        free(m->state.shares);
-        m->state.shares = next.shares;
-        m->state.nshares = next.nshares;
-        next.shares = NULL;
+    memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
+    memcpy(m->state.owner, next.owner, m->inv->count * sizeof *next.owner);
+    memcpy(m->state.mig_owned, next.mig_owned,
+           (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owned);
+    memcpy(m->state.mig_owner, next.mig_owner,
+           (size_t)m->inv->count * GPU_MIG_MAX * sizeof *next.mig_owner);
+    free(m->state.shares);
+    m->state.shares = next.shares;
+    m->state.nshares = next.nshares;
+    next.shares = NULL;
+    if (ok)
         m->state.podres_last_ok = (double)time(NULL);
-    } else {
-        /* No pod labels beat stale ones: a pod may have ended. */
-        memset(m->state.owned, 0, m->inv->count * sizeof *m->state.owned);
-        memset(m->state.mig_owned, 0,
-               (size_t)m->inv->count * GPU_MIG_MAX * sizeof *m->state.mig_owned);
-        m->state.nshares = 0;
+    else
         m->state.podres_errors++;
-    }
     uv_mutex_unlock(&m->lock);
-    if (st == GRPC_OK)
-        metrics_state_free(&next);
+    metrics_state_free(&next);
     if (!ok && !m->pod_failing)
         log_warn("PodResources List on %s failed (gRPC %d: %s); metrics go without pod labels "
                  "until it answers", m->pod_socket, (int)st, st == GRPC_OK ? "bad answer" : message);
@@ -332,6 +332,18 @@ void metrics_on_allocate(struct metrics *m)
     if (m)
         uv_timer_start(&m->pod_timer, metrics_pods_tick, PODS_AFTER_ALLOCATE_MS,
                        m->cfg->pod_resources_interval_ms);
+}
+
+void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsigned n)
+{
+    if (!m)
+        return;
+    free(m->claims);
+    m->claims = n ? xmalloc(n * sizeof *h) : NULL;
+    if (n)
+        memcpy(m->claims, h, n * sizeof *h);
+    m->nclaims = n;
+    metrics_on_allocate(m);
 }
 
 /* --- lifetime ------------------------------------------------------------------- */
@@ -414,6 +426,7 @@ static void metrics_closed(uv_handle_t *h)
     if (!metrics_sampler_free(&m->sampler))
         return; /* a lane stuck in the driver may still write into m: it ends with the process */
     metrics_state_free(&m->state);
+    free(m->claims);
     free(m->lost);
     uv_cond_destroy(&m->wake);
     uv_mutex_destroy(&m->lock);

@@ -41,6 +41,18 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
 /* Pods changed (an Allocate happened): refresh the pod labels soon. */
 void metrics_on_allocate(struct metrics *m);
 
+/* A container that holds a GPU or MIG device (its UUID) through a DRA
+ * claim, which PodResources of 1.32 does not name. */
+struct metrics_holder {
+    char uuid[96];
+    char pod[128], ns[128], container[128];
+};
+
+/* The DRA claims' holders now (n of them, copied): pod labels as for the
+ * device plugin's devices; a device held by several containers gets one
+ * gpulet_gpu_allocation series each (loop thread; m may be NULL). */
+void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsigned n);
+
 /* The agent's configuration reloads (SIGHUP, the node's label, its
  * ConfigMap), for the gpulet_config_* series. */
 struct metrics_config {

@@ -4,6 +4,7 @@
 #include "mps/mps.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ struct mps_daemon {
     enum mps_state state;
     unsigned backoff_ms;
     unsigned kills;                   /* signals sent after quit was not obeyed */
+    bool remove_dir;                  /* dir goes once stopped */
     int handles;                      /* open libuv handles */
 };
 
@@ -98,10 +100,19 @@ static void mps_state(struct mps_daemon *m, bool up)
         m->hooks.on_state(m->hooks.ctx, m->res, up);
 }
 
+static int mps_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 static void mps_maybe_free(struct mps_daemon *m)
 {
     if (m->state != MPS_STOPPING || m->handles || m->proc_alive || m->cmd_alive)
         return;
+    if (m->remove_dir)
+        nftw(m->dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     for (char **e = m->env; e && *e; e++)
         free(*e);
     free(m->env);
@@ -355,11 +366,12 @@ static void mps_quit(struct mps_daemon *m)
     uv_timer_start(&m->timer, mps_kill, MPS_QUIT_GRACE_MS, 0);
 }
 
-void mps_stop(struct mps_daemon *m)
+void mps_stop(struct mps_daemon *m, bool remove_dir)
 {
     if (!m)
         return;
     m->state = MPS_STOPPING;
+    m->remove_dir = remove_dir;
     uv_timer_stop(&m->timer);
     if (!m->proc_alive) {
         uv_close((uv_handle_t *)&m->timer, mps_closed);

@@ -33,8 +33,10 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
               const char *control, const struct mps_hooks *hooks, struct err *e);
 
 /* Tells the daemon to quit (then SIGTERM, then SIGKILL) and frees it once
- * it has exited. NULL is fine. */
-void mps_stop(struct mps_daemon *m);
+ * it has exited; with remove_dir, its pipe and log directory go then too
+ * (a DRA claim's, unprepared). Without, a daemon started again later uses
+ * the same directory, which running containers have mounted. NULL is fine. */
+void mps_stop(struct mps_daemon *m, bool remove_dir);
 
 /* `gpulet mps-exec SHM PROGRAM ARGS...`: runs PROGRAM with SHM as its
  * /dev/shm (a private mount namespace), so that the MPS server and the

@@ -4,21 +4,27 @@ ResourceSlice lists the simulated GPUs with NVIDIA's attributes, a pod
 whose claim selects a GPU by productName runs and sees its device through
 gpulet's CDI spec, a claim that matches nothing stays Pending with the
 scheduler's reason, a GPU fault takes the GPU out of the slice, a
-restarted gpulet keeps the running pod and unprepares its claim later, and
-the device plugin serves the GPUs DRA does not (--dra-gpus), each GPU
-through one API only.
+restarted gpulet keeps the running pod and unprepares its claim later, the
+device plugin serves the GPUs DRA does not (--dra-gpus), each GPU through
+one API only, and two pods sharing one claim with NVIDIA's GpuConfig for
+MPS both run on its GPU through the claim's own MPS daemon, with their pod
+labels in metrics.
 
 scripts/test.sh runs this file on its own, with the 1.32 kit; the main
 end-to-end run (1.26) leaves it out."""
 import json
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from conftest import GPULET, SIM_LIB
+
+FAKE_MPS = str(Path(__file__).resolve().parents[1] / "integration" / "fake_mps_control.py")
 
 VERSION = "580.159.04"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -46,6 +52,9 @@ class Driver:
                         GPULET_SIM_CONTROL=str(base / "sim-dra.sock"))
         self.proc = None
         self.starts = 0
+        with socket.socket() as sk:  # a free port for metrics
+            sk.bind(("127.0.0.1", 0))
+            self.metrics = f"127.0.0.1:{sk.getsockname()[1]}"
 
     def start(self):
         self.starts += 1
@@ -61,7 +70,8 @@ class Driver:
              "--pod-resources-kubelet-socket", self.cluster.env["K8S_POD_RESOURCES_SOCKET"],
              "--nvidia-driver-root", str(self.root),
              "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_SPEC.parent),
-             "--labels", "none", "--no-metrics", "--fault-report", "none",
+             "--labels", "none", "--metrics-listen", self.metrics, "--fault-report", "none",
+             "--mps-root", f"{base}/mps", "--mps-control", FAKE_MPS,
              "--status-socket", f"{base}/gpulet-dra.sock"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
@@ -98,6 +108,8 @@ def driver(cluster):
         if d.proc.poll() is None:
             d.stop()
         CDI_SPEC.unlink(missing_ok=True)
+        for spec in CDI_SPEC.parent.glob("gpu.nvidia.com-claim_*.json"):  # a claim's, left by a failure
+            spec.unlink()
         if made:
             CDI_SPEC.parent.rmdir()
 
@@ -216,5 +228,71 @@ def test_restart_keeps_the_pod(cluster, driver):
     driver.wait_log("prepared claim(s) from", timeout=60)
     time.sleep(2)
     assert cluster.get("pod", "dra-long")["status"]["phase"] == "Running"
+    # The kubelet wipes the driver's slice when the old socket goes, maybe
+    # after the new gpulet applied it: gpulet watches it and applies it again.
+    wait_devices(cluster, 6)
     cluster.kubectl("delete", "pod", "dra-long", "--wait=true", "--timeout=60s")
     driver.wait_log("DRA: unprepared claim default/dra-long")
+
+
+def test_shared_claim_with_mps(cluster, driver):
+    """One ResourceClaim, asked for with NVIDIA's GpuConfig (MPS), held by
+    two pods: both run on its one GPU through the claim's MPS daemon, and
+    metrics name each pod's container as a sharer of that GPU."""
+    deadline = time.monotonic() + 60
+    while not slice_devices(cluster):  # GPU 5 is back or not: the restart above reset the simulator
+        assert time.monotonic() < deadline, (cluster.get("resourceslices"), driver.log()[-3000:])
+        time.sleep(0.5)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim", "metadata": {"name": "shared-mps"},
+        "spec": {"devices": {
+            "requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}],
+            "config": [{"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
+                "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
+                                                             "defaultPinnedDeviceMemoryLimit": "10Gi"}}}}}]}}}))
+    for name in ("mps-a", "mps-b"):
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared-mps"}],
+                     "containers": [{"name": "work", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                                     "command": ["sh", "-c", "ls /dev /tmp/nvidia-mps; env; echo done; sleep 3600"],
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}))
+    try:
+        outs = []
+        for name in ("mps-a", "mps-b"):
+            cluster.wait_phase(name, "Running")
+            deadline = time.monotonic() + 30
+            while "done" not in (out := cluster.kubectl("logs", name)):
+                assert time.monotonic() < deadline, out
+                time.sleep(0.5)
+            outs.append(out)
+        nodes = [sorted(w for w in o.split() if w.startswith("nvidia") and w[6:].isdigit()) for o in outs]
+        assert len(nodes[0]) == 1 and nodes[0] == nodes[1], outs  # one GPU, the same
+        for out in outs:
+            assert "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps" in out, out
+            assert "nvidia-cuda-mps-control.pid" in out, out  # the claim's daemon's pipe directory
+        driver.wait_log("DRA: prepared claim default/shared-mps")
+        assert "1 device(s), MPS" in driver.log()
+        uid = cluster.get("resourceclaim", "shared-mps")["metadata"]["uid"]
+        commands = (Path(cluster.base) / "mps" / f"claim-{uid}" / "log" / "commands.log").read_text()
+        assert "set_default_active_thread_percentage 50" in commands, commands
+        assert "set_default_device_pinned_mem_limit 0 10240M" in commands, commands
+        deadline = time.monotonic() + 60
+        while True:
+            text = urllib.request.urlopen(f"http://{driver.metrics}/metrics", timeout=10).read().decode()
+            sharers = sorted(line.split('pod="')[1].split('"')[0] for line in text.splitlines()
+                             if line.startswith("gpulet_gpu_allocation{") and 'container="work"' in line)
+            if sharers == ["mps-a", "mps-b"]:
+                break
+            assert time.monotonic() < deadline, text[-3000:]
+            time.sleep(1)
+    finally:
+        cluster.kubectl("delete", "pod", "mps-a", "mps-b", "--wait=true", "--timeout=60s")
+        cluster.kubectl("delete", "resourceclaim", "shared-mps", "--wait=true", "--timeout=60s")
+    driver.wait_log("DRA: unprepared claim default/shared-mps")
+    deadline = time.monotonic() + 30
+    while (Path(cluster.base) / "mps" / f"claim-{uid}").exists():
+        assert time.monotonic() < deadline, "the claim's MPS directory stays"
+        time.sleep(0.5)

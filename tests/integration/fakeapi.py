@@ -27,6 +27,9 @@ def merge(target, patch):
     return target
 
 
+SLICES = "/apis/resource.k8s.io/v1beta1/resourceslices"
+
+
 class FakeAPI:
     def __init__(self, node="n1", labels=None):
         self.node = {"kind": "Node", "apiVersion": "v1",
@@ -34,6 +37,7 @@ class FakeAPI:
                                   "resourceVersion": "1"}}
         self.slices = {}            # name -> ResourceSlice (as last applied)
         self.claims = {}            # (namespace, name) -> ResourceClaim
+        self.pods = {}              # (namespace, name) -> Pod (GET only)
         self.node_events = {}       # name -> core/v1 Event (namespace default)
         self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
         self.requests = []          # (method, path, content type)
@@ -72,7 +76,8 @@ class FakeAPI:
                         return self.list_or_watch(url.path, query)
                     if url.path.startswith("/api/v1/namespaces/default/events"):
                         return self.event(method, url.path, body)
-                    if url.path.startswith("/apis/resource.k8s.io/v1beta1/"):
+                    if url.path.startswith("/apis/resource.k8s.io/v1beta1/") or re.fullmatch(
+                            r"/api/v1/namespaces/[^/]+/pods/[^/]+", url.path):
                         return self.resource(method, url.path, body)
                     if url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
                         review = json.loads(body)
@@ -118,22 +123,26 @@ class FakeAPI:
                 return self.answer(404, {"kind": "Status", "code": 404})
 
             def resource(self, method, path, body):
-                """DRA's objects. Called with api.cond held."""
+                """DRA's objects, and the pods a claim is reserved for. Called with api.cond held."""
                 m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/resourceslices/([^/]+)", path)
                 if m and method == "PATCH":
                     obj = json.loads(body)
                     created = m.group(1) not in api.slices
                     api.slices[m.group(1)] = obj
-                    api.cond.notify_all()
+                    api._changed(SLICES, m.group(1), "ADDED" if created else "MODIFIED", obj)
                     return self.answer(201 if created else 200, obj)
                 if m and method == "DELETE":
                     gone = api.slices.pop(m.group(1), None)
-                    api.cond.notify_all()
+                    if gone:
+                        api._changed(SLICES, m.group(1), "DELETED", gone)
                     return self.answer(200 if gone else 404, {"kind": "Status"})
                 m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/namespaces/([^/]+)/resourceclaims/([^/]+)",
                                  path)
                 if m and method == "GET" and (m.group(1), m.group(2)) in api.claims:
                     return self.answer(200, api.claims[(m.group(1), m.group(2))])
+                m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+                if m and method == "GET" and (m.group(1), m.group(2)) in api.pods:
+                    return self.answer(200, api.pods[(m.group(1), m.group(2))])
                 return self.answer(404, {"kind": "Status", "code": 404})
 
             def list_or_watch(self, path, query):
@@ -189,7 +198,15 @@ class FakeAPI:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps", path)
         if m:
             return self.configmaps.get((m.group(1), name))
+        if path == SLICES:
+            return self.slices.get(name)
         return False
+
+    def delete_slice(self, name):
+        """Deletes a ResourceSlice as the kubelet does when a driver's socket goes."""
+        with self.cond:
+            gone = self.slices.pop(name)
+            self._changed(SLICES, name, "DELETED", gone)
 
     def _changed(self, collection, name, kind, obj):
         self.version += 1

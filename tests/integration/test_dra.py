@@ -94,6 +94,12 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     s = api.slices["n1-gpu.nvidia.com"]
     assert s["metadata"]["ownerReferences"][0]["uid"] == "uid-n1"
     assert s["spec"]["pool"]["name"] == "n1" and s["spec"]["nodeName"] == "n1"
+    # Deleted by another (the kubelet, when a driver's socket goes): applied again.
+    applied = sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p)
+    api.delete_slice("n1-gpu.nvidia.com")
+    api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice applied again", timeout=30)
+    assert sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p) == applied + 1
+    a.wait_log("DRA: the ResourceSlice was deleted")
     # Bytes that are no request: INVALID_ARGUMENT, and the driver serves on.
     with grpc.insecure_channel(f"unix://{kubelet / 'plugins' / 'gpu.nvidia.com' / 'dra.sock'}") as ch:
         raw = ch.unary_unary(DRA + "NodePrepareResources")
@@ -216,6 +222,124 @@ def test_dra_mig(agent, sim_env, tmp_path):
         assert a.stop() == 0
     finally:
         api.stop()
+
+
+def gpuconfig(sharing, requests=None, source="FromClaim"):
+    entry = {"source": source, "opaque": {"driver": "gpu.nvidia.com", "parameters": {
+        "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig", "sharing": sharing}}}
+    if requests:
+        entry["requests"] = requests
+    return entry
+
+
+def sharing(agent, sim_env, tmp_path, prefix=()):
+    """NVIDIA's GpuConfig in a claim: MPS starts a daemon of the claim's own
+    with its limits, the answer (after the daemon is up) adds the claim's
+    CDI device, a restart brings the daemon back from the checkpoint, and
+    unprepare stops it and removes its directory and spec. TimeSlicing with
+    an interval gpulet does not set is refused with the reason. The claim's
+    containers (reservedFor, then the pod) get their pod labels in metrics
+    without PodResources."""
+    from test_metrics import free_port, get, parse, wait_for
+    from test_sharing import FAKE_MPS
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    mps, cdi, port = tmp_path / "mps", tmp_path / "node-cdi", free_port()
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+
+    def start():
+        return agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                     "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                     "--labels", "none", "--fault-report", "none", "--status-socket", str(tmp_path / "s.sock"),
+                     "--mps-root", str(mps), "--mps-control", FAKE_MPS, "--metrics-listen", f"127.0.0.1:{port}",
+                     "--metrics-interval-ms", "200", "--pod-resources-interval-ms", "1000", prefix=prefix)
+
+    def prepare(uid, name):
+        return call(sock, DRA + "NodePrepareResources",
+                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=name)]),
+                    pb.NodePrepareResourcesResponse).claims[uid]
+    try:
+        ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
+                                   text=True, env=sim_env).stdout)
+        a = start()
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=60)
+        c = claim("mps", "gpu-1")
+        c["status"]["allocation"]["devices"]["results"].append(
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-2"})
+        c["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing"}, source="FromClass"),
+            gpuconfig({"strategy": "MPS", "mpsConfig": {
+                "defaultActiveThreadPercentage": 30, "defaultPinnedDeviceMemoryLimit": "8Gi",
+                "defaultPerDevicePinnedMemoryLimit": {"1": "4Gi"}}}, requests=["gpu"])]
+        c["status"]["reservedFor"] = [{"resource": "pods", "name": "p1", "uid": "pod-1"}]
+        api.claims[("ns", "c-mps")] = c
+        api.pods[("ns", "p1")] = {"kind": "Pod", "metadata": {"name": "p1", "namespace": "ns", "uid": "pod-1"},
+                                  "spec": {"resourceClaims": [{"name": "g", "resourceClaimName": "c-mps"}],
+                                           "containers": [{"name": "main", "resources": {"claims": [{"name": "g"}]}},
+                                                          {"name": "side"}]}}
+        got = prepare("mps", "c-mps")
+        assert not got.error, got.error
+        assert [list(d.cdi_device_ids) for d in got.devices] == [
+            [f"nvidia.com/gpu={ids[1]}", "gpu.nvidia.com/claim=mps"], [f"nvidia.com/gpu={ids[2]}"]]
+        log = mps / "claim-mps" / "log"
+        assert (mps / "claim-mps" / "pipe" / "nvidia-cuda-mps-control.pid").exists()  # up before the answer
+        assert f"CUDA_VISIBLE_DEVICES={ids[1]},{ids[2]}" in (log / "control.log").read_text()
+        assert (log / "commands.log").read_text().splitlines() == [
+            "set_default_active_thread_percentage 30", "set_default_device_pinned_mem_limit 0 8192M",
+            "set_default_device_pinned_mem_limit 1 4096M"]
+        spec = json.loads((cdi / "gpu.nvidia.com-claim_mps.json").read_text())
+        assert spec["kind"] == "gpu.nvidia.com/claim" and spec["devices"][0]["name"] == "mps"
+        edits = spec["devices"][0]["containerEdits"]
+        assert edits["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"]
+        assert [(m["hostPath"], m["containerPath"]) for m in edits["mounts"]] == [
+            (str(mps / "claim-mps" / "pipe"), "/tmp/nvidia-mps"), (str(mps / "shm"), "/dev/shm")]
+        # The claim's container: pod labels on its GPUs' series, without a kubelet.
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def labelled():
+            util = parse(get(url)[2]).get("DCGM_FI_DEV_GPU_UTIL", [])
+            return {l["gpu"]: (l.get("pod"), l.get("namespace"), l.get("container")) for l, _, _ in util}
+        assert wait_for(lambda: labelled().get("1") == ("p1", "ns", "main"), timeout=20), labelled()
+        assert labelled()["2"] == ("p1", "ns", "main") and labelled()["0"] == (None, None, None)
+        checkpoint = json.loads((tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json").read_text())
+        entry = checkpoint["claims"][0]
+        assert entry["consumers"] == [{"pod": "p1", "namespace": "ns", "container": "main"}]
+        assert [d.get("sharing") for d in entry["devices"]] == ["MPS", "MPS"]
+        # An interval gpulet does not set: refused, naming the entry and why.
+        bad = claim("long", "gpu-4")
+        bad["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
+        api.claims[("ns", "c-long")] = bad
+        err = prepare("long", "c-long").error
+        assert "config 0 (FromClaim)" in err and "does not change a GPU's time slice" in err, err
+        # A restart: the daemon comes back from the checkpoint; the answer is the same.
+        assert a.stop() == 0
+        assert not (mps / "claim-mps" / "pipe" / "nvidia-cuda-mps-control.pid").exists()
+        assert (cdi / "gpu.nvidia.com-claim_mps.json").exists()  # a restarting container needs it
+        a = start()
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=60)
+        assert prepare("mps", "c-mps") == got
+        assert (log / "control.log").read_text().count("start pid=") == 2
+        # Unprepare: the daemon quits, its directory and spec go, and so do the labels.
+        call(sock, DRA + "NodeUnprepareResources",
+             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="mps", name="c-mps")]),
+             pb.NodeUnprepareResourcesResponse)
+        assert wait_for(lambda: not (mps / "claim-mps").exists(), timeout=20)
+        assert not (cdi / "gpu.nvidia.com-claim_mps.json").exists()
+        assert wait_for(lambda: labelled().get("1") == (None, None, None), timeout=20), labelled()
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+def test_dra_sharing(agent, sim_env, tmp_path):
+    sharing(agent, sim_env, tmp_path)
+
+
+@pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")
+def test_valgrind_dra_sharing(agent, sim_env, tmp_path):
+    sharing(agent, sim_env, tmp_path, prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
+                                              "--errors-for-leak-kinds=definite,indirect", "-q"))
 
 
 def test_dra_needs_a_node(agent, tmp_path):

@@ -130,6 +130,116 @@ static void test_claim(void **state)
     }
 }
 
+/* NVIDIA's GpuConfig in a claim: the class's first, the last naming a
+ * request winning; what gpulet cannot apply fails with the entry named. */
+static void test_claim_config(void **state)
+{
+    (void)state;
+    static const char claim[] =
+        "{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"c-2\"},"
+        "\"status\":{\"allocation\":{\"devices\":{\"results\":["
+        "{\"request\":\"a\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n\",\"device\":\"gpu-0\"},"
+        "{\"request\":\"b\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n\",\"device\":\"gpu-1\"}],"
+        "\"config\":["
+        "{\"source\":\"FromClaim\",\"requests\":[\"b\"],\"opaque\":{\"driver\":\"gpu.nvidia.com\","
+        "\"parameters\":{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\","
+        "\"sharing\":{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":40,"
+        "\"defaultPinnedDeviceMemoryLimit\":\"10Gi\",\"defaultPerDevicePinnedMemoryLimit\":{\"0\":\"5G\"}}}}}},"
+        "{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.nvidia.com\",\"parameters\":"
+        "{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+        "{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":\"Default\"}}}}},"
+        "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"other.example.com\",\"parameters\":{}}}"
+        "]}}}}";
+    struct dra_allocation a;
+    struct err e;
+    assert_int_equal(dra_claim_parse(claim, strlen(claim), &a, &e), 0);
+    assert_int_equal(a.nconfigs, 2);
+    assert_int_equal(a.results[0].config, 0); /* the class's: only the claim's names b */
+    assert_int_equal(a.configs[0].strategy, DRA_SHARING_TIMESLICING);
+    assert_int_equal(a.results[1].config, 1);
+    const struct dra_sharing *s = &a.configs[1];
+    assert_int_equal(s->strategy, DRA_SHARING_MPS);
+    assert_int_equal(s->thread_percentage, 40);
+    assert_int_equal(s->pinned_mib, 10240);
+    assert_int_equal(s->nlimits, 1);
+    assert_int_equal(s->limits[0].mib, 4768); /* 5e9 bytes */
+    static const struct {
+        const char *params, *why;
+    } bad[] = {
+        {"{\"apiVersion\":\"resource.nvidia.com/v1\",\"kind\":\"GpuConfig\"}", "apiVersion must be"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"ComputeDomainChannelConfig\"}",
+         "is not one gpulet knows"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+         "{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":\"Long\"}}}",
+         "does not change a GPU's time slice"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+         "{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":0}}}",
+         "1 to 100"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+         "{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultPinnedDeviceMemoryLimit\":\"10x\"}}}",
+         "at least 1Mi"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+         "{\"strategy\":\"MPS\",\"timeSlicingConfig\":{}}}", "does not go with strategy MPS"},
+        {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
+         "{\"strategy\":\"Fabric\"}}", "must be TimeSlicing or MPS"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"u\"},\"status\":{\"allocation\":"
+                 "{\"devices\":{\"results\":[],\"config\":[{\"source\":\"FromClass\",\"opaque\":"
+                 "{\"driver\":\"gpu.nvidia.com\",\"parameters\":%s}}]}}}}",
+                 bad[i].params);
+        assert_int_equal(dra_claim_parse(json, strlen(json), &a, &e), -1);
+        assert_contains(e.msg, "config 0 (FromClass)");
+        assert_contains(e.msg, bad[i].why);
+    }
+}
+
+static void test_quantity(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *q;
+        unsigned long long mib;
+    } cases[] = {
+        {"40Gi", 40960}, {"512Mi", 512}, {"1G", 953}, {"1048576", 1}, {"1.5Gi", 1536},
+        {"1e9", 953},    {"1Ki", 0},     {"Gi", 0},   {"-1Gi", 0},    {"inf", 0},
+        {"10 Gi", 0},    {"0x10Gi", 0},  {"", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        assert_int_equal(dra_quantity_mib(cases[i].q), cases[i].mib);
+}
+
+/* Which containers use a claim: reservedFor's pods, then each pod's
+ * containers naming it directly or through a template's claim. */
+static void test_consumers(void **state)
+{
+    (void)state;
+    static const char claim[] = "{\"status\":{\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\"},"
+                                "{\"resource\":\"jobs\",\"name\":\"j\"},{\"resource\":\"pods\",\"name\":\"p2\"}]}}";
+    char pods[4][128];
+    assert_int_equal(dra_claim_pods(claim, strlen(claim), pods, 4), 2);
+    assert_string_equal(pods[1], "p2");
+    static const char pod[] =
+        "{\"metadata\":{\"name\":\"p1\",\"namespace\":\"ml\"},\"spec\":{"
+        "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"},"
+        "{\"name\":\"shared\",\"resourceClaimName\":\"other\"}],"
+        "\"initContainers\":[{\"name\":\"init\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}}],"
+        "\"containers\":[{\"name\":\"a\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}},"
+        "{\"name\":\"b\",\"resources\":{\"claims\":[{\"name\":\"shared\"}]}},{\"name\":\"c\"}]},"
+        "\"status\":{\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"p1-gpu-x7\"}]}}";
+    struct dra_consumer c[4];
+    assert_int_equal(dra_pod_consumers(pod, strlen(pod), "p1-gpu-x7", c, 0, 4), 2);
+    assert_string_equal(c[0].container, "init");
+    assert_string_equal(c[1].container, "a");
+    assert_string_equal(c[1].ns, "ml");
+    assert_int_equal(dra_pod_consumers(pod, strlen(pod), "other", c, 2, 4), 3);
+    assert_string_equal(c[2].container, "b");
+    assert_int_equal(dra_pod_consumers(pod, strlen(pod), "other", c, 4, 4), 4); /* full */
+    assert_int_equal(dra_pod_consumers("{", 1, "x", c, 0, 4), 0);
+}
+
 /* --dra-gpus: product globs, indexes and UUIDs; nothing without --dra all. */
 static void test_takes(void **state)
 {
@@ -159,6 +269,9 @@ int main(void)
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_slice_mig),
         cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_claim_config),
+        cmocka_unit_test(test_quantity),
+        cmocka_unit_test(test_consumers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,13 +201,13 @@ static void test_cdi_spec(void **state)
     char cdidir[128];
     snprintf(cdidir, sizeof cdidir, "%s/cdi", dir);
     bool written;
-    assert_int_equal(cdi_spec_write(cdidir, &text, &written, &e), 0);
+    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), 0);
     assert_true(written);
-    assert_int_equal(cdi_spec_write(cdidir, &text, &written, &e), 0);
+    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), 0);
     assert_false(written);
     /* a directory that cannot be made: the error names it */
     snprintf(cdidir, sizeof cdidir, "%s/usr/bin/nvidia-smi/cdi", dir);
-    assert_int_equal(cdi_spec_write(cdidir, &text, &written, &e), -1);
+    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), -1);
     assert_contains(e.msg, cdidir);
     strbuf_free(&text);
     strbuf_free(&yaml);
