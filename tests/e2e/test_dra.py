@@ -6,7 +6,7 @@ gpulet's CDI spec, a claim that matches nothing stays Pending with the
 scheduler's reason, a GPU fault takes the GPU out of the slice, a
 restarted gpulet keeps the running pod and unprepares its claim later, the
 device plugin serves the GPUs DRA does not (--dra-gpus), each GPU through
-one API only, and two pods sharing one claim with NVIDIA's GpuConfig for
+one API only (and through cdi-cri, which needs a kubelet of 1.28 or later), and two pods sharing one claim with NVIDIA's GpuConfig for
 MPS both run on its GPU through the claim's own MPS daemon, with their pod
 labels in metrics.
 
@@ -66,7 +66,9 @@ class Driver:
              # registration directory follows its --root-dir.
              "--kubelet-root", "/var/lib/kubelet",
              "--kubelet-registry-dir", f"{base}/kubelet/plugins_registry",
-             "--dra-plugin-dir", f"{base}/dra", "--pass-device-specs",
+             # The device plugin's GPUs through the CRI's CDI field, which
+             # only a kubelet of 1.28 or later fills in.
+             "--dra-plugin-dir", f"{base}/dra", "--device-list-strategy", "cdi-cri",
              "--pod-resources-kubelet-socket", self.cluster.env["K8S_POD_RESOURCES_SOCKET"],
              "--nvidia-driver-root", str(self.root),
              "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_SPEC.parent),
@@ -163,13 +165,16 @@ def test_slice_lists_the_gpus(cluster, driver):
 
 
 def test_device_plugin_serves_the_rest(cluster, driver):
-    """GPUs 6 and 7 through the device plugin, the other six through DRA."""
+    """GPUs 6 and 7 through the device plugin, the other six through DRA;
+    the device plugin's through cdi-cri: the kubelet hands the CDI device
+    to containerd, which edits the container from gpulet's spec."""
     cluster.wait_gpus("2")
     assert "DRA serves 6 of 8 GPUs" in driver.log()
-    cluster.pod("dp-gpu", 1, command="ls /dev; echo done")
+    cluster.pod("dp-gpu", 1, command="ls /dev; env; echo done")
     cluster.wait_phase("dp-gpu", "Succeeded")
     out = cluster.kubectl("logs", "dp-gpu")
     assert ("nvidia6" in out.split()) != ("nvidia7" in out.split()), out
+    assert "nvidiactl" in out.split() and "NVIDIA_VISIBLE_DEVICES=void" in out, out  # the spec's edits
     cluster.kubectl("delete", "pod", "dp-gpu", "--wait=false")
 
 
