@@ -43,3 +43,5 @@ for _ in range(10):
     s = time.perf_counter(); subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv"], capture_output=True, check=True); t.append((time.perf_counter() - s) * 1000)
 print(f"nvidia-smi --query-gpu: median {statistics.median(t):.1f} ms")
 PY
+log "DRA driver: the slice from real NVML, a claim shared through MPS (stubs: dra_pb2.py in build/stubs)"
+PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python python3 tests/realgpu/dra_check.py build/gpulet build/stubs
