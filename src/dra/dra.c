@@ -86,13 +86,6 @@ void dra_on_device(struct dra *d)
         dra_publish(d);
 }
 
-static void dra_closed(uv_handle_t *h)
-{
-    struct dra *d = h->data;
-    d->handles--;
-    dra_maybe_free(d);
-}
-
 void dra_stop(struct dra *d)
 {
     if (!d)
@@ -103,6 +96,5 @@ void dra_stop(struct dra *d)
     dra_mps_stop_all(d);
     dra_unpublish(d);
     uv_close((uv_handle_t *)&d->retry, dra_closed);
-    uv_close((uv_handle_t *)&d->refresh, dra_closed);
-    uv_close((uv_handle_t *)&d->gone, dra_closed);
+    uv_close((uv_handle_t *)&d->refresh, dra_closed); /* d->gone: once the watch is joined */
 }

@@ -97,7 +97,8 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
 /* The slice (publish.c): a round now, or as soon as the one in flight ends. */
 void dra_publish(struct dra *d);
 /* Deletes the slice on the worker pool, after a round in flight (at stop,
- * with d->stopping set; d stays until it is done), and stops watching it. */
+ * with d->stopping set; d stays until it is done), and stops watching it
+ * there too, closing d->gone after. */
 void dra_unpublish(struct dra *d);
 /* Watches the slice (with d->gone initialised). */
 int dra_watch_start(struct dra *d, struct err *e);
@@ -121,7 +122,9 @@ int dra_checkpoint_load(struct dra *d, struct err *e);
 int dra_checkpoint_save(const struct dra *d, struct err *e);
 struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid);
 
-/* Frees d once stopping, its timers closed and no job in flight (free.c). */
+/* Frees d once stopping, its handles closed and no job in flight (free.c). */
 void dra_maybe_free(struct dra *d);
+/* The close callback of d's handles (their data is d). */
+void dra_closed(uv_handle_t *h);
 
 #endif

@@ -201,10 +201,39 @@ int dra_watch_start(struct dra *d, struct err *e)
     return kube_watch_start(&d->watch, &d->creds, &spec, e);
 }
 
+/* The watch's thread may be in a request for up to a second: it is joined
+ * on the worker pool, and the handle it wakes the loop with closed after. */
+struct dra_unwatch {
+    uv_work_t work;
+    struct dra *d;
+    struct kube_watch *watch;
+};
+
+static void dra_unwatch_work(uv_work_t *w)
+{
+    struct dra_unwatch *u = w->data;
+    kube_watch_stop(u->watch);
+}
+
+static void dra_unwatch_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct dra_unwatch *u = w->data;
+    struct dra *d = u->d;
+    free(u);
+    d->jobs--;
+    uv_close((uv_handle_t *)&d->gone, dra_closed);
+}
+
 void dra_unpublish(struct dra *d)
 {
-    kube_watch_stop(d->watch); /* our own delete is no news */
+    struct dra_unwatch *u = xcalloc(1, sizeof *u);
+    u->d = d;
+    u->watch = d->watch; /* our own delete is no news */
+    u->work.data = u;
     d->watch = NULL;
+    d->jobs++;
+    uv_queue_work(d->loop, &u->work, dra_unwatch_work, dra_unwatch_done);
     /* A round in flight deletes when it ends (dra_round_done). */
     if (!d->publishing)
         dra_round_start(d, DRA_ROUND_DELETE);
