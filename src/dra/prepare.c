@@ -516,8 +516,10 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
         resp.claims[resp.n_claims++] = entry;
     }
     drav1beta1__node_unprepare_resources_request__free_unpacked(req, NULL);
-    if (changed)
+    if (changed) {
         dra_claims_changed(d);
+        dra_prepare_wake(d); /* a prepare waiting for one of their daemons answers now */
+    }
     dra_reply(call, &resp.base);
     arena_free(&a);
 }
