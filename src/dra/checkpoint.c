@@ -66,7 +66,8 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
         dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
         dra_checkpoint_copy(c, "namespace", p->ns, sizeof p->ns);
         dra_checkpoint_copy(c, "name", p->name, sizeof p->name);
-        p->thread_percentage = (unsigned)dra_checkpoint_number(c, "mpsActiveThreadPercentage") % 101;
+        unsigned long long pct = dra_checkpoint_number(c, "mpsActiveThreadPercentage");
+        p->thread_percentage = pct <= 100 ? (unsigned)pct : 0; /* 0: the default, 100 */
         dra_checkpoint_consumers(json_object_get(c, "consumers"), p);
         json_t *devs = json_object_get(c, "devices"), *x;
         size_t k;

@@ -78,6 +78,11 @@ struct dra {
     bool stopping;
 };
 
+/* GETs path (get.c, on a worker thread): 0 with the answer in r (the
+ * caller frees it), or -1 with why in error. */
+int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
+            size_t len);
+
 /* The gRPC services (service.c): registration and the DRA plugin API. */
 int dra_service_start(struct dra *d, struct err *e);
 void dra_service_stop(struct dra *d);

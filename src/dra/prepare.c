@@ -50,19 +50,6 @@ struct dra_job {
     bool refresh;                     /* not the kubelet's: the claims' containers only */
 };
 
-static int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
-                   size_t len)
-{
-    struct err e;
-    if (kube_request(&d->creds, "GET", path, NULL, NULL, r, NULL, &e) < 0)
-        snprintf(error, len, "%s", e.msg);
-    else if (r->status != 200)
-        snprintf(error, len, "GET %.400s: HTTP %ld", path, r->status);
-    else
-        return 0;
-    return -1;
-}
-
 /* The containers of the claim's pods (for metrics; a failure only leaves
  * them unknown). */
 static void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, const struct strbuf *body)

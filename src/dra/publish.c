@@ -38,12 +38,7 @@ static void dra_node_uid(struct dra_publish_job *j)
     char path[512];
     snprintf(path, sizeof path, "/api/v1/nodes/%s", j->d->node);
     struct kube_response r = {0};
-    struct err e;
-    if (kube_request(&j->d->creds, "GET", path, NULL, NULL, &r, NULL, &e) < 0) {
-        snprintf(j->error, sizeof j->error, "%s", e.msg);
-    } else if (r.status != 200) {
-        snprintf(j->error, sizeof j->error, "GET %.400s: HTTP %ld", path, r.status);
-    } else {
+    if (dra_get(j->d, path, &r, j->error, sizeof j->error) == 0) {
         json_t *node = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, NULL);
         const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
         if (uid && strlen(uid) < sizeof j->node_uid)
