@@ -15,8 +15,6 @@
 /* What a right is for; which configurations need it. */
 enum api_use { USE_LABELS = 1, USE_REPORT = 2, USE_CONFIG = 4, USE_DRA = 8 };
 
-#define DRA_GROUP "resource.k8s.io"
-
 static const struct api_right {
     const char *group, *verb, *resource, *subresource;
     unsigned use;

@@ -114,7 +114,7 @@ void doctor_dra(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_SKIP, NULL, "--dra off: the device plugin serves every GPU");
         return;
     }
-    char path[CONFIG_PATH_MAX * 2], reply[1024], sock[512], state[32];
+    char path[CONFIG_PATH_MAX * 2], reply[1024], sock[512], state[32], api[64] = "unknown";
     doctor_path(d, path, sizeof path, c->status_socket, NULL);
     struct err e;
     unsigned devices, claims;
@@ -122,16 +122,22 @@ void doctor_dra(struct doctor *d, struct doctor_result *r)
     if (unixsock_request(path, "dra\n", reply, sizeof reply, &e) < 0) {
         doctor_set(r, DOCTOR_FAIL, "is gpulet running on this node?", "gpulet does not answer: %s",
                    e.msg);
-    } else if (sscanf(reply, "gpu.nvidia.com %511s %31s %u %u", sock, state, &devices, &claims) != 4) {
+    } else if (sscanf(reply, "gpu.nvidia.com %511s %31s %u %u %63s", sock, state, &devices, &claims,
+                      api) < 4) {
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log (--node-name, API server credentials)",
                    "the agent runs no DRA driver: %.200s", reply);
     } else if (strcmp(state, "registered")) {
         doctor_set(r, DOCTOR_FAIL, "is --kubelet-registry-dir the kubelet's <root-dir>/plugins_registry, "
                    "and DynamicResourceAllocation on (Kubernetes 1.32+)?",
                    "gpu.nvidia.com is not registered with the kubelet (its service: %s)", sock);
+    } else if (!strcmp(api, "unknown")) {
+        doctor_set(r, DOCTOR_FAIL, "DRA needs Kubernetes 1.32 or later with resource.k8s.io served; "
+                   "gpulet's log says what the API server answered",
+                   "gpu.nvidia.com is registered, but publishes no ResourceSlice: the agent has not "
+                   "learned which version of resource.k8s.io the API server serves");
     } else {
-        doctor_set(r, DOCTOR_PASS, NULL, "gpu.nvidia.com registered: %u device(s) in the ResourceSlice, "
-                   "%u claim(s) prepared", devices, claims);
+        doctor_set(r, DOCTOR_PASS, NULL, "gpu.nvidia.com registered: %u device(s) in the ResourceSlice "
+                   "(%s), %u claim(s) prepared", devices, api, claims);
     }
 }
 

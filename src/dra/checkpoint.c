@@ -84,6 +84,8 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
                            : !strcmp(strategy, "TimeSlicing") ? DRA_SHARING_TIMESLICING
                                                               : DRA_SHARING_NONE;
             pd->pinned_mib = dra_checkpoint_number(x, "mpsPinnedMiB");
+            unsigned long long ts = dra_checkpoint_number(x, "timeSlice");
+            pd->timeslice = ts <= 3 ? (unsigned)ts : 0;
         }
     }
     json_decref(root);
@@ -106,6 +108,8 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
                                                                  ? "MPS" : "TimeSlicing")));
             if (p->devs[k].pinned_mib)
                 jsonx_set(x, "mpsPinnedMiB", jsonx_ok(json_integer((json_int_t)p->devs[k].pinned_mib)));
+            if (p->devs[k].timeslice)
+                jsonx_set(x, "timeSlice", jsonx_ok(json_integer(p->devs[k].timeslice)));
             jsonx_append(devs, x);
         }
         json_t *consumers = jsonx_ok(json_array());

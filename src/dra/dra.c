@@ -1,13 +1,35 @@
 /* The DRA driver's start and stop: credentials and the Node's name, the
- * checkpoint of prepared claims, the two gRPC services, and the slice. */
+ * checkpoint of prepared claims, the gRPC services, and the slice. It is
+ * freed once stopped, its handles closed and its last worker job (a
+ * publish round, a prepare) back. */
 #include "dra/internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
 #include "util/xmalloc.h"
+
+/* Each GPU's PCIe root as Kubernetes' pcieRoot attribute names it: the
+ * pci<domain>:<bus> directory of sysfs that its device sits under. A
+ * simulated GPU has none (the host's sysfs is not its). */
+static void dra_read_pcie_roots(struct dra *d)
+{
+    if (d->cfg->simulate[0] || !d->inv->count)
+        return;
+    d->pcie_roots = xcalloc(d->inv->count, sizeof *d->pcie_roots);
+    for (unsigned i = 0; i < d->inv->count; i++) {
+        char bus[32], path[96], real[PATH_MAX];
+        dra_pci_bus_id(d->inv->gpus[i].pci_bus_id, bus, sizeof bus);
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s", bus);
+        const char *root = realpath(path, real) ? strstr(real, "/devices/pci") : NULL;
+        if (root)
+            snprintf(d->pcie_roots[i], sizeof d->pcie_roots[i], "%.*s",
+                     (int)strcspn(root + 9, "/"), root + 9);
+    }
+}
 
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
@@ -42,9 +64,10 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     uv_async_init(loop, &d->gone, dra_on_gone);
     d->retry.data = d->refresh.data = d->gone.data = d;
     d->handles = 3;
+    dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
     if (kube_creds_load(&d->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0 ||
-        dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0 || dra_watch_start(d, e) < 0) {
+        dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
         dra_stop(d);
         return -1;
     }
@@ -64,9 +87,9 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
 
 void dra_status(const struct dra *d, struct strbuf *out)
 {
-    strbuf_printf(out, DRA_DRIVER " %s %s %u %u\n", d->plugin_socket,
+    strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->plugin_socket,
                   d->registered ? "registered" : "unregistered", dra_count(d->cfg, d->inv, d->devs),
-                  d->nprepared);
+                  d->nprepared, d->api ? DRA_GROUP "/" : "", d->api ? dra_api_name(d->api) : "unknown");
 }
 
 void dra_holders(const struct dra *d,
@@ -97,4 +120,21 @@ void dra_stop(struct dra *d)
     dra_unpublish(d);
     uv_close((uv_handle_t *)&d->retry, dra_closed);
     uv_close((uv_handle_t *)&d->refresh, dra_closed); /* d->gone: once the watch is joined */
+}
+
+void dra_maybe_free(struct dra *d)
+{
+    if (!d->stopping || d->jobs || d->handles)
+        return;
+    kube_creds_free(&d->creds);
+    free(d->prepared);
+    free(d->pcie_roots);
+    free(d);
+}
+
+void dra_closed(uv_handle_t *h)
+{
+    struct dra *d = h->data;
+    d->handles--;
+    dra_maybe_free(d);
 }

@@ -1,4 +1,5 @@
-/* gpulet as a DRA driver (Kubernetes 1.32+, resource.k8s.io/v1beta1): the
+/* gpulet as a DRA driver (Kubernetes 1.32+: resource.k8s.io/v1, v1beta2 or
+ * v1beta1, whichever is the newest the API server serves): the
  * node's GPUs published as a ResourceSlice under the driver name
  * gpu.nvidia.com, as NVIDIA's DRA driver names and describes them, and the
  * kubelet's DRA plugin API (NodePrepareResources, NodeUnprepareResources)
@@ -18,11 +19,26 @@
 
 #define DRA_DRIVER "gpu.nvidia.com"
 #define DRA_MAX_RESULTS 64          /* devices of one claim */
+#define DRA_GROUP "resource.k8s.io"
+#define DRA_STANDARD "resource.kubernetes.io/" /* Kubernetes' standard attributes */
+
+/* The versions of resource.k8s.io gpulet speaks, newest first. v1 (1.34+)
+ * and v1beta2 put a device's attributes at its top; v1beta1 (1.32) under
+ * "basic". */
+enum dra_api { DRA_API_NONE, DRA_API_V1, DRA_API_V1BETA2, DRA_API_V1BETA1 };
+
+/* "v1", "v1beta2", "v1beta1"; "" for none. */
+const char *dra_api_name(enum dra_api api);
+
+/* Whether a discovery answer (an APIResourceList, GET
+ * /apis/resource.k8s.io/<version>) lists resourceslices (api.c, pure). */
+bool dra_api_serves_slices(const char *json, size_t len);
 
 /* --- the ResourceSlice (slice.c, pure) ------------------------------------------ */
 
 /* The device name of GPU g (mig 0) as NVIDIA's driver names it,
- * gpu-<minor>, or of its MIG device mig - 1: gpu-<minor>-mig-<GI>-<CI>. */
+ * gpu-<minor>, or of its MIG device mig - 1:
+ * gpu-<minor>-mig-<profile>-<GI profile ID>-<placement start>. */
 void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t len);
 
 /* How many MIG devices g is published as: 0 for a GPU not in MIG mode. */
@@ -39,12 +55,24 @@ bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
 unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
                    const struct gpu_device *devs);
 
-/* The node's ResourceSlice (server-side apply body): the GPUs
- * dra_publishes, with NVIDIA's attributes and their memory; owned by the
- * Node (node_uid) so that it goes with it. generation counts changes. */
-void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
-                    const struct gpu_device *devs, const char *node, const char *node_uid,
-                    unsigned long long generation, struct strbuf *out);
+/* What a slice is made from. */
+struct dra_slice_in {
+    const struct config *cfg;
+    const struct gpu_inventory *inv;
+    const struct gpu_device *devs;
+    const char *node, *node_uid;
+    unsigned long long generation;  /* the pool's: counts changes */
+    enum dra_api api;
+    const char (*pcie_roots)[32];   /* per GPU, "pci0000:00" ("" unknown); NULL: none known */
+};
+
+/* The node's ResourceSlice (server-side apply body) in in->api: the GPUs
+ * dra_publishes, with NVIDIA's attributes and capacities; owned by the
+ * Node (node_uid) so that it goes with it. */
+void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out);
+
+/* A PCI address as Kubernetes' pciBusID attribute writes it ("0000:1b:00.0"). */
+void dra_pci_bus_id(const char *nvml, char *out, size_t len);
 
 /* The slice's object name: <node>-gpu.nvidia.com. */
 void dra_slice_name(const char *node, char *out, size_t len);
@@ -73,6 +101,7 @@ struct dra_limit {
 struct dra_sharing {
     unsigned strategy;              /* enum dra_strategy */
     bool mig;                       /* a MigDeviceConfig */
+    unsigned timeslice;             /* TimeSlicing: 0 Default, 1 Short, 2 Medium, 3 Long */
     /* MPS: the daemon's defaults for its clients; 0: unset */
     unsigned thread_percentage;
     unsigned long long pinned_mib;
@@ -145,7 +174,8 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims
- * prepared. */
+ * prepared, and the API it publishes through (resource.k8s.io/v1; unknown
+ * until the API server answered). */
 void dra_status(const struct dra *d, struct strbuf *out);
 
 /* A GPU's health changed: the slice follows (one request). */

@@ -28,6 +28,7 @@ struct dra_prepared {
         char device[64];          /* gpu-<minor> */
         char uuid[96];            /* the GPU's: its CDI device is nvidia.com/gpu=<uuid> */
         unsigned strategy;        /* enum dra_strategy */
+        unsigned timeslice;       /* TimeSlicing's interval, set for the claim's life; 0: Default */
         unsigned long long pinned_mib; /* MPS: the daemon's limit; 0: the GPU's memory */
     } devs[DRA_MAX_RESULTS];
     unsigned nconsumers;
@@ -45,12 +46,15 @@ struct dra {
     struct kube_creds creds;
     char node[256];
     char node_uid[64];                    /* written by a publish job, read after it */
+    enum dra_api api;                     /* the version the API server speaks; set by a job */
+    char (*pcie_roots)[32];               /* per GPU, from sysfs; NULL when simulated */
     char registry_socket[CONFIG_PATH_MAX + 64];
     char plugin_dir[CONFIG_PATH_MAX + 64];
     char plugin_socket[CONFIG_PATH_MAX + 96];
     char checkpoint[CONFIG_PATH_MAX + 96];
     struct grpc_server *registration, *service;
-    struct grpc_method registration_methods[2], service_methods[2];
+    struct grpc_method registration_methods[2], service_methods[4]; /* v1 and v1beta1 */
+    char service_paths[4][80];
     bool registered;
     /* publishing the slice (publish.c): one request at a time */
     bool publishing, dirty;
@@ -78,10 +82,13 @@ struct dra {
     bool stopping;
 };
 
-/* GETs path (get.c, on a worker thread): 0 with the answer in r (the
+/* GETs path (api.c, on a worker thread): 0 with the answer in r (the
  * caller frees it), or -1 with why in error. */
 int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
             size_t len);
+/* The newest version of resource.k8s.io the API server serves slices in
+ * (api.c, on a worker thread), or DRA_API_NONE with why in error. */
+enum dra_api dra_api_discover(const struct dra *d, char *error, size_t len);
 
 /* The gRPC services (service.c): registration and the DRA plugin API. */
 int dra_service_start(struct dra *d, struct err *e);
@@ -105,8 +112,8 @@ void dra_publish(struct dra *d);
  * with d->stopping set; d stays until it is done), and stops watching it
  * there too, closing d->gone after. */
 void dra_unpublish(struct dra *d);
-/* Watches the slice (with d->gone initialised). */
-int dra_watch_start(struct dra *d, struct err *e);
+/* Watches the slice (with d->gone initialised and d->api known), once. */
+void dra_watch_start(struct dra *d);
 void dra_on_gone(uv_async_t *h);
 
 /* MPS daemons of claims (claim_mps.c): one per claim with an MPS device, its
@@ -122,12 +129,19 @@ void dra_prepare_wake(struct dra *d);
 /* Ends the prepares still waiting (at stop). */
 void dra_prepare_stop(struct dra *d);
 
+/* TimeSlicing intervals (timeslice.c): whether p sets one; sets p's on
+ * its GPUs (on a worker thread; those set go back on a failure); sets them
+ * back to Default (after an unprepare, on the worker pool). */
+bool dra_timeslice_wanted(const struct dra_prepared *p);
+int dra_timeslice_set(const struct dra *d, const struct dra_prepared *p, char *error, size_t len);
+void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
+
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);
 int dra_checkpoint_save(const struct dra *d, struct err *e);
 struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid);
 
-/* Frees d once stopping, its handles closed and no job in flight (free.c). */
+/* Frees d once stopping, its handles closed and no job in flight (dra.c). */
 void dra_maybe_free(struct dra *d);
 /* The close callback of d's handles (their data is d). */
 void dra_closed(uv_handle_t *h);

@@ -35,6 +35,7 @@ struct dra_job_claim {
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
     unsigned nconsumers;
     bool have_consumers;              /* the claim's pods were read */
+    struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
 };
 
 struct dra_job {
@@ -47,6 +48,8 @@ struct dra_job {
     struct dra_job_claim *claims;
     struct dra_job *next;             /* in d->waiting */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
+    enum dra_api api;                 /* the driver's; found by the job if not known yet */
+    bool mapped;                      /* its claims were mapped: a second pass sets time slices */
     bool refresh;                     /* not the kubelet's: the claims' containers only */
 };
 
@@ -76,13 +79,21 @@ static void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, cons
 static void dra_job_work(uv_work_t *w)
 {
     struct dra_job *j = w->data;
+    char error[1024];
+    if (!j->api && !(j->api = dra_api_discover(j->d, error, sizeof error))) {
+        /* a prepare before the slice's first round, as after a restart */
+        for (unsigned i = 0; i < j->n; i++)
+            if (!j->claims[i].known)
+                snprintf(j->claims[i].error, sizeof j->claims[i].error, "%s", error);
+        return;
+    }
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         if (c->known && !j->refresh)
             continue;
-        char path[1024], error[1024];
-        snprintf(path, sizeof path, "/apis/resource.k8s.io/v1beta1/namespaces/%s/resourceclaims/%s",
-                 c->ns, c->name);
+        char path[1024];
+        snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/namespaces/%s/resourceclaims/%s",
+                 dra_api_name(j->api), c->ns, c->name);
         struct kube_response r = {0};
         struct err e;
         int rc = dra_get(j->d, path, &r, error, sizeof error);
@@ -147,6 +158,12 @@ static bool dra_job_share(const struct dra_allocation *al, unsigned k, bool mig,
         return true;
     const struct dra_sharing *s = &al->configs[c];
     pd->strategy = s->strategy;
+    pd->timeslice = s->timeslice;
+    if (s->timeslice && mig) {
+        snprintf(why, len, "device %s: a TimeSlicing interval other than Default is its whole "
+                           "GPU's, which other claims' MIG devices share", pd->device);
+        return false;
+    }
     if (s->strategy != DRA_SHARING_MPS)
         return true;
     if (mig) {
@@ -254,30 +271,63 @@ static bool dra_job_update(struct dra *d, const struct dra_job_claim *c, bool *c
     return true;
 }
 
-/* One claim of a prepare not prepared before, on the loop: recorded (with
- * its MPS daemon started), or its error set. */
+/* Maps the claims of a prepare not prepared before to the node's devices
+ * (on the loop); true when one sets a time slice, which a second pass on
+ * the worker pool does before they settle. */
+static bool dra_job_map_all(struct dra *d, struct dra_job *j)
+{
+    bool timeslice = false;
+    for (unsigned i = 0; i < j->n; i++) {
+        struct dra_job_claim *c = &j->claims[i];
+        char why[512];
+        if (c->known || c->error[0] || dra_prepared_find(d, c->uid))
+            continue;
+        if (!dra_job_map(d, c, &c->p, why, sizeof why))
+            snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
+        else
+            timeslice = timeslice || dra_timeslice_wanted(&c->p);
+    }
+    return timeslice;
+}
+
+/* The second pass, on the worker: the claims' time slices. */
+static void dra_job_timeslice(uv_work_t *w)
+{
+    struct dra_job *j = w->data;
+    for (unsigned i = 0; i < j->n; i++) {
+        struct dra_job_claim *c = &j->claims[i];
+        char why[768];
+        if (!c->known && !c->error[0] && dra_timeslice_wanted(&c->p) &&
+            dra_timeslice_set(j->d, &c->p, why, sizeof why) < 0)
+            snprintf(c->error, sizeof c->error, "%.100s/%.100s: %s", c->ns, c->name, why);
+    }
+}
+
+/* One claim of a prepare not prepared before, mapped, on the loop:
+ * recorded (with its MPS daemon started), or its error set. */
 static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begun_ns, bool *changed)
 {
-    struct dra_prepared p;
-    char why[512];
+    struct dra_prepared *p = &c->p;
     struct err e;
     if (c->known) /* its allocation was not read: the checkpoint had it */
         snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
-    else if (!c->error[0] && !dra_job_map(d, c, &p, why, sizeof why))
-        snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
-    else if (!c->error[0] && dra_mps_start(d, &p, dra_prepare_wake, &e) < 0)
+    else if (!c->error[0] && dra_mps_start(d, p, dra_prepare_wake, &e) < 0)
         snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
     if (c->error[0]) {
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
+        if (!c->known)
+            dra_timeslice_reset(d, p); /* set by the second pass: back to Default */
         return;
     }
-    p.nconsumers = c->nconsumers;
-    memcpy(p.consumers, c->consumers, sizeof p.consumers);
+    p->nconsumers = c->nconsumers;
+    memcpy(p->consumers, c->consumers, sizeof p->consumers);
     d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
-    d->prepared[d->nprepared++] = p;
+    d->prepared[d->nprepared++] = *p;
     *changed = true;
-    log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s, in %.1f ms", c->ns, c->name, c->uid,
-             p.count, dra_prepared_mps(&p) ? ", MPS" : "", (double)(uv_hrtime() - begun_ns) / 1e6);
+    log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,
+             p->count, dra_prepared_mps(p) ? ", MPS" : "",
+             dra_timeslice_wanted(p) ? ", time slice set" : "",
+             (double)(uv_hrtime() - begun_ns) / 1e6);
 }
 
 /* Whether every claim of j has its answer: an error, or its MPS daemon up. */
@@ -390,9 +440,18 @@ static void dra_job_done(uv_work_t *w, int status)
     struct dra *d = j->d;
     if (j->refresh)
         d->refreshing = false;
-    if ((!j->call && !j->refresh) || d->stopping) {
+    if (!d->api)
+        d->api = j->api;
+    if ((!j->call && !j->refresh && !j->mapped) || d->stopping) {
         dra_job_free(j);
         return;
+    }
+    if (!j->refresh && !j->mapped) {
+        j->mapped = true;
+        if (dra_job_map_all(d, j)) {
+            uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_done);
+            return;
+        }
     }
     bool changed = false;
     for (unsigned i = 0; i < j->n; i++)
@@ -434,6 +493,7 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     struct dra_job *j = xcalloc(1, sizeof *j);
     j->d = d;
     j->call = call;
+    j->api = d->api;
     j->begun_ns = uv_hrtime();
     j->work.data = j;
     j->claims = xcalloc(req->n_claims + 1, sizeof *j->claims);
@@ -458,6 +518,7 @@ void dra_refresh(uv_timer_t *t)
         return;
     struct dra_job *j = xcalloc(1, sizeof *j);
     j->d = d;
+    j->api = d->api;
     j->refresh = true;
     j->work.data = j;
     j->claims = xcalloc(d->nprepared, sizeof *j->claims);
@@ -492,6 +553,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
             log_info("DRA: unprepared claim %s/%s (%s)", req->claims[i]->namespace_,
                      req->claims[i]->name, uid);
             dra_mps_stop(d, uid);
+            dra_timeslice_reset(d, p);
             *p = d->prepared[--d->nprepared];
             changed = true;
         }

@@ -2,9 +2,10 @@
  * agent's records, sent by server-side apply (one request creates or
  * replaces it) on libuv's worker pool, one round at a time; a change
  * during a round makes one more. Failures retry with backoff. The first
- * round reads the Node's UID (the slice's owner); the last, at stop,
- * deletes the slice, also off the loop. The slice is watched: deleted by
- * another, it is applied again. */
+ * round asks which version of resource.k8s.io the server speaks and reads
+ * the Node's UID (the slice's owner); the last, at stop, deletes the
+ * slice, also off the loop. The slice is watched from the first round on:
+ * deleted by another, it is applied again. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -27,14 +28,18 @@ struct dra_publish_job {
     struct dra *d;
     enum dra_round kind;
     struct strbuf body;               /* the slice, for DRA_ROUND_APPLY */
+    enum dra_api api;                 /* the version to speak; a DRA_ROUND_UID job finds it */
     char node_uid[64];                /* written by a DRA_ROUND_UID job */
     unsigned devices;
     char error[1024];
 };
 
-/* The Node's UID, which the slice's owner reference needs. */
+/* The API's version, and the Node's UID, which the slice's owner
+ * reference needs. */
 static void dra_node_uid(struct dra_publish_job *j)
 {
+    if (!j->api && !(j->api = dra_api_discover(j->d, j->error, sizeof j->error)))
+        return;
     char path[512];
     snprintf(path, sizeof path, "/api/v1/nodes/%s", j->d->node);
     struct kube_response r = {0};
@@ -56,8 +61,8 @@ static void dra_slice_request(struct dra_publish_job *j)
     char name[320], path[512];
     dra_slice_name(j->d->node, name, sizeof name);
     bool apply = j->kind == DRA_ROUND_APPLY;
-    snprintf(path, sizeof path, "/apis/resource.k8s.io/v1beta1/resourceslices/%s%s", name,
-             apply ? "?fieldManager=gpulet&force=true" : "");
+    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s%s", dra_api_name(j->api),
+             name, apply ? "?fieldManager=gpulet&force=true" : "");
     struct kube_response r = {0};
     struct err e;
     if (kube_request(&j->d->creds, apply ? "PATCH" : "DELETE", path,
@@ -104,8 +109,12 @@ static void dra_round_done(uv_work_t *w, int status)
     struct dra *d = j->d;
     d->jobs--;
     d->publishing = false;
-    if (j->node_uid[0])
+    if (j->api)
+        d->api = j->api;
+    if (j->node_uid[0]) {
         memcpy(d->node_uid, j->node_uid, sizeof d->node_uid);
+        dra_watch_start(d);
+    }
     if (j->kind == DRA_ROUND_DELETE)
         log_info("DRA: ResourceSlice %s%s%s", j->error[0] ? "not deleted: " : "deleted",
                  j->error, j->error[0] ? " (the kubelet removes it later)" : "");
@@ -135,12 +144,15 @@ static void dra_round_start(struct dra *d, enum dra_round kind)
     struct dra_publish_job *j = xcalloc(1, sizeof *j);
     j->d = d;
     j->kind = kind;
+    j->api = d->api;
     j->work.data = j;
     d->publishing = true;
     d->jobs++;
     if (kind == DRA_ROUND_APPLY) {
         d->generation++;
-        dra_slice_json(d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation, &j->body);
+        struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation,
+                                  d->api, d->pcie_roots};
+        dra_slice_json(&in, &j->body);
         j->devices = dra_count(d->cfg, d->inv, d->devs);
     }
     uv_queue_work(d->loop, &j->work, dra_round_work, dra_round_done);
@@ -186,14 +198,20 @@ void dra_on_gone(uv_async_t *h)
     dra_publish(d);
 }
 
-int dra_watch_start(struct dra *d, struct err *e)
+void dra_watch_start(struct dra *d)
 {
-    char name[320];
+    if (d->watch || d->stopping)
+        return;
+    char name[320], collection[128];
+    struct err e;
     dra_slice_name(d->node, name, sizeof name);
-    struct kube_watch_spec spec = {.collection = "/apis/resource.k8s.io/v1beta1/resourceslices",
-                                   .name = name, .on_object = dra_on_slice,
+    snprintf(collection, sizeof collection, "/apis/" DRA_GROUP "/%s/resourceslices",
+             dra_api_name(d->api));
+    struct kube_watch_spec spec = {.collection = collection, .name = name, .on_object = dra_on_slice,
                                    .on_failure = dra_on_watch_failure, .ctx = d};
-    return kube_watch_start(&d->watch, &d->creds, &spec, e);
+    if (kube_watch_start(&d->watch, &d->creds, &spec, &e) < 0)
+        log_error("DRA: cannot watch the ResourceSlice: %s; one deleted by another comes back "
+                  "only with the next change", e.msg);
 }
 
 /* The watch's thread may be in a request for up to a second: it is joined

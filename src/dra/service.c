@@ -1,6 +1,8 @@
 /* The kubelet's side of a DRA driver: a registration socket in its
  * plugins_registry directory (found by inotify) that says where the DRA
- * plugin API is served, and that API's two methods. */
+ * plugin API is served, and that API's two methods, in both of its
+ * versions: v1 (kubelets of 1.34 on pick it) and v1beta1 (1.32 and 1.33).
+ * The two carry the same messages, field for field. */
 #include "dra/internal.h"
 
 
@@ -14,14 +16,14 @@ static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len,
     (void)msg;
     (void)len;
     struct dra *d = ctx;
-    /* The gRPC services served, as "<package>.<service>": 1.32's kubelet
-     * picks v1beta1.DRAPlugin. */
-    char *versions[] = {"v1beta1.DRAPlugin"};
+    /* The gRPC services served, as "<version>.<service>": a kubelet picks
+     * the newest it knows. */
+    char *versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     info.type = "DRAPlugin";
     info.name = DRA_DRIVER;
     info.endpoint = d->plugin_socket;
-    info.n_supported_versions = 1;
+    info.n_supported_versions = sizeof versions / sizeof *versions;
     info.supported_versions = versions;
     dra_reply(call, &info.base);
 }
@@ -61,15 +63,22 @@ int dra_service_start(struct dra *d, struct err *e)
                                                       rpc_get_info, d};
     d->registration_methods[1] = (struct grpc_method){
         "/pluginregistration.Registration/NotifyRegistrationStatus", rpc_status, d};
-    d->service_methods[0] = (struct grpc_method){
-        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources", rpc_prepare, d};
-    d->service_methods[1] = (struct grpc_method){
-        "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources", rpc_unprepare, d};
+    static const char *const services[] = {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
+                                           "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"};
+    for (unsigned i = 0; i < 2; i++) {
+        snprintf(d->service_paths[2 * i], sizeof d->service_paths[0], "%sNodePrepareResources",
+                 services[i]);
+        snprintf(d->service_paths[2 * i + 1], sizeof d->service_paths[0],
+                 "%sNodeUnprepareResources", services[i]);
+        d->service_methods[2 * i] = (struct grpc_method){d->service_paths[2 * i], rpc_prepare, d};
+        d->service_methods[2 * i + 1] =
+            (struct grpc_method){d->service_paths[2 * i + 1], rpc_unprepare, d};
+    }
     char registry[sizeof d->registry_socket];
     dirs_parent(d->registry_socket, registry, sizeof registry);
     /* The service first: the kubelet dials it as soon as it reads GetInfo. */
     if (dirs_make(NULL, d->plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
-        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 2, e) < 0 ||
+        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 4, e) < 0 ||
         grpc_server_start(&d->registration, d->loop, d->registry_socket, d->registration_methods, 2,
                           e) < 0)
         return -1;

@@ -80,21 +80,23 @@ static int dra_mps_config(json_t *mps, struct dra_sharing *s, struct err *e)
     return 0;
 }
 
-/* sharing.timeSlicingConfig: gpulet leaves the GPU's time slice as it is,
- * so only the default interval is taken (NVIDIA's driver changes it with
- * nvidia-smi behind a feature gate that is off by default). */
-static int dra_timeslicing_config(json_t *ts, struct err *e)
+/* sharing.timeSlicingConfig: the interval NVIDIA's nvidia-smi
+ * compute-policy --set-timeslice takes (0 Default to 3 Long). Whether it
+ * can be applied (the claim must hold the GPU alone) is decided at
+ * prepare. */
+static int dra_timeslicing_config(json_t *ts, struct dra_sharing *s, struct err *e)
 {
+    static const char *const intervals[] = {"Default", "Short", "Medium", "Long"};
     if (!ts)
         return 0;
     const char *interval = json_string_value(json_object_get(ts, "interval"));
     if (!json_is_object(ts) || (json_object_get(ts, "interval") && !interval))
         return err_set(e, "sharing.timeSlicingConfig.interval must be a string");
-    if (!interval || !strcmp(interval, "Default"))
+    for (unsigned i = 0; interval && i < sizeof intervals / sizeof *intervals; i++)
+        if (!strcmp(interval, intervals[i]))
+            s->timeslice = i;
+    if (!interval || s->timeslice || !strcmp(interval, "Default"))
         return 0;
-    if (!strcmp(interval, "Short") || !strcmp(interval, "Medium") || !strcmp(interval, "Long"))
-        return err_set(e, "sharing.timeSlicingConfig.interval %s: gpulet does not change a GPU's "
-                          "time slice, which every process on it shares; use Default", interval);
     return err_set(e, "sharing.timeSlicingConfig.interval must be Default, Short, Medium or Long, "
                       "not '%.64s'", interval);
 }
@@ -126,7 +128,7 @@ int dra_sharing_parse(json_t *params, struct dra_sharing *s, struct err *e)
         if (s->mig)
             return err_set(e, "MigDeviceConfig takes strategy MPS only, not TimeSlicing");
         s->strategy = DRA_SHARING_TIMESLICING;
-        return dra_timeslicing_config(ts, e);
+        return dra_timeslicing_config(ts, s, e);
     }
     if (!strcmp(strategy, "MPS")) {
         if (ts)

@@ -10,12 +10,32 @@
 
 #include "util/jsonx.h"
 
+/* NVIDIA's MIG profile in a device name: "1g.10gb+me" is 1g10gb-me
+ * (dots dropped, then what a DNS label cannot hold made a dash). */
+static void dra_profile_label(const char *profile, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = profile; *p && n + 1 < len; p++) {
+        char c = (char)tolower((unsigned char)*p);
+        if (c == '.')
+            continue;
+        out[n++] = isalnum((unsigned char)c) || c == '-' ? c : '-';
+    }
+    while (n && out[n - 1] == '-')
+        n--;
+    out[n] = '\0';
+}
+
 void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t len)
 {
-    if (mig)
-        snprintf(out, len, "gpu-%u-mig-%u-%u", g->minor, g->mig[mig - 1].gi, g->mig[mig - 1].ci);
-    else
+    if (!mig) {
         snprintf(out, len, "gpu-%u", g->minor);
+        return;
+    }
+    const struct gpu_mig *m = &g->mig[mig - 1];
+    char profile[32];
+    dra_profile_label(m->profile, profile, sizeof profile);
+    snprintf(out, len, "gpu-%u-mig-%s-%u-%u", g->minor, profile, m->gi_profile, m->placement_start);
 }
 
 unsigned dra_migs(const struct gpu_info *g)
@@ -26,6 +46,17 @@ unsigned dra_migs(const struct gpu_info *g)
 void dra_slice_name(const char *node, char *out, size_t len)
 {
     snprintf(out, len, "%s-" DRA_DRIVER, node);
+}
+
+/* The API versions, newest first: the group's path of each. */
+static const char *const dra_api_names[] = {
+    [DRA_API_NONE] = "", [DRA_API_V1] = "v1", [DRA_API_V1BETA2] = "v1beta2",
+    [DRA_API_V1BETA1] = "v1beta1",
+};
+
+const char *dra_api_name(enum dra_api api)
+{
+    return api <= DRA_API_V1BETA1 ? dra_api_names[api] : "";
 }
 
 /* A version attribute must be semantic: "580.159.04" is 580.159.4, "13.0" 13.0.0. */
@@ -41,73 +72,178 @@ static void dra_semver(const char *in, char *out, size_t len)
     snprintf(out, len, "%lu.%lu.%lu", part[0], part[1], part[2]);
 }
 
-static json_t *dra_string(const char *s)
+static void dra_attr(json_t *attrs, const char *name, const char *type, json_t *value)
 {
     json_t *v = jsonx_ok(json_object());
-    jsonx_set(v, "string", jsonx_ok(json_string(s)));
-    return v;
+    jsonx_set(v, type, value);
+    jsonx_set(attrs, name, v);
 }
 
-static json_t *dra_version(const char *s)
+static void dra_attr_string(json_t *attrs, const char *name, const char *s)
+{
+    dra_attr(attrs, name, "string", jsonx_ok(json_string(s)));
+}
+
+static void dra_attr_int(json_t *attrs, const char *name, long long i)
+{
+    dra_attr(attrs, name, "int", jsonx_ok(json_integer(i)));
+}
+
+static void dra_attr_version(json_t *attrs, const char *name, const char *s)
 {
     char sem[64];
     dra_semver(s, sem, sizeof sem);
-    json_t *v = jsonx_ok(json_object());
-    jsonx_set(v, "version", jsonx_ok(json_string(sem)));
-    return v;
+    dra_attr(attrs, name, "version", jsonx_ok(json_string(sem)));
 }
 
-/* NVIDIA's architecture names are capitalised: "Hopper". */
+static void dra_capacity(json_t *capacity, const char *name, const char *value)
+{
+    json_t *v = jsonx_ok(json_object());
+    jsonx_set(v, "value", jsonx_ok(json_string(value)));
+    jsonx_set(capacity, name, v);
+}
+
+static void dra_capacity_count(json_t *capacity, const char *name, unsigned long long n)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%llu", n);
+    dra_capacity(capacity, name, v);
+}
+
+/* Bytes as Kubernetes writes a binary quantity: the largest suffix that
+ * divides them ("81559Mi"), as the API server would store them. */
+static void dra_capacity_bytes(json_t *capacity, const char *name, unsigned long long bytes)
+{
+    static const char *const suffix[] = {"", "Ki", "Mi", "Gi", "Ti"};
+    unsigned k = 0;
+    while (k < 4 && bytes && bytes % 1024 == 0)
+        bytes /= 1024, k++;
+    char v[32];
+    snprintf(v, sizeof v, "%llu%s", bytes, suffix[k]);
+    dra_capacity(capacity, name, v);
+}
+
+/* NVIDIA's architecture names (go-nvlib's): "Hopper", "Ada Lovelace". */
 static void dra_arch(const char *arch, char *out, size_t len)
 {
+    if (arch && !strcmp(arch, "ada-lovelace")) {
+        snprintf(out, len, "Ada Lovelace");
+        return;
+    }
     snprintf(out, len, "%s", arch && arch[0] ? arch : "unknown");
     out[0] = (char)toupper((unsigned char)out[0]);
 }
 
-/* Device mig of GPU g (0: the GPU whole): NVIDIA's attributes, and for a
- * MIG device its own (type mig, its UUID, its parent's, its profile). */
-static json_t *dra_device(const struct gpu_inventory *inv, const struct gpu_info *g, unsigned mig)
+/* NVIDIA's brand names (go-nvlib's), by nvmlBrandType_t. */
+static const char *dra_brand(int brand)
 {
-    char name[64], arch[32], cc[32], cuda[32];
-    dra_device_name(g, mig, name, sizeof name);
+    static const char *const names[] = {
+        "Unknown", "Quadro", "Tesla", "NVS", "Grid", "GeForce", "Titan", "NvidiaVApps",
+        "NvidiaVPC", "NvidiaVCS", "NvidiaVWS", "NvidiaCloudGaming", "QuadroRTX", "NvidiaRTX",
+        "Nvidia", "GeForceRTX", "TitanRTX",
+    };
+    return brand >= 0 && (size_t)brand < sizeof names / sizeof *names ? names[brand] : "Unknown";
+}
+
+/* The PCI address as Kubernetes' standard attribute has it: lower case,
+ * a domain of four digits ("0000:1b:00.0", not NVML's "00000000:1B:00.0"). */
+void dra_pci_bus_id(const char *nvml, char *out, size_t len)
+{
+    const char *p = strlen(nvml) > 12 && !strncmp(nvml, "0000", 4) ? nvml + 4 : nvml;
+    size_t n = 0;
+    for (; *p && n + 1 < len; p++)
+        out[n++] = (char)tolower((unsigned char)*p);
+    out[n] = '\0';
+}
+
+/* What a MIG device and its GPU share: the GPU's product, versions and place. */
+static void dra_common_attrs(json_t *attrs, const struct dra_slice_in *in, unsigned i)
+{
+    const struct gpu_info *g = &in->inv->gpus[i];
+    char arch[32], cc[32], cuda[32], bus[32];
     dra_arch(g->architecture, arch, sizeof arch);
-    snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
-    snprintf(cuda, sizeof cuda, "%d.%d", inv->cuda_version / 1000, inv->cuda_version % 1000 / 10);
-    const struct gpu_mig *m = mig ? &g->mig[mig - 1] : NULL;
-    json_t *attrs = jsonx_ok(json_object());
-    jsonx_set(attrs, "type", dra_string(m ? "mig" : "gpu"));
-    jsonx_set(attrs, "uuid", dra_string(m ? m->uuid : g->uuid));
-    if (m) {
-        jsonx_set(attrs, "parentUUID", dra_string(g->uuid));
-        jsonx_set(attrs, "profile", dra_string(m->profile));
+    dra_attr_string(attrs, "productName", g->name);
+    dra_attr_string(attrs, "brand", dra_brand(g->brand));
+    dra_attr_string(attrs, "architecture", arch);
+    if (g->cc_major >= 0) {
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+        dra_attr_version(attrs, "cudaComputeCapability", cc);
     }
-    jsonx_set(attrs, "productName", dra_string(g->name));
-    jsonx_set(attrs, "architecture", dra_string(arch));
-    if (g->cc_major >= 0)
-        jsonx_set(attrs, "cudaComputeCapability", dra_version(cc));
-    jsonx_set(attrs, "driverVersion", dra_version(inv->driver_version));
-    if (inv->cuda_version > 0)
-        jsonx_set(attrs, "cudaDriverVersion", dra_version(cuda));
-    char memory[32];
-    snprintf(memory, sizeof memory, "%lluMi",
-             m ? m->attr.memorySizeMB : g->memory_total / (1024 * 1024));
-    json_t *capacity = jsonx_ok(json_object());
-    json_t *mem = jsonx_ok(json_object());
-    jsonx_set(mem, "value", jsonx_ok(json_string(memory)));
-    jsonx_set(capacity, "memory", mem);
-    if (m) {
-        char sms[16];
-        snprintf(sms, sizeof sms, "%u", m->attr.multiprocessorCount);
-        json_t *mp = jsonx_ok(json_object());
-        jsonx_set(mp, "value", jsonx_ok(json_string(sms)));
-        jsonx_set(capacity, "multiprocessors", mp);
+    dra_attr_version(attrs, "driverVersion", in->inv->driver_version);
+    if (in->inv->cuda_version > 0) {
+        snprintf(cuda, sizeof cuda, "%d.%d", in->inv->cuda_version / 1000,
+                 in->inv->cuda_version % 1000 / 10);
+        dra_attr_version(attrs, "cudaDriverVersion", cuda);
     }
-    json_t *basic = jsonx_ok(json_object());
-    jsonx_set(basic, "attributes", attrs);
-    jsonx_set(basic, "capacity", capacity);
-    json_t *dev = jsonx_ok(json_object());
+    if (g->pci_bus_id[0]) {
+        dra_pci_bus_id(g->pci_bus_id, bus, sizeof bus);
+        dra_attr_string(attrs, DRA_STANDARD "pciBusID", bus);
+    }
+    if (in->pcie_roots && in->pcie_roots[i][0])
+        dra_attr_string(attrs, DRA_STANDARD "pcieRoot", in->pcie_roots[i]);
+    if (g->numa_node >= 0)
+        dra_attr_int(attrs, "numa", g->numa_node);
+}
+
+/* GPU i whole: NVIDIA's attributes, and index and minor, which NVIDIA's
+ * driver dropped in v25.8 while its quickstart still selects on them. */
+static void dra_gpu(json_t *attrs, json_t *capacity, const struct dra_slice_in *in, unsigned i)
+{
+    const struct gpu_info *g = &in->inv->gpus[i];
+    dra_attr_string(attrs, "type", "gpu");
+    dra_attr_string(attrs, "uuid", g->uuid);
+    dra_attr_int(attrs, "index", g->index);
+    dra_attr_int(attrs, "minor", g->minor);
+    dra_common_attrs(attrs, in, i);
+    dra_capacity_bytes(capacity, "memory", g->memory_total);
+}
+
+/* MIG device mig of GPU i: its own UUID, its parent's, its profile, and
+ * its GPU instance's engines and memory slices as capacities. */
+static void dra_mig(json_t *attrs, json_t *capacity, const struct dra_slice_in *in, unsigned i,
+                    unsigned mig)
+{
+    const struct gpu_info *g = &in->inv->gpus[i];
+    const struct gpu_mig *m = &g->mig[mig - 1];
+    dra_attr_string(attrs, "type", "mig");
+    dra_attr_string(attrs, "uuid", m->uuid);
+    dra_attr_string(attrs, "parentUUID", g->uuid);
+    dra_attr_string(attrs, "profile", m->profile);
+    dra_common_attrs(attrs, in, i);
+    dra_capacity_count(capacity, "multiprocessors", m->attr.multiprocessorCount);
+    dra_capacity_count(capacity, "copyEngines", m->attr.sharedCopyEngineCount);
+    dra_capacity_count(capacity, "decoders", m->attr.sharedDecoderCount);
+    dra_capacity_count(capacity, "encoders", m->attr.sharedEncoderCount);
+    dra_capacity_count(capacity, "jpegEngines", m->attr.sharedJpegCount);
+    dra_capacity_count(capacity, "ofaEngines", m->attr.sharedOfaCount);
+    dra_capacity_bytes(capacity, "memory", m->attr.memorySizeMB << 20);
+    for (unsigned s = m->placement_start; s < m->placement_start + m->placement_size; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "memorySlice%u", s);
+        dra_capacity(capacity, name, "1");
+    }
+}
+
+/* One device of the slice: attributes and capacities at the top in v1 and
+ * v1beta2, under "basic" in v1beta1. */
+static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mig)
+{
+    char name[96];
+    dra_device_name(&in->inv->gpus[i], mig, name, sizeof name);
+    json_t *attrs = jsonx_ok(json_object()), *capacity = jsonx_ok(json_object());
+    if (mig)
+        dra_mig(attrs, capacity, in, i, mig);
+    else
+        dra_gpu(attrs, capacity, in, i);
+    json_t *body = jsonx_ok(json_object());
+    jsonx_set(body, "attributes", attrs);
+    jsonx_set(body, "capacity", capacity);
+    json_t *dev = body;
+    if (in->api == DRA_API_V1BETA1) {
+        dev = jsonx_ok(json_object());
+        jsonx_set(dev, "basic", body);
+    }
     jsonx_set(dev, "name", jsonx_ok(json_string(name)));
-    jsonx_set(dev, "basic", basic);
     return dev;
 }
 
@@ -133,17 +269,16 @@ unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
     return n;
 }
 
-void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
-                    const struct gpu_device *devs, const char *node, const char *node_uid,
-                    unsigned long long generation, struct strbuf *out)
+void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out)
 {
+    const char *node = in->node;
     char name[320];
     dra_slice_name(node, name, sizeof name);
     json_t *owner = jsonx_ok(json_object());
     jsonx_set(owner, "apiVersion", jsonx_ok(json_string("v1")));
     jsonx_set(owner, "kind", jsonx_ok(json_string("Node")));
     jsonx_set(owner, "name", jsonx_ok(json_string(node)));
-    jsonx_set(owner, "uid", jsonx_ok(json_string(node_uid)));
+    jsonx_set(owner, "uid", jsonx_ok(json_string(in->node_uid)));
     jsonx_set(owner, "controller", json_true());
     json_t *owners = jsonx_ok(json_array());
     jsonx_append(owners, owner);
@@ -151,13 +286,13 @@ void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
     jsonx_set(meta, "name", jsonx_ok(json_string(name)));
     jsonx_set(meta, "ownerReferences", owners);
     json_t *devices = jsonx_ok(json_array());
-    for (unsigned i = 0; i < inv->count; i++)
+    for (unsigned i = 0; i < in->inv->count; i++)
         for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
-            if (dra_publishes(cfg, inv, devs, i, k))
-                jsonx_append(devices, dra_device(inv, &inv->gpus[i], k));
+            if (dra_publishes(in->cfg, in->inv, in->devs, i, k))
+                jsonx_append(devices, dra_device(in, i, k));
     json_t *pool = jsonx_ok(json_object());
     jsonx_set(pool, "name", jsonx_ok(json_string(node)));
-    jsonx_set(pool, "generation", jsonx_ok(json_integer((json_int_t)generation)));
+    jsonx_set(pool, "generation", jsonx_ok(json_integer((json_int_t)in->generation)));
     jsonx_set(pool, "resourceSliceCount", jsonx_ok(json_integer(1)));
     json_t *spec = jsonx_ok(json_object());
     jsonx_set(spec, "driver", jsonx_ok(json_string(DRA_DRIVER)));
@@ -165,7 +300,9 @@ void dra_slice_json(const struct config *cfg, const struct gpu_inventory *inv,
     jsonx_set(spec, "pool", pool);
     jsonx_set(spec, "devices", devices);
     json_t *slice = jsonx_ok(json_object());
-    jsonx_set(slice, "apiVersion", jsonx_ok(json_string("resource.k8s.io/v1beta1")));
+    char api[64];
+    snprintf(api, sizeof api, DRA_GROUP "/%s", dra_api_name(in->api));
+    jsonx_set(slice, "apiVersion", jsonx_ok(json_string(api)));
     jsonx_set(slice, "kind", jsonx_ok(json_string("ResourceSlice")));
     jsonx_set(slice, "metadata", meta);
     jsonx_set(slice, "spec", spec);

@@ -427,3 +427,18 @@ void driver_free(struct driver *d)
     d->mounts = NULL;
     d->nmounts = 0;
 }
+
+int driver_find_tool(const char *root, const char *name, char *out, size_t len, struct err *e)
+{
+    static const char *const dirs[] = {"/usr/bin", "/usr/local/nvidia/bin", "/usr/local/bin", "/bin"};
+    const char *prefix = root && strcmp(root, "/") ? root : "";
+    char tried[1024] = "";
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(out, len, "%s%s/%s", prefix, dirs[i], name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        size_t used = strlen(tried);
+        snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", out);
+    }
+    return err_set(e, "%s not found (looked in %s)", name, tried);
+}

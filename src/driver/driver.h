@@ -68,6 +68,12 @@ void driver_free(struct driver *d);
  * read_root, in the directories discovery searches; -1 where none is. */
 int driver_find_library(const char *read_root, const char *name, char *out, size_t len);
 
+/* The path of the driver's program `name` (nvidia-smi,
+ * nvidia-cuda-mps-control) under root ("/" for the host), in the
+ * directories a driver installs its utilities in; -1 naming where it
+ * looked. */
+int driver_find_tool(const char *root, const char *name, char *out, size_t len, struct err *e);
+
 /* Parses a comma list of capabilities ("compute,utility", "all"). */
 int driver_parse_caps(const char *text, unsigned *caps, struct err *e);
 

@@ -32,6 +32,25 @@ static const struct {
 };
 static const char *const stub_bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                         "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+/* The stand-in nvidia-smi models the one setting gpulet changes through
+ * it: `compute-policy -i GPU --set-timeslice N` (a DRA claim's TimeSlicing
+ * interval) records N in var/lib/gpulet-sim/timeslice/<GPU> of the root. */
+static const char stub_smi[] =
+    "if [ \"$1\" = compute-policy ]; then\n"
+    "    gpu= ts=\n"
+    "    shift\n"
+    "    while [ $# -gt 0 ]; do\n"
+    "        case $1 in -i) gpu=$2; shift ;; --set-timeslice) ts=$2; shift ;; esac\n"
+    "        shift\n"
+    "    done\n"
+    "    case $ts in 0|1|2|3) ;; *) echo \"Invalid time slice '$ts' (0-3)\" >&2; exit 2 ;; esac\n"
+    "    [ -n \"$gpu\" ] || { echo \"compute-policy needs -i GPU\" >&2; exit 2; }\n"
+    "    dir=$(dirname \"$0\")/../../var/lib/gpulet-sim/timeslice\n"
+    "    mkdir -p \"$dir\" && echo \"$ts\" >\"$dir/$gpu\" || exit 1\n"
+    "    echo \"Set the time slice of GPU $gpu to $ts\"\n"
+    "    exit 0\n"
+    "fi\n";
+
 static const char *const stub_firmware[] = {"gsp_ga10x.bin", "gsp_tu10x.bin"};
 
 static int stub_mkdirs(const char *root, const char *rel, char *out, size_t len, struct err *e)
@@ -95,7 +114,7 @@ static int stub_mig_minors(const char *root, struct err *e)
 
 int driver_write_stub_tree(const char *root, const char *version, struct err *e)
 {
-    char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128], text[256];
+    char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128];
     if (mkdir(root, 0755) != 0 && errno != EEXIST)
         return err_set(e, "cannot make %s: %m", root);
     if (stub_mkdirs(root, "usr/lib/" ARCH_TRIPLET, dir, sizeof dir, e) < 0)
@@ -112,9 +131,12 @@ int driver_write_stub_tree(const char *root, const char *version, struct err *e)
         return -1;
     for (size_t i = 0; i < sizeof stub_bins / sizeof *stub_bins; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, stub_bins[i]);
-        snprintf(text, sizeof text, "#!/bin/sh\necho \"gpulet stand-in %s %s\"\n", stub_bins[i],
-                 version);
-        if (stub_text(path, text, 0755, e) < 0)
+        struct strbuf script = {0};
+        strbuf_printf(&script, "#!/bin/sh\n%secho \"gpulet stand-in %s %s\"\n",
+                      strcmp(stub_bins[i], "nvidia-smi") ? "" : stub_smi, stub_bins[i], version);
+        int rc = stub_text(path, script.data, 0755, e);
+        strbuf_free(&script);
+        if (rc < 0)
             return -1;
     }
     snprintf(file, sizeof file, "lib/firmware/nvidia/%s", version);

@@ -145,6 +145,9 @@ static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
         g->architecture = inventory_arch_name(arch);
     inventory_pci_class(n, g);
     inventory_clique(n, g);
+    nvmlBrandType_t brand;
+    if (n->DeviceGetBrand && inventory_check(n, g, "brand", n->DeviceGetBrand(g->handle, &brand)))
+        g->brand = (int)brand;
 }
 
 static void inventory_system(struct nvml *n, struct gpu_inventory *inv)
@@ -175,7 +178,7 @@ int gpu_inventory_build_ids(struct nvml *n, struct gpu_inventory *inv, struct er
     for (unsigned i = 0; i < count; i++) {
         struct gpu_info *g = &inv->gpus[i];
         g->index = g->minor = i;
-        g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = g->pci_class = -1;
+        g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = g->pci_class = g->brand = -1;
         g->architecture = "unknown";
         if (inventory_check(n, g, "handle", n->DeviceGetHandleByIndex(i, &g->handle)))
             inventory_read_ids(n, g);

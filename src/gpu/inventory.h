@@ -20,6 +20,8 @@ struct gpu_mig {
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE]; /* MIG-... */
     unsigned gi, ci;                /* GPU and compute instance IDs */
     char profile[32];               /* "1g.10gb", "1g.10gb+me", "1c.3g.40gb": NVIDIA's names */
+    unsigned gi_profile;            /* the GPU instance's profile ID (NVML_GPU_INSTANCE_PROFILE_*) */
+    unsigned placement_start, placement_size; /* its memory slices; size 0: unknown */
     nvmlDeviceAttributes_t attr;    /* SMs, engines, slices, memory (MiB) */
 };
 
@@ -38,6 +40,7 @@ struct gpu_info {
     struct gpu_mig mig[GPU_MIG_MAX]; /* with MIG enabled: its MIG devices */
     unsigned nmig;
     int pci_class;                  /* base << 8 | sub: 0x0302 compute, 0x0300 graphics; -1 unknown */
+    int brand;                      /* nvmlBrandType_t; -1 unknown */
     char clique[64];                /* "<fabric cluster UUID>.<clique ID>"; empty: no fabric */
     bool lost;                      /* NVML answered GPU_IS_LOST */
     char problem[160];              /* the first NVML error met while reading it, if any */

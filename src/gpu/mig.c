@@ -26,6 +26,21 @@ void gpu_mig_profile_name(unsigned long long gpu_total_mib, const nvmlDeviceAttr
     snprintf(out, len, "%s%ug.%llugb%s", ci, a->gpuInstanceSliceCount, gb, me ? "+me" : "");
 }
 
+/* The GPU instance's profile ID and placement, which name a MIG device in
+ * NVIDIA's DRA driver (gpu-<minor>-mig-<profile>-<ID>-<start>). */
+static void gpu_mig_placement(struct nvml *n, const struct gpu_info *g, struct gpu_mig *m)
+{
+    nvmlGpuInstance_t gi;
+    nvmlGpuInstanceInfo_t info;
+    if (!n->DeviceGetGpuInstanceById || !n->GpuInstanceGetInfo ||
+        n->DeviceGetGpuInstanceById(g->handle, m->gi, &gi) != NVML_SUCCESS ||
+        n->GpuInstanceGetInfo(gi, &info) != NVML_SUCCESS)
+        return;
+    m->gi_profile = info.profileId;
+    m->placement_start = info.placement.start;
+    m->placement_size = info.placement.size;
+}
+
 void gpu_mig_read(struct nvml *n, struct gpu_info *g)
 {
     g->nmig = 0;
@@ -50,6 +65,7 @@ void gpu_mig_read(struct nvml *n, struct gpu_info *g)
             n->DeviceGetGpuInstanceId(m->handle, &m->gi);
         if (n->DeviceGetComputeInstanceId)
             n->DeviceGetComputeInstanceId(m->handle, &m->ci);
+        gpu_mig_placement(n, g, m);
         if (n->DeviceGetAttributes && n->DeviceGetAttributes(m->handle, &m->attr) == NVML_SUCCESS)
             gpu_mig_profile_name(total_mib, &m->attr, m->profile, sizeof m->profile);
         else

@@ -50,7 +50,7 @@ int gpu_procfs_parse(const char *source, const char *text, size_t len, struct gp
                      bool *excluded, struct err *e)
 {
     memset(g, 0, sizeof *g);
-    g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = g->pci_class = -1;
+    g->numa_node = g->cc_major = g->cc_minor = g->mig_mode = g->pci_class = g->brand = -1;
     g->architecture = "unknown";
     *excluded = false;
     bool have_uuid = false, have_minor = false, have_bus = false;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "driver/driver.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xmalloc.h"
@@ -77,21 +78,11 @@ int mps_find_control(const struct config *cfg, char *out, size_t len, struct err
         snprintf(out, len, "%s", cfg->mps_control);
         return 0;
     }
-    const char *root = strcmp(cfg->driver_root, "/") ? cfg->driver_root : "";
-    const char *dirs[] = {"/usr/bin", "/usr/local/nvidia/bin", "/usr/local/bin", "/bin"};
-    struct strbuf tried = {0};
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-        snprintf(out, len, "%s%s/" MPS_CONTROL, root, dirs[i]);
-        if (access(out, X_OK) == 0) {
-            strbuf_free(&tried);
-            return 0;
-        }
-        strbuf_printf(&tried, "%s%s", tried.len ? ", " : "", out);
-    }
-    err_set(e, "sharing.mps: %s not found (looked in %s): install the driver's utilities or set "
-               "--mps-control", MPS_CONTROL, tried.data);
-    strbuf_free(&tried);
-    return -1;
+    struct err why;
+    if (driver_find_tool(cfg->driver_root, MPS_CONTROL, out, len, &why) == 0)
+        return 0;
+    return err_set(e, "sharing.mps: %s: install the driver's utilities or set --mps-control",
+                   why.msg);
 }
 
 static void mps_state(struct mps_daemon *m, bool up)

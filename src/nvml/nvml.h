@@ -53,6 +53,8 @@
     X(DeviceGetGpuInstanceId, nvmlDeviceGetGpuInstanceId, "nvmlDeviceGetGpuInstanceId") \
     X(DeviceGetComputeInstanceId, nvmlDeviceGetComputeInstanceId,                     \
       "nvmlDeviceGetComputeInstanceId")                                               \
+    X(DeviceGetGpuInstanceById, nvmlDeviceGetGpuInstanceById, "nvmlDeviceGetGpuInstanceById") \
+    X(GpuInstanceGetInfo, nvmlGpuInstanceGetInfo, "nvmlGpuInstanceGetInfo")           \
     X(DeviceGetAttributes, nvmlDeviceGetAttributes_v2, "nvmlDeviceGetAttributes_v2",  \
       "nvmlDeviceGetAttributes")                                                      \
     X(DeviceGetPersistenceMode, nvmlDeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode") \

@@ -3,7 +3,8 @@ merge patch, refused with 409 when it names another resourceVersion; PATCH
 of nodes/status with a strategic merge patch of its conditions, merged by
 type), Events (POST, PATCH) and ConfigMaps, with list and watch by name
 (fieldSelector), DRA's ResourceSlices (server-side apply, DELETE) and
-ResourceClaims (GET), over plain HTTP, counting requests and able to fail on
+ResourceClaims (GET) in one version of resource.k8s.io (v1 unless told, with
+its discovery answer), over plain HTTP, counting requests and able to fail on
 demand: for what the real one cannot be made to do in a test (go down,
 answer 500, be counted)."""
 import json
@@ -27,11 +28,10 @@ def merge(target, patch):
     return target
 
 
-SLICES = "/apis/resource.k8s.io/v1beta1/resourceslices"
-
-
 class FakeAPI:
-    def __init__(self, node="n1", labels=None):
+    def __init__(self, node="n1", labels=None, dra_version="v1"):
+        self.dra = f"/apis/resource.k8s.io/{dra_version}"   # the one version served
+        self.slices_path = self.dra + "/resourceslices"
         self.node = {"kind": "Node", "apiVersion": "v1",
                      "metadata": {"name": node, "uid": f"uid-{node}", "labels": dict(labels or {}),
                                   "resourceVersion": "1"}}
@@ -76,7 +76,11 @@ class FakeAPI:
                         return self.list_or_watch(url.path, query)
                     if url.path.startswith("/api/v1/namespaces/default/events"):
                         return self.event(method, url.path, body)
-                    if url.path.startswith("/apis/resource.k8s.io/v1beta1/") or re.fullmatch(
+                    if url.path == api.dra and method == "GET":
+                        return self.answer(200, {"kind": "APIResourceList", "groupVersion": api.dra[6:],
+                                                 "resources": [{"name": "resourceslices"},
+                                                               {"name": "resourceclaims"}]})
+                    if url.path.startswith(api.dra + "/") or re.fullmatch(
                             r"/api/v1/namespaces/[^/]+/pods/[^/]+", url.path):
                         return self.resource(method, url.path, body)
                     if url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
@@ -124,20 +128,19 @@ class FakeAPI:
 
             def resource(self, method, path, body):
                 """DRA's objects, and the pods a claim is reserved for. Called with api.cond held."""
-                m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/resourceslices/([^/]+)", path)
+                m = re.fullmatch(re.escape(api.slices_path) + r"/([^/]+)", path)
                 if m and method == "PATCH":
                     obj = json.loads(body)
                     created = m.group(1) not in api.slices
                     api.slices[m.group(1)] = obj
-                    api._changed(SLICES, m.group(1), "ADDED" if created else "MODIFIED", obj)
+                    api._changed(api.slices_path, m.group(1), "ADDED" if created else "MODIFIED", obj)
                     return self.answer(201 if created else 200, obj)
                 if m and method == "DELETE":
                     gone = api.slices.pop(m.group(1), None)
                     if gone:
-                        api._changed(SLICES, m.group(1), "DELETED", gone)
+                        api._changed(api.slices_path, m.group(1), "DELETED", gone)
                     return self.answer(200 if gone else 404, {"kind": "Status"})
-                m = re.fullmatch(r"/apis/resource.k8s.io/v1beta1/namespaces/([^/]+)/resourceclaims/([^/]+)",
-                                 path)
+                m = re.fullmatch(re.escape(api.dra) + r"/namespaces/([^/]+)/resourceclaims/([^/]+)", path)
                 if m and method == "GET" and (m.group(1), m.group(2)) in api.claims:
                     return self.answer(200, api.claims[(m.group(1), m.group(2))])
                 m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
@@ -198,7 +201,7 @@ class FakeAPI:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps", path)
         if m:
             return self.configmaps.get((m.group(1), name))
-        if path == SLICES:
+        if path == self.slices_path:
             return self.slices.get(name)
         return False
 
@@ -206,7 +209,7 @@ class FakeAPI:
         """Deletes a ResourceSlice as the kubelet does when a driver's socket goes."""
         with self.cond:
             gone = self.slices.pop(name)
-            self._changed(SLICES, name, "DELETED", gone)
+            self._changed(self.slices_path, name, "DELETED", gone)
 
     def _changed(self, collection, name, kind, obj):
         self.version += 1

@@ -1,9 +1,12 @@
-"""gpulet as a DRA driver against a stand-in API server (fakeapi.py) and a
+"""gpulet as a DRA driver against a stand-in API server (fakeapi.py, serving
+resource.k8s.io/v1 as Kubernetes 1.34 on do, or v1beta1 as 1.32) and a
 grpcio stand-in for the kubelet: registration (GetInfo, with the exact
-service names), the node's ResourceSlice (applied, updated on a fault,
-deleted on exit), NodePrepareResources (CDI IDs of gpulet's spec,
-idempotent from the checkpoint, refused for an unhealthy or unknown
-device) and NodeUnprepareResources; and all of it under valgrind."""
+service names of both versions of the kubelet's DRA API), the node's
+ResourceSlice (applied, updated on a fault, deleted on exit),
+NodePrepareResources (CDI IDs of gpulet's spec, idempotent from the
+checkpoint, refused for an unhealthy or unknown device) and
+NodeUnprepareResources, through either version; NVIDIA's TimeSlicing
+interval set for a claim's life; and all of it under valgrind."""
 import importlib
 import json
 import shutil
@@ -16,7 +19,8 @@ import pytest
 from conftest import GPULET, SANITIZED, SOURCE
 from fakeapi import FakeAPI
 
-DRA = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+DRA = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"            # what kubelets of 1.34 on call
+DRA_V1BETA1 = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"  # and those of 1.32 and 1.33
 REG = "/pluginregistration.Registration/"
 
 
@@ -75,7 +79,7 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     a.wait_log("DRA: " + "gpu.nvidia.com serving on", timeout=60)
     info = call(reg_sock, REG + "GetInfo", reg.InfoRequest(), reg.PluginInfo)
     assert (info.type, info.name, list(info.supported_versions)) == (
-        "DRAPlugin", "gpu.nvidia.com", ["v1beta1.DRAPlugin"])
+        "DRAPlugin", "gpu.nvidia.com", ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
     assert info.endpoint == str(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock")
     call(reg_sock, REG + "NotifyRegistrationStatus", reg.RegistrationStatus(plugin_registered=True),
          reg.RegistrationStatusResponse)
@@ -88,10 +92,13 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     dra_check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "dra")
     assert dra_check["status"] == "PASS", dra_check
     assert "gpu.nvidia.com registered: " in dra_check["message"]
+    assert "(resource.k8s.io/v1)" in dra_check["message"], dra_check
     # The slice: eight GPUs, owned by the Node.
     api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 8,
                  "a slice of 8 devices", timeout=30)
     s = api.slices["n1-gpu.nvidia.com"]
+    assert s["apiVersion"] == "resource.k8s.io/v1"
+    assert s["spec"]["devices"][0]["attributes"]["type"] == {"string": "gpu"}  # no "basic" in v1
     assert s["metadata"]["ownerReferences"][0]["uid"] == "uid-n1"
     assert s["spec"]["pool"]["name"] == "n1" and s["spec"]["nodeName"] == "n1"
     # Deleted by another (the kubelet, when a driver's socket goes): applied again.
@@ -120,9 +127,11 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     assert [c["uid"] for c in checkpoint["claims"]] == ["one"]
     spec = json.loads((tmp / "node-cdi" / "nvidia.com-gpu.json").read_text())
     assert ids[3] in [d["name"] for d in spec["devices"]]
-    # Again: the same answer, from the checkpoint, without asking the API server.
+    assert ("GET", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c-one", None) in api.requests
+    # Again, as a kubelet of 1.32 asks (v1beta1): the same answer, from the
+    # checkpoint, without asking the API server.
     asked = sum(1 for m, p, _ in api.requests if "resourceclaims" in p)
-    r2 = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources", req,
+    r2 = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA_V1BETA1 + "NodePrepareResources", req,
               pb.NodePrepareResourcesResponse)
     assert r2.claims["one"] == got
     assert sum(1 for m, p, _ in api.requests if "resourceclaims" in p) == asked
@@ -163,8 +172,9 @@ def test_dra(dra, sim_env, gpulet):
 
 def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
     """--dra-gpus 0-3 of eight: DRA publishes those four, the device plugin
-    advertises the other four, and neither hands out the other's."""
-    api = FakeAPI("n1")
+    advertises the other four, and neither hands out the other's. The API
+    server here is 1.32's: resource.k8s.io/v1beta1 only."""
+    api = FakeAPI("n1", dra_version="v1beta1")
     pb, _ = dra_stubs(tmp_path / "stubs")
     try:
         a = agent("--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", "0,1,2,3",
@@ -183,8 +193,16 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
                      "a slice of 4 devices", timeout=30)
         assert sorted(d["name"] for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]) == [
             "gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+        s = api.slices["n1-gpu.nvidia.com"]
+        assert s["apiVersion"] == "resource.k8s.io/v1beta1"
+        assert s["spec"]["devices"][0]["basic"]["attributes"]["type"] == {"string": "gpu"}
+        # v1 and v1beta2 were asked for first, and v1beta1 used from then on
+        paths = [p for m, p, _ in api.requests if p.startswith("/apis/resource.k8s.io")]
+        assert paths[:3] == ["/apis/resource.k8s.io/v1", "/apis/resource.k8s.io/v1beta2",
+                             "/apis/resource.k8s.io/v1beta1"], paths
+        assert all(p.startswith("/apis/resource.k8s.io/v1beta1/") for p in paths[3:]), paths
         api.claims[("ns", "c-6")] = claim("six", "gpu-6")
-        r = call(kubelet.root / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
+        r = call(kubelet.root / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA_V1BETA1 + "NodePrepareResources",
                  pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="six", name="c-6")]),
                  pb.NodePrepareResourcesResponse)
         assert "the device plugin's here, not DRA's" in r.claims["six"].error
@@ -209,14 +227,27 @@ def test_dra_mig(agent, sim_env, tmp_path):
         api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 16,
                      "a slice of 15 MIG devices and one GPU", timeout=30)
         mig = next(d for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]
-                   if d["basic"]["attributes"]["profile"] == {"string": "1g.18gb"})
-        uuid = mig["basic"]["attributes"]["uuid"]["string"]
+                   if d["attributes"]["profile"] == {"string": "1g.18gb"})
+        uuid = mig["attributes"]["uuid"]["string"]
+        # NVIDIA's name: gpu-<minor>-mig-<profile>-<GI profile ID>-<placement start>
+        assert mig["name"].startswith("gpu-0-mig-1g18gb-19-"), mig["name"]
         api.claims[("ns", "c-m")] = claim("m", mig["name"])
         r = call(tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
                  pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="m", name="c-m")]),
                  pb.NodePrepareResourcesResponse)
         assert not r.claims["m"].error, r.claims["m"].error
         assert list(r.claims["m"].devices[0].cdi_device_ids) == [f"nvidia.com/gpu={uuid}"]
+        # A time slice of its own would be its whole GPU's, which other claims share: refused.
+        other = next(d["name"] for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]
+                     if d["attributes"]["type"] == {"string": "mig"} and d["name"] != mig["name"])
+        long = claim("ml", other)
+        long["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
+        api.claims[("ns", "c-ml")] = long
+        r = call(tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
+                 pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="ml", name="c-ml")]),
+                 pb.NodePrepareResourcesResponse)
+        assert "other claims' MIG devices share" in r.claims["ml"].error, r.claims["ml"].error
         spec = json.loads((tmp_path / "node-cdi" / "nvidia.com-gpu.json").read_text())
         assert uuid in [d["name"] for d in spec["devices"]]
         assert a.stop() == 0
@@ -236,8 +267,9 @@ def sharing(agent, sim_env, tmp_path, prefix=()):
     """NVIDIA's GpuConfig in a claim: MPS starts a daemon of the claim's own
     with its limits, the answer (after the daemon is up) adds the claim's
     CDI device, a restart brings the daemon back from the checkpoint, and
-    unprepare stops it and removes its directory and spec. TimeSlicing with
-    an interval gpulet does not set is refused with the reason. The claim's
+    unprepare stops it and removes its directory and spec. TimeSlicing's
+    Long interval is set with the driver's nvidia-smi (the stand-in records
+    it) for the claim's life, and Default again at unprepare. The claim's
     containers (reservedFor, then the pod) get their pod labels in metrics
     without PodResources."""
     from test_metrics import free_port, get, parse, wait_for
@@ -246,12 +278,16 @@ def sharing(agent, sim_env, tmp_path, prefix=()):
     pb, _ = dra_stubs(tmp_path / "stubs")
     mps, cdi, port = tmp_path / "mps", tmp_path / "node-cdi", free_port()
     sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    root = tmp_path / "driver"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env, timeout=30)
+    timeslice = root / "var" / "lib" / "gpulet-sim" / "timeslice"
 
     def start():
         return agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
                      "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
                      "--labels", "none", "--fault-report", "none", "--status-socket", str(tmp_path / "s.sock"),
                      "--mps-root", str(mps), "--mps-control", FAKE_MPS, "--metrics-listen", f"127.0.0.1:{port}",
+                     "--nvidia-driver-root", str(root),
                      "--metrics-interval-ms", "200", "--pod-resources-interval-ms", "1000", prefix=prefix)
 
     def prepare(uid, name):
@@ -305,13 +341,25 @@ def sharing(agent, sim_env, tmp_path, prefix=()):
         entry = checkpoint["claims"][0]
         assert entry["consumers"] == [{"pod": "p1", "namespace": "ns", "container": "main"}]
         assert [d.get("sharing") for d in entry["devices"]] == ["MPS", "MPS"]
-        # An interval gpulet does not set: refused, naming the entry and why.
-        bad = claim("long", "gpu-4")
-        bad["status"]["allocation"]["devices"]["config"] = [
+        # NVIDIA's Long interval on a GPU the claim holds whole: set for the claim's life.
+        long = claim("long", "gpu-4")
+        long["status"]["allocation"]["devices"]["config"] = [
             gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
-        api.claims[("ns", "c-long")] = bad
-        err = prepare("long", "c-long").error
-        assert "config 0 (FromClaim)" in err and "does not change a GPU's time slice" in err, err
+        api.claims[("ns", "c-long")] = long
+        assert not prepare("long", "c-long").error
+        assert (timeslice / ids[4]).read_text() == "3\n"
+        a.wait_log("DRA: prepared claim ns/c-long (long): 1 device(s), time slice set")
+        call(sock, DRA + "NodeUnprepareResources",
+             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="long", name="c-long")]),
+             pb.NodeUnprepareResourcesResponse)
+        assert wait_for(lambda: (timeslice / ids[4]).read_text() == "0\n", timeout=20)
+        # An interval that is not NVIDIA's: refused, naming the entry and why.
+        bad = claim("bad", "gpu-5")
+        bad["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Longest"}})]
+        api.claims[("ns", "c-bad")] = bad
+        err = prepare("bad", "c-bad").error
+        assert "config 0 (FromClaim)" in err and "must be Default, Short, Medium or Long" in err, err
         # A restart: the daemon comes back from the checkpoint; the answer is the same.
         assert a.stop() == 0
         assert not (mps / "claim-mps" / "pipe" / "nvidia-cuda-mps-control.pid").exists()

@@ -10,7 +10,7 @@
 #include "nvml/nvml.h"
 #include "testutil.h"
 
-static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
+static json_t *slice_in(const char *preset, unsigned unhealthy_gpu, enum dra_api api)
 {
     struct nvml n;
     struct gpu_inventory inv;
@@ -23,7 +23,9 @@ static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
     struct strbuf out = {0};
     struct config cfg = {.dra = CONFIG_DRA_ALL};
     snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
-    dra_slice_json(&cfg, &inv, devs, "node-a", "uid-1", 3, &out);
+    char roots[8][32] = {"pci0000:00"};
+    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots};
+    dra_slice_json(&in, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
     assert_int_equal(dra_count(&cfg, &inv, devs),
@@ -35,10 +37,28 @@ static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
     return slice;
 }
 
+/* The slice in v1 (as Kubernetes 1.34 on serves it) */
+static json_t *slice_of(const char *preset, unsigned unhealthy_gpu)
+{
+    return slice_in(preset, unhealthy_gpu, DRA_API_V1);
+}
+
 static const char *attr(json_t *dev, const char *name, const char *type)
 {
-    return json_string_value(json_object_get(
-        json_object_get(json_object_get(json_object_get(dev, "basic"), "attributes"), name), type));
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(dev, "attributes"), name), type));
+}
+
+static long long attr_int(json_t *dev, const char *name)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(json_object_get(dev, "attributes"), name), "int"));
+}
+
+static const char *capacity(json_t *dev, const char *name)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(dev, "capacity"), name), "value"));
 }
 
 static void test_slice(void **state)
@@ -46,6 +66,7 @@ static void test_slice(void **state)
     (void)state;
     json_t *s = slice_of("dgx-h100", 2);
     assert_string_equal(json_string_value(json_object_get(s, "kind")), "ResourceSlice");
+    assert_string_equal(json_string_value(json_object_get(s, "apiVersion")), "resource.k8s.io/v1");
     json_t *meta = json_object_get(s, "metadata"), *spec = json_object_get(s, "spec");
     assert_string_equal(json_string_value(json_object_get(meta, "name")), "node-a-gpu.nvidia.com");
     json_t *owner = json_array_get(json_object_get(meta, "ownerReferences"), 0);
@@ -66,8 +87,18 @@ static void test_slice(void **state)
     assert_string_equal(attr(d0, "driverVersion", "version"), "580.159.4");
     assert_string_equal(attr(d0, "cudaDriverVersion", "version"), "13.0.0");
     assert_true(!strncmp(attr(d0, "uuid", "string"), "GPU-", 4));
-    json_t *mem = json_object_get(json_object_get(json_object_get(d0, "basic"), "capacity"), "memory");
-    assert_string_equal(json_string_value(json_object_get(mem, "value")), "81559Mi");
+    assert_string_equal(attr(d0, "brand", "string"), "Nvidia");
+    assert_int_equal(attr_int(d0, "index"), 0);
+    assert_int_equal(attr_int(d0, "minor"), 0);
+    assert_int_equal(attr_int(d0, "numa"), 0);
+    /* Kubernetes' standard names: NVML's 00000000:1B:00.0 as 0000:1b:00.0 */
+    const char *bus = attr(d0, "resource.kubernetes.io/pciBusID", "string");
+    assert_true(strlen(bus) == 12 && !strncmp(bus, "0000:", 5));
+    for (const char *p = bus; *p; p++)
+        assert_false(*p >= 'A' && *p <= 'Z');
+    assert_string_equal(attr(d0, "resource.kubernetes.io/pcieRoot", "string"), "pci0000:00");
+    assert_null(attr(json_array_get(devices, 1), "resource.kubernetes.io/pcieRoot", "string"));
+    assert_string_equal(capacity(d0, "memory"), "81559Mi");
     for (size_t i = 0; i < json_array_size(devices); i++)
         assert_string_not_equal(json_string_value(json_object_get(json_array_get(devices, i), "name")),
                                 "gpu-2");
@@ -83,17 +114,52 @@ static void test_slice_mig(void **state)
     json_t *devices = json_object_get(json_object_get(s, "spec"), "devices");
     assert_int_equal(json_array_size(devices), 4 + 4 + 7 + 1);
     json_t *m = json_array_get(devices, 0), *whole = json_array_get(devices, 15);
-    assert_string_equal(json_string_value(json_object_get(m, "name")), "gpu-0-mig-1-0");
+    /* NVIDIA's name: gpu-<minor>-mig-<profile>-<GI profile ID (nvidia-smi mig -lgip's
+     * ID)>-<placement start> */
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "gpu-0-mig-3g71gb-9-4");
     assert_string_equal(attr(m, "type", "string"), "mig");
     assert_string_equal(attr(m, "profile", "string"), "3g.71gb");
     assert_true(!strncmp(attr(m, "uuid", "string"), "MIG-", 4));
     assert_true(!strncmp(attr(m, "parentUUID", "string"), "GPU-", 4));
-    json_t *cap = json_object_get(json_object_get(m, "basic"), "capacity");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(cap, "memory"), "value")),
-                        "71424Mi");
+    assert_string_equal(attr(m, "productName", "string"), "NVIDIA H200");
+    assert_string_equal(capacity(m, "memory"), "71424Mi");
+    assert_string_equal(capacity(m, "multiprocessors"), "60");
+    assert_string_equal(capacity(m, "memorySlice4"), "1");
+    assert_string_equal(capacity(m, "memorySlice7"), "1");
+    assert_null(capacity(m, "memorySlice3"));
     assert_string_equal(json_string_value(json_object_get(whole, "name")), "gpu-3");
     assert_string_equal(attr(whole, "type", "string"), "gpu");
     json_decref(s);
+}
+
+/* v1beta1 (Kubernetes 1.32) holds a device's attributes under "basic". */
+static void test_slice_v1beta1(void **state)
+{
+    (void)state;
+    json_t *s = slice_in("dgx-h100", 99, DRA_API_V1BETA1);
+    assert_string_equal(json_string_value(json_object_get(s, "apiVersion")),
+                        "resource.k8s.io/v1beta1");
+    json_t *d0 = json_array_get(json_object_get(json_object_get(s, "spec"), "devices"), 0);
+    assert_null(json_object_get(d0, "attributes"));
+    assert_string_equal(attr(json_object_get(d0, "basic"), "type", "string"), "gpu");
+    assert_string_equal(capacity(json_object_get(d0, "basic"), "memory"), "81559Mi");
+    json_decref(s);
+}
+
+/* Which version of resource.k8s.io serves slices, from a discovery answer. */
+static void test_api_serves_slices(void **state)
+{
+    (void)state;
+    static const char v1[] = "{\"kind\":\"APIResourceList\",\"groupVersion\":\"resource.k8s.io/v1\","
+                             "\"resources\":[{\"name\":\"deviceclasses\"},{\"name\":\"resourceslices\"}]}";
+    static const char taints[] = "{\"resources\":[{\"name\":\"devicetaintrules\"}]}";
+    assert_true(dra_api_serves_slices(v1, strlen(v1)));
+    assert_false(dra_api_serves_slices(taints, strlen(taints)));
+    assert_false(dra_api_serves_slices("{", 1));
+    assert_false(dra_api_serves_slices("", 0));
+    assert_string_equal(dra_api_name(DRA_API_V1), "v1");
+    assert_string_equal(dra_api_name(DRA_API_V1BETA2), "v1beta2");
+    assert_string_equal(dra_api_name(DRA_API_V1BETA1), "v1beta1");
 }
 
 static void test_claim(void **state)
@@ -163,6 +229,20 @@ static void test_claim_config(void **state)
     assert_int_equal(s->pinned_mib, 10240);
     assert_int_equal(s->nlimits, 1);
     assert_int_equal(s->limits[0].mib, 4768); /* 5e9 bytes */
+    /* NVIDIA's intervals, as nvidia-smi compute-policy --set-timeslice takes them */
+    static const char *const intervals[] = {"Default", "Short", "Medium", "Long"};
+    for (unsigned i = 0; i < 4; i++) {
+        char params[256];
+        snprintf(params, sizeof params, "{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":"
+                 "\"GpuConfig\",\"sharing\":{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":"
+                 "{\"interval\":\"%s\"}}}", intervals[i]);
+        json_t *j = json_loads(params, 0, NULL);
+        struct dra_sharing ts;
+        assert_int_equal(dra_sharing_parse(j, &ts, &e), 0);
+        assert_int_equal(ts.strategy, DRA_SHARING_TIMESLICING);
+        assert_int_equal(ts.timeslice, i);
+        json_decref(j);
+    }
     static const struct {
         const char *params, *why;
     } bad[] = {
@@ -170,8 +250,8 @@ static void test_claim_config(void **state)
         {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"ComputeDomainChannelConfig\"}",
          "is not one gpulet knows"},
         {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
-         "{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":\"Long\"}}}",
-         "does not change a GPU's time slice"},
+         "{\"strategy\":\"TimeSlicing\",\"timeSlicingConfig\":{\"interval\":\"Longest\"}}}",
+         "must be Default, Short, Medium or Long"},
         {"{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"GpuConfig\",\"sharing\":"
          "{\"strategy\":\"MPS\",\"mpsConfig\":{\"defaultActiveThreadPercentage\":0}}}",
          "1 to 100"},
@@ -268,6 +348,8 @@ int main(void)
         cmocka_unit_test(test_takes),
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_slice_mig),
+        cmocka_unit_test(test_slice_v1beta1),
+        cmocka_unit_test(test_api_serves_slices),
         cmocka_unit_test(test_claim),
         cmocka_unit_test(test_claim_config),
         cmocka_unit_test(test_quantity),
