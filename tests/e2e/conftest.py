@@ -1,8 +1,8 @@
-"""A real single-node Kubernetes 1.26 (../shared/k8s/cluster.sh) with gpulet
+"""A real single-node Kubernetes 1.36 (../shared/k8s-v1/cluster.sh) with gpulet
 as its device plugin, on the simulator, for tests that look at what a cluster
 operator sees: the Node, pods, the kubelet's own behaviour.
 
-Needs root, ../shared/k8s (or $GPULET_K8S) and kubectl; otherwise every test
+Needs root, ../shared/k8s-v1 (or $GPULET_K8S) and kubectl; otherwise every test
 here is skipped with the reason."""
 import contextlib
 import json
@@ -19,7 +19,7 @@ SOURCE = Path(os.environ.get("GPULET_SOURCE", Path(__file__).resolve().parents[2
 BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
 GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
 SIM_LIB = os.environ.get("GPULET_SIM_LIB", str(BUILD / "libgpulet-nvml-sim.so"))
-K8S = Path(os.environ.get("GPULET_K8S", SOURCE.parent / "shared" / "k8s"))
+K8S = Path(os.environ.get("GPULET_K8S", SOURCE.parent / "shared" / "k8s-v1"))
 METRICS = "127.0.0.1:19402"
 
 
@@ -144,7 +144,7 @@ def service_account(cluster, name, rbac):
 
 @pytest.fixture(scope="session")
 def gpulet(cluster):
-    """gpulet as the node's device plugin, flags as ../shared/k8s/README.md says,
+    """gpulet as the node's device plugin, flags as ../shared/k8s-v1/README.md says,
     and labelling its Node with a service account's least rights. Before it
     starts, the Node gets someone else's label and a stale one of gpulet's."""
     env = cluster.env

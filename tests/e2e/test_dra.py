@@ -1,5 +1,6 @@
-"""gpulet as a DRA driver on a real Kubernetes 1.32 (../shared/k8s-next, or
-$GPULET_K8S pointing at a cluster kit with resource.k8s.io/v1beta1): its
+"""gpulet as a DRA driver on a real Kubernetes: 1.36 (../shared/k8s-v1,
+resource.k8s.io/v1) by default, 1.32 (../shared/k8s-next, v1beta1) for the
+older path, the same tests with the claims in each version's shape: its
 ResourceSlice lists the simulated GPUs with NVIDIA's attributes, a pod
 whose claim selects a GPU by productName runs and sees its device through
 gpulet's CDI spec, a claim that matches nothing stays Pending with the
@@ -10,11 +11,9 @@ one API only (and through cdi-cri, which needs a kubelet of 1.28 or later), and 
 MPS both run on its GPU through the claim's own MPS daemon, with their pod
 labels in metrics.
 
-scripts/test.sh runs this file on its own, with the 1.32 kit; the main
-end-to-end run (1.26) leaves it out."""
+scripts/test.sh runs the DRA files in a pytest run of their own (the main
+end-to-end run's gpulet serves the node's nvidia.com/gpu), on each kit."""
 import json
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,122 +21,29 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SIM_LIB
-
-FAKE_MPS = str(Path(__file__).resolve().parents[1] / "integration" / "fake_mps_control.py")
+from conftest import GPULET
+from drakit import attributes, driver_fixture, request, slice_devices, wait_devices
 
 VERSION = "580.159.04"
 H100 = "NVIDIA H100 80GB HBM3"
-CDI_SPEC = Path("/var/run/cdi/nvidia.com-gpu.json")  # containerd reads only the host's
 DRA_GPUS = "0,1,2,3,4,5"                             # the device plugin serves GPUs 6 and 7
-
-
-def has_dra(cluster):
-    p = subprocess.run(["kubectl", "api-resources", "--api-group", "resource.k8s.io"],
-                       capture_output=True, text=True, env=cluster.env, timeout=30)
-    return "resourceslices" in p.stdout
-
-
-class Driver:
-    """One gpulet agent with --dra all, restartable."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-        base = Path(cluster.base)
-        self.root = base / "driver-stand-in"
-        if not self.root.exists():
-            subprocess.run([GPULET, "sim", "driver-root", str(self.root)], check=True, timeout=30)
-        self.log_path = base / "gpulet-dra.log"
-        self.env = dict(cluster.env, GPULET_SIM_LIB=SIM_LIB, NODE_NAME=cluster.node,
-                        GPULET_SIM_CONTROL=str(base / "sim-dra.sock"))
-        self.proc = None
-        self.starts = 0
-        with socket.socket() as sk:  # a free port for metrics
-            sk.bind(("127.0.0.1", 0))
-            self.metrics = f"127.0.0.1:{sk.getsockname()[1]}"
-
-    def start(self):
-        self.starts += 1
-        log = open(self.log_path, "a")
-        base = self.cluster.base
-        self.proc = subprocess.Popen(
-            [GPULET, "agent", "--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", DRA_GPUS,
-             # The device-plugin directory is the kubelet's fixed one; the
-             # registration directory follows its --root-dir.
-             "--kubelet-root", "/var/lib/kubelet",
-             "--kubelet-registry-dir", f"{base}/kubelet/plugins_registry",
-             # The device plugin's GPUs through the CRI's CDI field, which
-             # only a kubelet of 1.28 or later fills in.
-             "--dra-plugin-dir", f"{base}/dra", "--device-list-strategy", "cdi-cri",
-             "--pod-resources-kubelet-socket", self.cluster.env["K8S_POD_RESOURCES_SOCKET"],
-             "--nvidia-driver-root", str(self.root),
-             "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_SPEC.parent),
-             "--labels", "none", "--metrics-listen", self.metrics, "--fault-report", "none",
-             "--mps-root", f"{base}/mps", "--mps-control", FAKE_MPS,
-             "--status-socket", f"{base}/gpulet-dra.sock"],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        log.close()
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=30) == 0, self.log()
-
-    def log(self):
-        return self.log_path.read_text()
-
-    def wait_log(self, text, count=1, timeout=60):
-        deadline = time.monotonic() + timeout
-        while self.log().count(text) < count:
-            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.log()[-3000:]}"
-            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
 def driver(cluster):
-    if not has_dra(cluster):
-        pytest.skip(f"the cluster at {cluster.base} serves no resource.k8s.io (DRA needs 1.32, "
-                    "GPULET_K8S=../shared/k8s-next)")
-    made = not CDI_SPEC.parent.exists()  # the host's: what this test makes there, it removes
-    d = Driver(cluster)
-    d.start()
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass",
-        "metadata": {"name": "gpu.nvidia.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}))
-    try:
-        yield d
-    finally:
-        if d.proc.poll() is None:
-            d.stop()
-        CDI_SPEC.unlink(missing_ok=True)
-        for spec in CDI_SPEC.parent.glob("gpu.nvidia.com-claim_*.json"):  # a claim's, left by a failure
-            spec.unlink()
-        if made:
-            CDI_SPEC.parent.rmdir()
+    # The device plugin's GPUs through the CRI's CDI field, which only a
+    # kubelet of 1.28 or later fills in.
+    yield from driver_fixture(cluster, "dra", "dgx-h100", "--dra-gpus", DRA_GPUS,
+                              "--device-list-strategy", "cdi-cri")
 
 
-def slice_devices(cluster):
-    slices = [s for s in cluster.get("resourceslices")["items"]
-              if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"].get("nodeName") == cluster.node]
-    return slices[0]["spec"]["devices"] if len(slices) == 1 else None
-
-
-def wait_devices(cluster, n, timeout=60):
-    deadline = time.monotonic() + timeout
-    while (devs := slice_devices(cluster)) is None or len(devs) != n:
-        assert time.monotonic() < deadline, devs
-        time.sleep(0.5)
-    return devs
-
-
-def claim_pod(cluster, name, expression, command):
+def claim_pod(cluster, driver, name, expression, command):
     """A pod whose one container asks for one GPU through a claim template."""
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate",
+        "apiVersion": f"resource.k8s.io/{driver.version}", "kind": "ResourceClaimTemplate",
         "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [{
-            "name": "gpu", "deviceClassName": "gpu.nvidia.com",
-            "selectors": [{"cel": {"expression": expression}}]}]}}}}))
+        "spec": {"spec": {"devices": {"requests": [
+            request(driver.version, "gpu", "gpu.nvidia.com", [expression])]}}}}))
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
@@ -151,16 +57,19 @@ def test_slice_lists_the_gpus(cluster, driver):
     devs = wait_devices(cluster, 6)
     names = sorted(d["name"] for d in devs)
     assert names == [f"gpu-{i}" for i in range(6)]
-    attrs = devs[0]["basic"]["attributes"]
+    attrs = attributes(devs[0])
     assert attrs["productName"] == {"string": H100}
     assert attrs["type"] == {"string": "gpu"}
     assert attrs["architecture"] == {"string": "Hopper"}
     assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
     assert attrs["driverVersion"] == {"version": "580.159.4"}
     assert attrs["uuid"]["string"].startswith("GPU-")
-    assert devs[0]["basic"]["capacity"]["memory"]["value"] == "81559Mi"
-    # Owned by the Node, so it goes with it.
+    assert attrs["brand"] == {"string": "Nvidia"} and attrs["index"] == {"int": 0}
+    assert attrs["resource.kubernetes.io/pciBusID"]["string"].startswith("0000:")
+    assert devs[0].get("basic", devs[0])["capacity"]["memory"]["value"] == "81559Mi"
     s = next(s for s in cluster.get("resourceslices")["items"] if s["spec"]["driver"] == "gpu.nvidia.com")
+    assert s["apiVersion"] == f"resource.k8s.io/{driver.version}"
+    # Owned by the Node, so it goes with it.
     assert s["metadata"]["ownerReferences"][0]["kind"] == "Node"
 
 
@@ -180,7 +89,7 @@ def test_device_plugin_serves_the_rest(cluster, driver):
 
 def test_claim_by_product_runs(cluster, driver):
     wait_devices(cluster, 6)
-    claim_pod(cluster, "dra-h100", f"device.attributes['gpu.nvidia.com'].productName == '{H100}'",
+    claim_pod(cluster, driver, "dra-h100", f"device.attributes['gpu.nvidia.com'].productName == '{H100}'",
               "ls /dev; env; echo done")
     cluster.wait_phase("dra-h100", "Succeeded")
     out = cluster.kubectl("logs", "dra-h100")
@@ -196,7 +105,7 @@ def test_claim_by_product_runs(cluster, driver):
 
 
 def test_claim_matching_nothing_stays_pending(cluster, driver):
-    claim_pod(cluster, "dra-none", "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'",
+    claim_pod(cluster, driver, "dra-none", "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'",
               "true")
     deadline = time.monotonic() + 60
     while True:
@@ -225,7 +134,7 @@ def test_fault_updates_the_slice(cluster, driver):
 def test_restart_keeps_the_pod(cluster, driver):
     """A pod keeps running across a gpulet restart; the restarted gpulet,
     from its checkpoint, unprepares the claim when the pod goes."""
-    claim_pod(cluster, "dra-long", "device.driver == 'gpu.nvidia.com'", "sleep 3600")
+    claim_pod(cluster, driver, "dra-long", "device.driver == 'gpu.nvidia.com'", "sleep 3600")
     cluster.wait_phase("dra-long", "Running")
     driver.wait_log("DRA: prepared claim default/dra-long")
     driver.stop()
@@ -249,9 +158,10 @@ def test_shared_claim_with_mps(cluster, driver):
         assert time.monotonic() < deadline, (cluster.get("resourceslices"), driver.log()[-3000:])
         time.sleep(0.5)
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim", "metadata": {"name": "shared-mps"},
+        "apiVersion": f"resource.k8s.io/{driver.version}", "kind": "ResourceClaim",
+        "metadata": {"name": "shared-mps"},
         "spec": {"devices": {
-            "requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}],
+            "requests": [request(driver.version, "gpu", "gpu.nvidia.com")],
             "config": [{"requests": ["gpu"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {
                 "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
                 "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50,
