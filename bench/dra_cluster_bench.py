@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Claim to container start on a real Kubernetes 1.32 (../shared/k8s-next,
-or --kit DIR): gpulet serves GPUs 0-5 through DRA and 6-7 through the
+"""Claim to container start on a real Kubernetes 1.36 (../shared/k8s-v1,
+resource.k8s.io/v1; or --kit DIR, such as ../shared/k8s-next for 1.32 and
+v1beta1): gpulet serves GPUs 0-5 through DRA and 6-7 through the
 device plugin (as tests/e2e/test_dra.py runs it), and N pods of each kind
 are started one after another, each a busybox container:
 - DRA: a ResourceClaimTemplate selecting the H100 by productName, and a
@@ -9,8 +10,10 @@ are started one after another, each a busybox container:
 Each is timed from just before `kubectl create` to the watch's first
 phase Running (the kubectl start, about 0.1 s, is in both). gpulet's own
 part of a DRA start is its prepare time, from its log ("prepared claim ...
-in X ms": the claim read from the API server and mapped). Needs root.
-usage: bench/dra_cluster_bench.py [--pods 20] [--kit ../shared/k8s-next] [--gpulet build/gpulet]"""
+in X ms": the claim read from the API server and mapped). Start to slice
+is from starting gpulet to its log's "ResourceSlice published" (the API
+server's answer to the apply). Needs root.
+usage: bench/dra_cluster_bench.py [--pods 20] [--kit ../shared/k8s-v1] [--gpulet build/gpulet]"""
 import argparse
 import json
 import os
@@ -60,17 +63,17 @@ def pod(cluster, name, claim=None):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-def template(name):
-    return {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{
-                "name": "gpu", "deviceClassName": "gpu.nvidia.com",
-                "selectors": [{"cel": {"expression": f"device.attributes['gpu.nvidia.com'].productName == '{H100}'"}}]}]}}}}
+def template(version, name):
+    import drakit
+    return {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [drakit.request(
+                version, "gpu", "gpu.nvidia.com", [f"device.attributes['gpu.nvidia.com'].productName == '{H100}'"])]}}}}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=20)
-    ap.add_argument("--kit", default=str(ROOT.parent / "shared" / "k8s-next"))
+    ap.add_argument("--kit", default=str(ROOT.parent / "shared" / "k8s-v1"))
     ap.add_argument("--gpulet", default=str(ROOT / "build" / "gpulet"))
     args = ap.parse_args()
     build = Path(args.gpulet).resolve().parent
@@ -78,6 +81,7 @@ def main():
                       GPULET_BIN=str(Path(args.gpulet).resolve()))
     sys.path.insert(0, str(ROOT / "tests" / "e2e"))
     import conftest  # noqa: E402
+    import drakit  # noqa: E402
     import test_dra  # noqa: E402
     reason = conftest.why_not()
     if reason:
@@ -91,18 +95,21 @@ def main():
         key, _, value = line.removeprefix("export ").partition("=")
         env[key] = value
     cluster = conftest.Cluster(env)
-    made = not test_dra.CDI_SPEC.parent.exists()
-    driver = test_dra.Driver(cluster)
+    fixture = drakit.driver_fixture(cluster, "bench", "dgx-h100", "--dra-gpus", test_dra.DRA_GPUS,
+                                    "--device-list-strategy", "cdi-cri")
+    begun = time.monotonic()
     try:
-        driver.start()
-        cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-            "apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
-            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}))
-        test_dra.wait_devices(cluster, 6)
+        driver = next(fixture)
+        while "DRA: ResourceSlice published" not in driver.log():
+            if time.monotonic() - begun > 60:
+                raise SystemExit(f"no slice in 60 s:\n{driver.log()[-3000:]}")
+            time.sleep(0.005)
+        to_slice = time.monotonic() - begun
+        drakit.wait_devices(cluster, 6)
         cluster.wait_gpus("2")
         dra, plugin = [], []
         for i in range(args.pods):
-            dra.append(time_to_running(cluster, f"bench-dra-{i}", [template(f"bench-dra-{i}"),
+            dra.append(time_to_running(cluster, f"bench-dra-{i}", [template(driver.version, f"bench-dra-{i}"),
                                                                    pod(cluster, f"bench-dra-{i}", f"bench-dra-{i}")]))
             plugin.append(time_to_running(cluster, f"bench-dp-{i}", [pod(cluster, f"bench-dp-{i}")]))
             cluster.kubectl("delete", "pod", f"bench-dra-{i}", f"bench-dp-{i}", "--wait=true", "--timeout=60s")
@@ -111,6 +118,7 @@ def main():
                                                  r"([0-9.]+) ms", driver.log())]
         rss = next(int(line.split()[1]) for line in open(f"/proc/{driver.proc.pid}/status")
                    if line.startswith("VmRSS:"))
+        print(f"resource.k8s.io/{driver.version}; start to slice published: {to_slice * 1000:.0f} ms")
         print(f"pods of each kind: {args.pods}")
         for what, v in (("DRA claim to Running", dra), ("device plugin to Running", plugin)):
             print(f"{what}: p50 {statistics.median(v) * 1000:.0f} ms, p99 {pct(v, 99) * 1000:.0f} ms, "
@@ -119,11 +127,7 @@ def main():
               f"p99 {pct(prepares, 99):.1f} ms")
         print(f"gpulet RSS (DRA and device plugin, metrics on): {rss / 1024:.1f} MiB")
     finally:
-        if driver.proc and driver.proc.poll() is None:
-            driver.stop()
-        test_dra.CDI_SPEC.unlink(missing_ok=True)
-        if made and test_dra.CDI_SPEC.parent.exists():
-            test_dra.CDI_SPEC.parent.rmdir()
+        fixture.close()  # stops gpulet, removes its CDI specs
         subprocess.run([str(conftest.K8S / "cluster.sh"), "down", cluster.base], capture_output=True, timeout=300)
 
 

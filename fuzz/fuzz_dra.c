@@ -1,6 +1,7 @@
 /* libFuzzer harness for what DRA's prepare reads from the API server: a
- * ResourceClaim (its allocation, its opaque GpuConfig, its reservedFor)
- * and a Pod (the containers using a claim). Any bytes give an answer or
+ * ResourceClaim (its allocation, its opaque GpuConfig, its reservedFor),
+ * a Pod (the containers using a claim) and a discovery answer (does a
+ * version of resource.k8s.io serve ResourceSlices). Any bytes give an answer or
  * one error message, never a crash or leak, and never more than there is
  * room for. */
 #include <stddef.h>
@@ -23,9 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (a.results[i].config >= (int)a.nconfigs)
                 __builtin_trap();
         for (unsigned i = 0; i < a.nconfigs; i++)
-            if (a.configs[i].nlimits > DRA_MAX_LIMITS || a.configs[i].thread_percentage > 100)
+            if (a.configs[i].nlimits > DRA_MAX_LIMITS || a.configs[i].thread_percentage > 100 ||
+                a.configs[i].timeslice > 3)
                 __builtin_trap();
     }
+    (void)dra_api_serves_slices((const char *)data, size);
     char pods[4][128];
     if (dra_claim_pods((const char *)data, size, pods, 4) > 4)
         __builtin_trap();

@@ -3,7 +3,7 @@
 # ASan+UBSan, valgrind on the plain build, a Release build, the glibc-only
 # link check, the arm64 build with its unit and smoke tests under qemu-user,
 # the image index (root only), a short fuzz run of each parser, and the
-# end-to-end tests on a real kubelet (root only). Every stage runs even when one before it
+# end-to-end tests on real Kubernetes 1.36 and 1.32 (root only). Every stage runs even when one before it
 # failed; the last line counts what ran: passed, failed, skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -182,17 +182,26 @@ failed=$((failed + fz))
 
 check "node paths untouched" untouched
 
-# --- end to end, on the real kubelet of ../shared/k8s (skipped without root),
-# then DRA on Kubernetes 1.32 (../shared/k8s-next, where present): one
-# cluster at a time, each test counted once.
-GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e.xml \
-    --ignore=tests/e2e/test_dra.py tests/e2e
-count_junit build/e2e.xml "end-to-end tests"
+# --- end to end, on real Kubernetes (skipped without root): the device
+# plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
+# driver in a run of its own (its gpulet and the device plugin's must not
+# serve one node at once) on 1.36, and again on 1.32 (../shared/k8s-next,
+# v1beta1), the older path. One cluster at a time, each run counted.
+e2e() { # JUNIT KIT PYTEST-ARGS...
+    local junit=$1 kit=$2
+    shift 2
+    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml="$junit" "$@"
+}
+current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
 next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
-GPULET_K8S=$next GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build/e2e-dra.xml tests/e2e/test_dra.py
-count_junit build/e2e-dra.xml "end-to-end DRA tests"
+dra_tests=(tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
+e2e build/e2e.xml "$current" --ignore=tests/e2e/test_dra.py --ignore=tests/e2e/test_quickstart.py tests/e2e
+count_junit build/e2e.xml "end-to-end tests (1.36)"
+e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
+count_junit build/e2e-dra.xml "end-to-end DRA tests (1.36)"
+e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
+count_junit build/e2e-dra-next.xml "end-to-end DRA tests (1.32)"
 
 left=$(comm -13 <(echo "$sockets_before") <(tmp_sockets))
 check "no sockets left in /tmp" test -z "$left"
