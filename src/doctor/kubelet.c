@@ -126,15 +126,15 @@ void doctor_dra(struct doctor *d, struct doctor_result *r)
                       api) < 4) {
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log (--node-name, API server credentials)",
                    "the agent runs no DRA driver: %.200s", reply);
+    } else if (!strcmp(api, "unknown")) {
+        doctor_set(r, DOCTOR_FAIL, "DRA needs Kubernetes 1.32 or later with resource.k8s.io served; "
+                   "gpulet's log says what the API server answered",
+                   "gpu.nvidia.com publishes no ResourceSlice: the agent has not "
+                   "learned which version of resource.k8s.io the API server serves");
     } else if (strcmp(state, "registered")) {
         doctor_set(r, DOCTOR_FAIL, "is --kubelet-registry-dir the kubelet's <root-dir>/plugins_registry, "
                    "and DynamicResourceAllocation on (Kubernetes 1.32+)?",
                    "gpu.nvidia.com is not registered with the kubelet (its service: %s)", sock);
-    } else if (!strcmp(api, "unknown")) {
-        doctor_set(r, DOCTOR_FAIL, "DRA needs Kubernetes 1.32 or later with resource.k8s.io served; "
-                   "gpulet's log says what the API server answered",
-                   "gpu.nvidia.com is registered, but publishes no ResourceSlice: the agent has not "
-                   "learned which version of resource.k8s.io the API server serves");
     } else {
         doctor_set(r, DOCTOR_PASS, NULL, "gpu.nvidia.com registered: %u device(s) in the ResourceSlice "
                    "(%s), %u claim(s) prepared", devices, api, claims);

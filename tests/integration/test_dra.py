@@ -85,7 +85,9 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
          reg.RegistrationStatusResponse)
     a.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
     assert "no device plugin registers" in a.log()
-    # The doctor sees it registered, through the status socket's "dra" line.
+    # The doctor sees it registered, through the status socket's "dra" line,
+    # and the version of resource.k8s.io it publishes through.
+    api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice", timeout=30)
     doc = subprocess.run([GPULET, "doctor", "-o", "json", "--simulate", "dgx-h100", "--dra", "all",
                           "--status-socket", str(tmp / "status.sock"), "--kubelet-root", str(kubelet)],
                          capture_output=True, text=True, env=sim_env, timeout=60)
@@ -403,3 +405,34 @@ def test_valgrind_dra(dra, sim_env, gpulet):
     a = start(prefix=("valgrind", "--error-exitcode=9", "--leak-check=full",
                       "--errors-for-leak-kinds=definite,indirect", "-q"))
     exercise(api, pb, reg, a, tmp, sim_env, gpulet)
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1alpha3"])
+def test_dra_api_versions(agent, sim_env, tmp_path, version):
+    """An API server of 1.33 (v1beta2, attributes at the device's top, as
+    in v1) is spoken to in v1beta2; one that serves no version gpulet
+    knows gets one line naming the versions it asked for, and doctor's
+    dra check fails with it."""
+    api = FakeAPI("n1", dra_version=version)
+    try:
+        a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"))
+        if version == "v1beta2":
+            api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice", timeout=30)
+            s = api.slices["n1-gpu.nvidia.com"]
+            assert s["apiVersion"] == "resource.k8s.io/v1beta2"
+            assert s["spec"]["devices"][0]["attributes"]["productName"] == {"string": "Tesla T4"}
+        else:
+            a.wait_log("serves no ResourceSlices in resource.k8s.io v1, v1beta2 or v1beta1", timeout=30)
+            doc = subprocess.run([GPULET, "doctor", "-o", "json", "--simulate", "t4", "--dra", "all",
+                                  "--status-socket", str(tmp_path / "s.sock"), "--kubelet-root",
+                                  str(tmp_path / "k")], capture_output=True, text=True, env=sim_env, timeout=60)
+            check = next(c for c in json.loads(doc.stdout)["checks"] if c["id"] == "dra")
+            assert check["status"] == "FAIL", check
+            assert "which version of resource.k8s.io" in check["message"], check
+            assert not api.slices
+        assert a.stop() == 0
+    finally:
+        api.stop()

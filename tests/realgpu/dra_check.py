@@ -1,7 +1,8 @@
 """gpulet as a DRA driver on a real GPU, against the stand-in API server of
 the integration tests and a grpcio stand-in for the kubelet:
-- the ResourceSlice's attributes agree with nvidia-smi (name, UUID,
-  memory, compute capability, driver version, minor number);
+- the ResourceSlice (resource.k8s.io/v1) agrees with nvidia-smi (name,
+  UUID, memory, compute capability, driver version, minor number, brand,
+  PCI bus ID) and sysfs (the PCIe root);
 - a claim on GPU 0 with NVIDIA's GpuConfig for MPS (50% of the threads,
   8Gi pinned) gets the real nvidia-cuda-mps-control of its own, and is
   answered once it took the limits;
@@ -29,7 +30,7 @@ from fakeapi import FakeAPI  # noqa: E402
 
 gpulet = sys.argv[1]
 here = Path(__file__).resolve().parent
-DRA = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+DRA = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 ok = True
 
 
@@ -58,11 +59,14 @@ def call(sock, method, req, resp_cls):
                               response_deserializer=resp_cls.FromString)(req, timeout=60)
 
 
-smi = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,compute_cap,driver_version",
+smi = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,compute_cap,driver_version,pci.bus_id",
                       "--format=csv,noheader,nounits"], capture_output=True, text=True, check=True).stdout
 first = [f.strip() for f in smi.splitlines()[0].split(",")]
 minor = subprocess.run(["nvidia-smi", "-i", "0", "-q"], capture_output=True, text=True).stdout
+brand = next(l.split(":")[1].strip() for l in minor.splitlines() if "Product Brand" in l)
 minor = next(l.split(":")[1].strip() for l in minor.splitlines() if "Minor Number" in l)
+bus = first[6].lower()[4:] if first[6].startswith("0000") and len(first[6]) > 12 else first[6].lower()
+root = os.path.realpath(f"/sys/bus/pci/devices/{bus}").split("/")[3]  # /sys/devices/pciDDDD:BB/...
 mode_before = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=compute_mode", "--format=csv,noheader"],
                              capture_output=True, text=True).stdout.strip()
 
@@ -79,13 +83,20 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         api.wait_for(lambda: api.slices.get("n1-gpu.nvidia.com"), "the slice", timeout=60)
         dev = api.slices["n1-gpu.nvidia.com"]["spec"]["devices"][0]
-        attrs = dev["basic"]["attributes"]
+        attrs = dev["attributes"]
         print("slice device 0:", json.dumps(dev))
         check("device name gpu-<minor>", dev["name"] == f"gpu-{minor}", f"{dev['name']} vs minor {minor}")
         check("uuid", attrs["uuid"]["string"] == first[1])
         check("productName", attrs["productName"]["string"] == first[2], attrs["productName"])
-        check("memory", dev["basic"]["capacity"]["memory"]["value"] == f"{first[3]}Mi",
-              f"{dev['basic']['capacity']['memory']} vs {first[3]} MiB")
+        check("memory", dev["capacity"]["memory"]["value"] == f"{first[3]}Mi",
+              f"{dev['capacity']['memory']} vs {first[3]} MiB")
+        check("brand (go-nvlib's name for nvidia-smi's Product Brand)",
+              attrs["brand"]["string"].lower() == brand.lower(), f"{attrs['brand']} vs {brand}")
+        check("pciBusID", attrs["resource.kubernetes.io/pciBusID"]["string"] == bus,
+              f"{attrs['resource.kubernetes.io/pciBusID']} vs {first[6]}")
+        check("pcieRoot", attrs.get("resource.kubernetes.io/pcieRoot", {}).get("string") == root,
+              f"{attrs.get('resource.kubernetes.io/pcieRoot')} vs sysfs {root}")
+        check("index and minor", attrs["index"] == {"int": 0} and attrs["minor"] == {"int": int(minor)})
         check("cudaComputeCapability", attrs["cudaComputeCapability"]["version"] == f"{first[4]}.0",
               f"{attrs['cudaComputeCapability']} vs {first[4]}")
         check("driverVersion", attrs["driverVersion"]["version"].split(".")[:2] == first[5].split(".")[:2],
