@@ -56,10 +56,17 @@ void agent_dra_start(struct agent *a, const struct config *old)
         return;
     struct err e;
     struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .ctx = a};
-    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, &e) < 0)
-        log_error("DRA: %s; the GPUs are not served", e.msg);
-    else
+    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, &e) == 0) {
         agent_dra_holders(a); /* the checkpoint's */
+    } else if (!old) {
+        /* An agent that cannot serve the GPUs it was told DRA serves
+         * would run and serve nothing: it stops, saying why. */
+        log_error("DRA: %s", e.msg);
+        a->exit_code = 1;
+        uv_stop(&a->loop);
+    } else {
+        log_error("DRA: %s; the GPUs are not served until the next reload", e.msg);
+    }
 }
 
 void agent_dra_refresh(struct agent *a)

@@ -5,6 +5,7 @@
 #include "driver/driver.h"
 #include "gpu/health.h"
 #include "gpu/inventory.h"
+#include "http/http.h"
 #include "sim/scenario.h"
 #include "config/internal.h"
 
@@ -161,6 +162,11 @@ static int config_check(const struct config *c, struct err *e)
                           "API, spec.nodeName) or --node-name");
     if (c->simulate[0] && scenario_check(c->simulate, e) < 0)
         return -1;
+    /* The agent would find out only when it listens, and run without metrics. */
+    struct sockaddr_storage addr;
+    struct err why;
+    if (!c->no_metrics && http_parse_addr(c->metrics_listen, &addr, &why) < 0)
+        return err_usage(e, "--metrics-listen: %.400s", why.msg);
     return 0;
 }
 

@@ -5,6 +5,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import GPULET
 
 
@@ -59,3 +61,16 @@ def test_agent_bad_scenario_exits(agent, tmp_path):
     a = agent("--simulate", str(f))
     assert a.proc.wait(timeout=10) == 1
     assert f"{f}:3:10: mig must be true or false, not 'maybe'" in a.log()
+
+
+@pytest.mark.parametrize("value, why", [
+    ("nonsense", "--metrics-listen: metrics address 'nonsense' needs a port, as in :9400"),
+    (":99999", "--metrics-listen: metrics address ':99999': bad port"),
+    ("300.1.1.1:9400", "bad IPv4 address"),
+])
+def test_agent_bad_metrics_address_exits_2(agent, value, why):
+    """A metrics address that cannot be listened on is the command line's
+    fault, found at start, not an agent that runs with metrics off."""
+    a = agent("--simulate", "t4", "--metrics-listen", value)
+    assert a.proc.wait(timeout=10) == 2
+    assert why in a.log(), a.log()
