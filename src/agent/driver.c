@@ -7,6 +7,16 @@
 #include "cdi/cdi.h"
 #include "util/log.h"
 
+/* Where containerd and CRI-O read CDI specs unless told otherwise. */
+static bool agent_cdi_runtime_dir(const char *dir)
+{
+    static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi", "/run/cdi"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+        if (!strcmp(dir, dirs[i]))
+            return true;
+    return false;
+}
+
 static void agent_cdi_write(struct agent *a)
 {
     struct strbuf text = {0};
@@ -18,6 +28,12 @@ static void agent_cdi_write(struct agent *a)
     else if (written)
         log_info("CDI spec written: %s/" CDI_SPEC_FILE " (%u GPU(s), %u driver file mount(s))",
                  a->cfg.cdi_spec_dir, a->inv.count, a->driver_ok ? a->driver.nmounts : 0);
+    /* A simulated node keeps its spec in the user's directory: a kubelet's
+     * runtime would then fail the pods with "unresolvable CDI devices". */
+    if (written && !agent_cdi_runtime_dir(a->cfg.cdi_spec_dir))
+        log_warn("CDI specs go to %s, where container runtimes do not look (they read /etc/cdi "
+                 "and /var/run/cdi): for a kubelet's pods, the runtime must read there too, or "
+                 "set --cdi-spec-dir /var/run/cdi", a->cfg.cdi_spec_dir);
     strbuf_free(&text);
 }
 

@@ -85,6 +85,10 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
          reg.RegistrationStatusResponse)
     a.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
     assert "no device plugin registers" in a.log()
+    # A simulated node's spec is in the user's directory: one line says a
+    # kubelet's runtime would not find it there.
+    assert a.log().count("CDI specs go to ") == 1
+    assert "where container runtimes do not look" in a.log()
     # The doctor sees it registered, through the status socket's "dra" line,
     # and the version of resource.k8s.io it publishes through.
     api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice", timeout=30)
