@@ -13,9 +13,11 @@
 #include "util/xmalloc.h"
 
 static const char list_usage[] =
-    "usage: gpulet list [-o table|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
+    "usage: gpulet list [-o table|wide|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
     "                   [--status-socket PATH]\n"
-    "  -o, --output FORMAT   table (default), json, or topology (like nvidia-smi topo -m)\n"
+    "  -o, --output FORMAT   table (default); wide (also the minor number, compute\n"
+    "                        capability, architecture and MIG mode); json; or topology\n"
+    "                        (like nvidia-smi topo -m)\n"
     "  --simulate SPEC       use simulated GPUs: a preset name or a scenario file\n"
     "  --nvml PATH           load NVML from PATH instead of the driver's usual places\n";
 
@@ -49,8 +51,9 @@ int cmd_list(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error("list", "unexpected argument '%s'", argv[optind]);
-    if (strcmp(format, "table") && strcmp(format, "json") && strcmp(format, "topology"))
-        return cli_usage_error("list", "output format must be table, json or topology, not '%s'",
+    if (strcmp(format, "table") && strcmp(format, "wide") && strcmp(format, "json") &&
+        strcmp(format, "topology"))
+        return cli_usage_error("list", "output format must be table, wide, json or topology, not '%s'",
                                format);
     if (no.simulate && no.nvml_path)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
@@ -79,7 +82,7 @@ int cmd_list(int argc, char **argv)
     else if (!strcmp(format, "topology"))
         gpu_render_topology(&inv, &out);
     else
-        gpu_render_table(&inv, health, &out);
+        gpu_render_table(&inv, health, !strcmp(format, "wide"), &out);
     fputs(out.data, stdout);
     strbuf_free(&out);
     free(health);

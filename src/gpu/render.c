@@ -16,11 +16,26 @@ const char *gpu_render_health(const struct gpu_info *g, const struct gpu_health 
     return g->problem[0] ? "Degraded" : "Healthy";
 }
 
-void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health,
+/* The wide table's extra columns: minor number, compute capability,
+ * architecture, MIG mode. */
+static void render_wide(const struct gpu_info *g, struct strbuf *out)
+{
+    static const char *const mig[] = {"Disabled", "Enabled"};
+    char cc[16] = "-";
+    if (g->cc_major >= 0)
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+    strbuf_printf(out, " %5u %4s %-12s %-8s", g->minor, cc, g->architecture ? g->architecture : "-",
+                  g->mig_mode == 0 || g->mig_mode == 1 ? mig[g->mig_mode] : "N/A");
+}
+
+void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health, bool wide,
                       struct strbuf *out)
 {
-    strbuf_printf(out, "%-5s %-40s %-24s %10s %-16s %4s %s\n", "INDEX", "UUID", "PRODUCT",
-                  "MEMORY", "BUS ID", "NUMA", "HEALTH");
+    strbuf_printf(out, "%-5s %-40s %-24s %10s %-16s %4s", "INDEX", "UUID", "PRODUCT", "MEMORY",
+                  "BUS ID", "NUMA");
+    if (wide)
+        strbuf_printf(out, " %5s %4s %-12s %-8s", "MINOR", "CC", "ARCH", "MIG");
+    strbuf_puts(out, " HEALTH\n");
     for (unsigned i = 0; i < inv->count; i++) {
         const struct gpu_info *g = &inv->gpus[i];
         char numa[16] = "-", mem[32] = "-";
@@ -29,9 +44,11 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
         if (g->memory_total)
             snprintf(mem, sizeof mem, "%llu MiB", g->memory_total / MIB);
         const struct gpu_health *h = health ? &health[i] : NULL;
-        strbuf_printf(out, "%-5u %-40s %-24s %10s %-16s %4s %s", g->index,
-                      g->uuid[0] ? g->uuid : "-", g->name[0] ? g->name : "-", mem,
-                      g->pci_bus_id[0] ? g->pci_bus_id : "-", numa, gpu_render_health(g, h));
+        strbuf_printf(out, "%-5u %-40s %-24s %10s %-16s %4s", g->index, g->uuid[0] ? g->uuid : "-",
+                      g->name[0] ? g->name : "-", mem, g->pci_bus_id[0] ? g->pci_bus_id : "-", numa);
+        if (wide)
+            render_wide(g, out);
+        strbuf_printf(out, " %s", gpu_render_health(g, h));
         if (h && h->reason != HEALTH_OK)
             strbuf_printf(out, " (%s)", h->detail);
         strbuf_puts(out, "\n");

@@ -7,9 +7,10 @@
 #include "gpu/inventory.h"
 #include "util/strbuf.h"
 
-/* One row per GPU: index, UUID, product, memory, bus id, NUMA node, health.
+/* One row per GPU: index, UUID, product, memory, bus id, NUMA node (wide:
+ * minor number, compute capability, architecture, MIG mode), health.
  * health (one per GPU) is the running agent's view, or NULL without one. */
-void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health,
+void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health, bool wide,
                       struct strbuf *out);
 
 /* The whole inventory, topology and health included, as one JSON object. */

@@ -103,7 +103,7 @@ def test_not_nvml_library(gpulet):
 
 
 @pytest.mark.parametrize("args,text", [
-    (["list", "-o", "yaml"], "output format must be table, json or topology, not 'yaml'"),
+    (["list", "-o", "yaml"], "output format must be table, wide, json or topology, not 'yaml'"),
     (["list", "--bogus"], "unknown option '--bogus'"),
     (["list", "--simulat", "t4"], "unknown option '--simulat'"),
     (["list", "--sim=t4"], "unknown option '--sim'"),
@@ -167,3 +167,14 @@ def test_scale_64(gpulet):
     assert doc["count"] == 64
     assert len({g["uuid"] for g in doc["gpus"]}) == 64
     assert len({g["pci_bus_id"] for g in doc["gpus"]}) == 64
+
+
+def test_list_wide(gpulet):
+    """-o wide adds what README says list shows beyond the table: the minor
+    number, compute capability, architecture and MIG mode."""
+    out = gpulet("list", "--simulate", "a100-mig-mixed", "-o", "wide").stdout.splitlines()
+    assert out[0].split()[-5:] == ["MINOR", "CC", "ARCH", "MIG", "HEALTH"], out[0]
+    gpu0 = out[1].split()
+    assert gpu0[-5:] == ["0", "8.0", "ampere", "Enabled", "Healthy"], out[1]
+    whole = next(line for line in out if line.startswith("7 "))
+    assert whole.split()[-5:] == ["7", "8.0", "ampere", "Disabled", "Healthy"], whole
