@@ -51,6 +51,56 @@ static const char stub_smi[] =
     "    exit 0\n"
     "fi\n";
 
+/* The stand-in nvidia-cuda-mps-control behaves enough like the real one to
+ * try MPS without a GPU: -f (or -d, in the background) is the control
+ * daemon, which writes its pid file in CUDA_MPS_PIPE_DIRECTORY and runs
+ * until quit; without arguments it is the client, which takes commands on
+ * stdin (logged in CUDA_MPS_LOG_DIRECTORY/commands.log), keeps the
+ * set_default_* limits in the pipe directory and answers get_default_*,
+ * and fails as the real one does when no daemon runs. */
+static const char stub_mps[] =
+    "pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}\n"
+    "log=${CUDA_MPS_LOG_DIRECTORY:-/var/log/nvidia-mps}\n"
+    "pid=$pipe/nvidia-cuda-mps-control.pid\n"
+    "case $1 in\n"
+    "-d) \"$0\" -f </dev/null >/dev/null 2>&1 & exit 0 ;;\n"
+    "-f)\n"
+    "    mkdir -p \"$pipe\" \"$log\" && echo $$ >\"$pid\" || exit 1\n"
+    "    echo \"start pid=$$ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\" >>\"$log/control.log\"\n"
+    "    trap 'rm -f \"$pid\"; echo quit >>\"$log/control.log\"; exit 0' TERM INT\n"
+    "    while :; do sleep 1 & wait $!; done ;;\n"
+    "esac\n"
+    "daemon=$(cat \"$pid\" 2>/dev/null) && kill -0 \"$daemon\" 2>/dev/null ||\n"
+    "    { echo \"Cannot find MPS control daemon process\" >&2; exit 1; }\n"
+    "while read -r cmd arg1 arg2; do\n"
+    "    echo \"$cmd${arg1:+ $arg1}${arg2:+ $arg2}\" >>\"$log/commands.log\"\n"
+    "    case $cmd in\n"
+    "    set_default_active_thread_percentage) echo \"$arg1\" >\"$pipe/threads\"; echo \"$arg1\" ;;\n"
+    "    get_default_active_thread_percentage) cat \"$pipe/threads\" 2>/dev/null || echo 100.0 ;;\n"
+    "    set_default_device_pinned_mem_limit) echo \"$arg2\" >\"$pipe/pinned.$arg1\" ;;\n"
+    "    get_default_device_pinned_mem_limit) cat \"$pipe/pinned.$arg1\" 2>/dev/null || echo 0 ;;\n"
+    "    quit) kill -TERM \"$daemon\" ;;\n"
+    "    *) echo \"Unknown command $cmd\" ;;\n"
+    "    esac\n"
+    "done\n"
+    "exit 0\n";
+
+/* The stand-in programs that do more than say what they stand for. */
+static const struct {
+    const char *name, *body;
+} stub_bodies[] = {
+    {"nvidia-smi", stub_smi},
+    {"nvidia-cuda-mps-control", stub_mps},
+};
+
+static const char *stub_body(const char *name)
+{
+    for (size_t i = 0; i < sizeof stub_bodies / sizeof *stub_bodies; i++)
+        if (!strcmp(stub_bodies[i].name, name))
+            return stub_bodies[i].body;
+    return "";
+}
+
 static const char *const stub_firmware[] = {"gsp_ga10x.bin", "gsp_tu10x.bin"};
 
 static int stub_mkdirs(const char *root, const char *rel, char *out, size_t len, struct err *e)
@@ -133,7 +183,7 @@ int driver_write_stub_tree(const char *root, const char *version, struct err *e)
         snprintf(path, sizeof path, "%s/%s", dir, stub_bins[i]);
         struct strbuf script = {0};
         strbuf_printf(&script, "#!/bin/sh\n%secho \"gpulet stand-in %s %s\"\n",
-                      strcmp(stub_bins[i], "nvidia-smi") ? "" : stub_smi, stub_bins[i], version);
+                      stub_body(stub_bins[i]), stub_bins[i], version);
         int rc = stub_text(path, script.data, 0755, e);
         strbuf_free(&script);
         if (rc < 0)

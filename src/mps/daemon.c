@@ -51,6 +51,7 @@ struct mps_daemon {
     enum mps_state state;
     unsigned backoff_ms;
     unsigned kills;                   /* signals sent after quit was not obeyed */
+    bool failing;                     /* an outage was logged: the restarts are quiet till up */
     bool remove_dir;                  /* dir goes once stopped */
     int handles;                      /* open libuv handles */
 };
@@ -181,6 +182,7 @@ static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
     if (status == 0 && sig == 0) {
         m->state = MPS_UP;
         m->backoff_ms = 0;
+        m->failing = false;
         log_info("MPS daemon for %s is up (pid %d, %u GPU(s), active threads %u%%, pipe %s)",
                  m->res->name, m->proc.pid, m->res->ngpus, m->res->thread_percentage, m->pipe);
         mps_state(m, true);
@@ -269,8 +271,14 @@ static void mps_exit(uv_process_t *p, int64_t status, int sig)
     m->backoff_ms = m->backoff_ms ? m->backoff_ms * 2 : MPS_BACKOFF_MIN_MS;
     if (m->backoff_ms > MPS_BACKOFF_MAX_MS)
         m->backoff_ms = MPS_BACKOFF_MAX_MS;
-    log_error("MPS daemon for %s exited (%s %d); restarting in %u ms", m->res->name,
-              sig ? "signal" : "status", sig ? sig : (int)status, m->backoff_ms);
+    /* A daemon that keeps exiting is one outage: said once, then restarted
+     * with a growing backoff, quietly, until it is up. */
+    if (!m->failing)
+        log_error("MPS daemon for %s exited (%s %d); restarting it with a backoff of %u ms "
+                  "doubling to %u s (logged again once it is up)", m->res->name,
+                  sig ? "signal" : "status", sig ? sig : (int)status, m->backoff_ms,
+                  MPS_BACKOFF_MAX_MS / 1000);
+    m->failing = true;
     if (was_up)
         mps_state(m, false);
     uv_timer_start(&m->timer, mps_on_spawn_timer, m->backoff_ms, 0);
@@ -280,7 +288,16 @@ static void mps_spawn(struct mps_daemon *m)
 {
     if (m->state == MPS_STOPPING)
         return;
-    char *args[] = {m->self, "mps-exec", m->shm, m->control, "-f", NULL};
+    char *args[7];
+    unsigned n = 0;
+    args[n++] = m->self;
+    args[n++] = "mps-exec";
+    if (m->failing) /* its /dev/shm warning is said once an outage, as the exit is */
+        args[n++] = "--quiet";
+    args[n++] = m->shm;
+    args[n++] = m->control;
+    args[n++] = "-f";
+    args[n] = NULL;
     uv_process_options_t o = {.exit_cb = mps_exit, .file = m->self, .args = args, .env = m->env};
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2},

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -22,11 +23,14 @@ static int mps_private_shm(const char *shm)
 
 int mps_exec(int argc, char **argv)
 {
+    bool quiet = argc > 1 && !strcmp(argv[1], "--quiet");
+    if (quiet)
+        argc--, argv++;
     if (argc < 3) {
-        fputs("usage: gpulet mps-exec SHM PROGRAM [ARGS...] (the agent runs it)\n", stderr);
+        fputs("usage: gpulet mps-exec [--quiet] SHM PROGRAM [ARGS...] (the agent runs it)\n", stderr);
         return 2;
     }
-    if (mps_private_shm(argv[1]) < 0)
+    if (mps_private_shm(argv[1]) < 0 && !quiet)
         fprintf(stderr, "gpulet mps-exec: cannot make %s the MPS daemon's /dev/shm (%s): MPS "
                         "clients in containers reach the daemon only if the agent has "
                         "CAP_SYS_ADMIN\n", argv[1], strerror(errno));

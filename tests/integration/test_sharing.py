@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -243,7 +244,7 @@ def test_valgrind_sharing(plugin_agent, kubelet, tmp_path):
     a.wait_log("MPS daemon for nvidia.com/gpu is up", timeout=30)
     pidfile = root / "nvidia.com" / "gpu" / "pipe" / "nvidia-cuda-mps-control.pid"
     os.kill(int(pidfile.read_text()), signal.SIGKILL)
-    a.wait_log("restarting in", timeout=30)
+    a.wait_log("restarting it with a backoff", timeout=30)
     wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu is up") == 2, timeout=30)
     cfg.write_text(TS)
     a.proc.send_signal(signal.SIGHUP)
@@ -260,3 +261,46 @@ def test_valgrind_sharing(plugin_agent, kubelet, tmp_path):
     channel.close()
     assert a.stop(timeout=60) == 0, a.log()
     assert "MPS daemon for nvidia.com/gpu stopped" in a.log()
+
+
+def test_mps_without_a_gpu(plugin_agent, gpulet, sim_env, tmp_path):
+    """MPS tried on a laptop: the simulator's driver tree has a stand-in
+    nvidia-cuda-mps-control that takes the limits and answers for them,
+    found as the driver's own (no --mps-control)."""
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    mps = tmp_path / "mps"
+    a = plugin_agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(mps),
+                     "--nvidia-driver-root", str(root))
+    a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    pipe, log = mps / "nvidia.com" / "gpu" / "pipe", mps / "nvidia.com" / "gpu" / "log"
+    assert (log / "commands.log").read_text() == (
+        "set_default_active_thread_percentage 50\nset_default_device_pinned_mem_limit 0 7680M\n")
+    ask = subprocess.run([str(root / "usr" / "bin" / "nvidia-cuda-mps-control")], text=True,
+                         input="get_default_active_thread_percentage\nget_default_device_pinned_mem_limit 0\n",
+                         capture_output=True, timeout=10,
+                         env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log)))
+    assert ask.stdout.split() == ["50", "7680M"], ask
+    assert a.stop() == 0
+    assert not (pipe / "nvidia-cuda-mps-control.pid").exists()
+
+
+def test_mps_daemon_that_keeps_failing(agent, tmp_path):
+    """A daemon that exits at once is restarted with a growing backoff, and
+    the outage is said once, not at every restart."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    broken = tmp_path / "nvidia-cuda-mps-control"
+    broken.write_text("#!/bin/sh\necho started >>\"$CUDA_MPS_LOG_DIRECTORY/starts\"\nexit 3\n")
+    broken.chmod(0o755)
+    mps = tmp_path / "mps"
+    a = agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(mps), "--mps-control",
+              str(broken), "--no-metrics", "--kubelet-root", str(tmp_path / "k"),
+              "--status-socket", str(tmp_path / "s.sock"))
+    starts = mps / "nvidia.com" / "gpu" / "log" / "starts"
+    wait_for(lambda: starts.exists() and starts.read_text().count("started") >= 3, timeout=15)
+    assert a.log().count("MPS daemon for nvidia.com/gpu exited") == 1, a.log()
+    assert "restarting it with a backoff of 1000 ms doubling to 30 s" in a.log()
+    assert a.stop() == 0
