@@ -2,6 +2,7 @@
  * health` ask the running agent about GPU health. One command line in, the
  * answer out, then the connection closes. A client that says nothing for
  * two seconds is dropped, so none can hold the loop's resources. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "util/dirs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
+#include "util/unixsock.h"
 #include "util/xmalloc.h"
 
 #define STATUS_MAX_LINE 512
@@ -23,6 +25,7 @@ struct agent_status {
     struct agent *a;
     uv_pipe_t listener;
     char path[CONFIG_PATH_MAX];
+    struct unixsock_id id;      /* the socket file this agent made: only that one it removes */
 };
 
 struct status_conn {
@@ -111,12 +114,14 @@ static void status_answer(struct status_conn *c)
         dra_status(a->dra, &out);
     else if (!strcmp(c->line, "dra"))
         strbuf_puts(&out, "off\n");
+    else if (!strcmp(c->line, "pid"))
+        strbuf_printf(&out, "%d\n", (int)getpid());
     else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, &e) == 0)
         strbuf_puts(&out, "ok\n");
     else if (!strncmp(c->line, "clear ", 6))
         strbuf_printf(&out, "error: %s\n", e.msg);
     else
-        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, dra, clear GPU)\n", c->line);
+        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, dra, pid, clear GPU)\n", c->line);
     if (out.len && out.data[out.len - 1] != '\n')
         strbuf_puts(&out, "\n");
     c->answered = true;
@@ -193,6 +198,17 @@ int agent_status_start(struct agent *a, struct err *e)
     dirs_parent(path, dir, sizeof dir);
     if (dirs_make(&a->made, dir, 0755, e) < 0) /* /run/gpulet on a fresh node */
         return -1;
+    /* An agent answering there already (a user's second demo agent, or a
+     * second agent on a node): refused, before it takes the first one's
+     * sockets, rather than two fighting over them. */
+    char pid[64];
+    struct err none;
+    if (unixsock_request(path, "pid\n", pid, sizeof pid, &none) == 0) {
+        pid[strcspn(pid, "\n")] = '\0';
+        return err_set(e, "another gpulet agent (PID %s) serves %s: stop it, or give this one "
+                          "paths of its own with --status-socket and --kubelet-root",
+                       isdigit((unsigned char)pid[0]) ? pid : "unknown", path);
+    }
     struct agent_status *s = xcalloc(1, sizeof *s);
     s->a = a;
     snprintf(s->path, sizeof s->path, "%s", path);
@@ -215,6 +231,7 @@ int agent_status_start(struct agent *a, struct err *e)
         s->path[0] = '\0';
         return -1;
     }
+    s->id = unixsock_id_of(path);
     return 0;
 }
 
@@ -225,7 +242,8 @@ void agent_status_stop(struct agent *a)
         return;
     if (s->path[0]) {
         uv_close((uv_handle_t *)&s->listener, NULL);
-        unlink(s->path);
+        if (unixsock_ours(s->path, s->id))
+            unlink(s->path); /* not one another agent made since */
     }
 }
 

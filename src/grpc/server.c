@@ -10,6 +10,7 @@
 #include "grpc/h2io.h"
 #include "util/dirs.h"
 #include "util/log.h"
+#include "util/unixsock.h"
 #include "util/xmalloc.h"
 
 /* The largest header block a request may carry (advertised in SETTINGS and
@@ -52,6 +53,7 @@ struct grpc_server {
     uv_loop_t *loop;
     uv_pipe_t listener;
     char path[108];
+    struct unixsock_id id;            /* the socket file made: only that one is removed */
     const struct grpc_method *methods;
     size_t nmethods;
     nghttp2_session_callbacks *cbs;
@@ -439,18 +441,28 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
     nghttp2_option_set_no_http_messaging(s->opt, 1);
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
-    /* A stale socket from an earlier run goes; one we may not remove is
-     * what to report, not the bind's "address in use". */
-    int stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
-    int rc = uv_pipe_bind(&s->listener, path);
+    /* A stale socket from an earlier run goes, but never one a live
+     * process serves (a second agent on the same paths); one we may not
+     * remove is what to report, not the bind's "address in use". */
+    int stale = 0, rc = UV_EADDRINUSE;
+    if (!unixsock_live(path)) {
+        stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+        rc = uv_pipe_bind(&s->listener, path);
+    }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 128, server_on_connection);
+    if (rc == 0)
+        s->id = unixsock_id_of(path);
     if (rc == UV_EADDRINUSE && stale)
         rc = stale;
     if (rc < 0) {
         char why[600];
-        err_set(e, "cannot listen on %s: %s%s", path, uv_strerror(rc),
-                dirs_why(path, -rc, why, sizeof why));
+        if (rc == UV_EADDRINUSE && !stale)
+            err_set(e, "cannot listen on %s: another process serves it (another gpulet agent on "
+                       "the same paths?)", path);
+        else
+            err_set(e, "cannot listen on %s: %s%s", path, uv_strerror(rc),
+                    dirs_why(path, -rc, why, sizeof why));
         s->closing = true;
         grpc_server_close(s);
         return -1;
@@ -473,8 +485,8 @@ void grpc_server_close(struct grpc_server *s)
     bool bound = !s->closing;
     s->closing = true;
     uv_close((uv_handle_t *)&s->listener, server_listener_closed);
-    if (bound)
-        unlink(s->path);
+    if (bound && unixsock_ours(s->path, s->id))
+        unlink(s->path); /* not one another process bound there since */
     for (struct grpc_conn *c = s->conns; c; c = c->next)
         h2io_close(&c->io);
 }

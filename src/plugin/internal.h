@@ -8,16 +8,10 @@
 
 #include "grpc/server.h"
 #include "plugin/plugin.h"
+#include "util/unixsock.h"
 
 struct plugin_watcher;
 struct grpc_client_call;
-
-/* Which file a socket path holds: inode and change time, since a new file
- * may reuse the inode number of one just deleted. Zero: none. */
-struct plugin_file_id {
-    ino_t ino;
-    long long ctime_ns;
-};
 
 /* One advertised device: its ID and which GPU of the inventory it is (a
  * whole GPU, its MIG device mig - 1, or replica `replica` of either when
@@ -68,9 +62,9 @@ struct plugin {
     char kubelet_socket[CONFIG_PATH_MAX + 64];
     struct grpc_server *server;
     struct grpc_method methods[5];       /* the DevicePlugin service; ctx is the plugin */
-    struct plugin_file_id socket_id;     /* our socket file, to notice it vanish */
-    struct plugin_file_id registered_id; /* kubelet.sock we registered with; 0: none */
-    struct plugin_file_id registering_id; /* the one a Register call in flight targets */
+    struct unixsock_id socket_id;     /* our socket file, to notice it vanish */
+    struct unixsock_id registered_id; /* kubelet.sock we registered with; 0: none */
+    struct unixsock_id registering_id; /* the one a Register call in flight targets */
     struct grpc_client_call *registering;
     unsigned backoff_ms;
     uv_fs_event_t dir_watch;

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "deviceplugin.pb-c.h"
 #include "grpc/client.h"
 #include "plugin/internal.h"
 #include "util/dirs.h"
 #include "util/log.h"
+#include "util/unixsock.h"
 
 #define LIFECYCLE_DEBOUNCE_MS 5       /* gather a burst of directory events */
 #define LIFECYCLE_BACKOFF_MIN_MS 100
@@ -25,23 +25,7 @@
 static void lifecycle_reconcile(uv_timer_t *t);
 
 /* The identity of the file at path; all zero when there is none. */
-static struct plugin_file_id lifecycle_file_id(const char *path)
-{
-    struct stat st;
-    struct plugin_file_id id = {0, 0};
-    if (stat(path, &st) == 0) {
-        id.ino = st.st_ino;
-        id.ctime_ns = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-    }
-    return id;
-}
-
-static bool lifecycle_same(struct plugin_file_id a, struct plugin_file_id b)
-{
-    return a.ino == b.ino && a.ctime_ns == b.ctime_ns;
-}
-
-static const struct plugin_file_id lifecycle_none = {0, 0};
+static const struct unixsock_id lifecycle_none = {0, 0};
 
 static void lifecycle_schedule(struct plugin *p, uint64_t delay_ms)
 {
@@ -85,7 +69,7 @@ static void lifecycle_registered(void *ctx, enum grpc_status status, const char 
     lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
 }
 
-static void lifecycle_register(struct plugin *p, struct plugin_file_id kubelet)
+static void lifecycle_register(struct plugin *p, struct unixsock_id kubelet)
 {
     V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     opts.get_preferred_allocation_available = true;
@@ -105,8 +89,8 @@ static void lifecycle_reconcile(uv_timer_t *t)
 {
     struct plugin *p = t->data;
     struct err e;
-    struct plugin_file_id ours = lifecycle_file_id(p->socket);
-    if (!p->server || !ours.ino || !lifecycle_same(ours, p->socket_id)) {
+    struct unixsock_id ours = unixsock_id_of(p->socket);
+    if (!p->server || !ours.ino || !unixsock_id_same(ours, p->socket_id)) {
         if (p->server)
             log_warn("%s was removed; serving on it again", p->socket);
         if (p->registering)
@@ -118,9 +102,9 @@ static void lifecycle_reconcile(uv_timer_t *t)
             lifecycle_retry(p);
             return;
         }
-        p->socket_id = lifecycle_file_id(p->socket);
+        p->socket_id = unixsock_id_of(p->socket);
     }
-    struct plugin_file_id kubelet = lifecycle_file_id(p->kubelet_socket);
+    struct unixsock_id kubelet = unixsock_id_of(p->kubelet_socket);
     if (!kubelet.ino) {
         if (p->registered_id.ino)
             log_warn("%s is gone (kubelet restarting?); waiting for it", p->kubelet_socket);
@@ -132,11 +116,11 @@ static void lifecycle_reconcile(uv_timer_t *t)
         lifecycle_schedule(p, LIFECYCLE_SAFETY_MS); /* inotify will be sooner */
         return;
     }
-    if (lifecycle_same(kubelet, p->registered_id)) {
+    if (unixsock_id_same(kubelet, p->registered_id)) {
         lifecycle_schedule(p, LIFECYCLE_SAFETY_MS);
         return;
     }
-    if (p->registering && lifecycle_same(p->registering_id, kubelet))
+    if (p->registering && unixsock_id_same(p->registering_id, kubelet))
         return; /* that very registration is in flight */
     if (p->registering)
         grpc_client_cancel(p->registering); /* it targets a kubelet that is gone */
@@ -167,7 +151,7 @@ int plugin_lifecycle_start(struct plugin *p, struct err *e)
      * not retried forever. */
     if (dirs_make(NULL, p->dir, 0755, e) < 0 || plugin_serve(p, e) < 0)
         return -1;
-    p->socket_id = lifecycle_file_id(p->socket);
+    p->socket_id = unixsock_id_of(p->socket);
     uv_timer_init(p->loop, &p->reconcile_timer);
     p->reconcile_timer.data = p;
     uv_fs_event_init(p->loop, &p->dir_watch);

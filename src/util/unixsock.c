@@ -1,9 +1,11 @@
-/* One request on a unix socket: a line out, the whole answer back. */
+/* One request on a unix socket: a line out, the whole answer back; and
+ * what a server needs to know of the socket files it makes. */
 #include "util/unixsock.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -36,4 +38,36 @@ int unixsock_request(const char *path, const char *line, char *reply, size_t len
     close(fd);
     reply[got] = '\0';
     return 0;
+}
+
+bool unixsock_live(const char *path)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr.sun_path)
+        return false;
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
+    if (fd >= 0)
+        close(fd);
+    return live;
+}
+
+struct unixsock_id unixsock_id_of(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return (struct unixsock_id){0, 0};
+    return (struct unixsock_id){st.st_ino,
+                                (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec};
+}
+
+bool unixsock_id_same(struct unixsock_id a, struct unixsock_id b)
+{
+    return a.ino == b.ino && a.ctime_ns == b.ctime_ns;
+}
+
+bool unixsock_ours(const char *path, struct unixsock_id id)
+{
+    return id.ino && unixsock_id_same(unixsock_id_of(path), id);
 }

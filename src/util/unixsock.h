@@ -3,6 +3,7 @@
 #ifndef GPULET_UNIXSOCK_H
 #define GPULET_UNIXSOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util/err.h"
@@ -11,5 +12,21 @@
  * Fails, naming the socket, when it cannot connect (errno then says why). */
 int unixsock_request(const char *path, const char *line, char *reply, size_t len,
                      struct err *e);
+
+/* Whether a process listens on the unix socket at path now. */
+bool unixsock_live(const char *path);
+
+/* A socket file's identity (inode and change time, since inodes are
+ * reused), so that a server notices its file replaced and removes only the
+ * file it made, never one another process bound there since. {0, 0}: no
+ * file at path. */
+struct unixsock_id {
+    unsigned long long ino;
+    long long ctime_ns;
+};
+struct unixsock_id unixsock_id_of(const char *path);
+bool unixsock_id_same(struct unixsock_id a, struct unixsock_id b);
+/* Whether path is still the file whose identity is id. */
+bool unixsock_ours(const char *path, struct unixsock_id id);
 
 #endif

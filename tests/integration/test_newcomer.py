@@ -190,3 +190,37 @@ def test_help_says_how(gpulet, user_env):
     assert "[with --simulate: " + user_env["XDG_RUNTIME_DIR"] + "/gpulet/kubelet]" in p.stdout
     p = gpulet("--help")
     assert "replace-nvidia" in p.stdout and "Exit codes: 0 success, 1 failure, 2" in p.stdout
+
+
+def test_a_second_demo_agent_is_refused(user_env, tmp_path):
+    """A user's second demo agent would share the first's sockets: it
+    refuses to start, naming the first (its PID) and the flags that give it
+    paths of its own, and takes nothing of the first's with it."""
+    mine = tmp_path / "xdg" / "gpulet"
+    a = Agent(["--simulate", "dgx-h100", "--no-metrics"], user_env, tmp_path / "a.log")
+    try:
+        a.wait_log("agent running")
+        b = Agent(["--simulate", "a100-mig-mixed", "--no-metrics"], user_env, tmp_path / "b.log")
+        assert b.proc.wait(timeout=20) == 1, b.log()
+        assert (f"another gpulet agent (PID {a.proc.pid}) serves {mine}/status.sock: stop it, or give "
+                "this one paths of its own with --status-socket and --kubelet-root") in b.log(), b.log()
+        assert "was removed" not in a.log()
+        assert (mine / "status.sock").is_socket()
+        assert len(run(user_env, "health").stdout.splitlines()) == 8  # the first still answers
+        # One with a status socket of its own but the same kubelet directory:
+        # refused at the plugin socket the first serves.
+        d = Agent(["--simulate", "t4", "--no-metrics", "--status-socket", str(tmp_path / "d.sock")],
+                  dict(user_env, GPULET_SIM_CONTROL=str(tmp_path / "d-sim.sock")), tmp_path / "d.log")
+        assert d.proc.wait(timeout=20) == 1, d.log()
+        assert "another process serves it (another gpulet agent on the same paths?)" in d.log(), d.log()
+        assert (mine / "kubelet" / "device-plugins" / "gpulet-nvidia-gpu.sock").is_socket()
+        # One with paths of its own runs beside it.
+        c = Agent(["--simulate", "t4", "--no-metrics", "--status-socket", str(tmp_path / "c.sock"),
+                   "--kubelet-root", str(tmp_path / "c-kubelet")],
+                  dict(user_env, GPULET_SIM_CONTROL=str(tmp_path / "c-sim.sock")), tmp_path / "c.log")
+        c.wait_log("agent running")
+        assert c.stop() == 0
+        assert len(run(user_env, "health").stdout.splitlines()) == 8
+    finally:
+        assert a.stop() == 0
+    assert not mine.exists(), list(mine.rglob("*"))
