@@ -116,6 +116,9 @@ void agent_nodeconfig_start(struct agent *a);
 void agent_nodeconfig_stop(struct agent *a);
 void agent_nodeconfig_free(struct agent *a);
 
+/* Answers one status-socket request line (answer.c) into out. */
+void agent_answer(struct agent *a, const char *line, struct strbuf *out);
+
 /* The named config in the running configuration (buf filled), or NULL. */
 const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf);
 

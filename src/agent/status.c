@@ -1,7 +1,7 @@
-/* The status socket: a unix socket on which `gpulet list` and `gpulet
- * health` ask the running agent about GPU health. One command line in, the
- * answer out, then the connection closes. A client that says nothing for
- * two seconds is dropped, so none can hold the loop's resources. */
+/* The status socket: a unix socket on which gpulet's commands ask the
+ * running agent (answer.c says what). One request line in, the answer out,
+ * then the connection closes. A client that says nothing for two seconds
+ * is dropped, so none can hold the loop's resources. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -61,67 +61,13 @@ static void status_written(uv_write_t *req, int status)
     status_conn_close(c);
 }
 
-/* "health": one line per GPU (health_line_write's). */
-static void status_health(struct agent *a, struct strbuf *out)
-{
-    for (unsigned i = 0; i < a->inv.count; i++)
-        health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
-}
-
-/* The devices advertised under resource, from the device records (replicas
- * counted): what labels and metrics read too. */
-static unsigned status_devices(const struct agent *a, const char *resource)
-{
-    unsigned n = 0;
-    for (unsigned g = 0; g < a->inv.count; g++) {
-        const struct gpu_device *d = &a->devs[g];
-        if (!strcmp(d->share.resource, resource))
-            n += d->share.replicas;
-        for (unsigned k = 0; k < GPU_MIG_MAX; k++)
-            if (!strcmp(d->mig_share[k].resource, resource))
-                n += d->mig_share[k].replicas;
-    }
-    return n;
-}
-
-/* "plugins": one line per resource served: name, socket, registered or
- * unregistered, devices (replicas counted); "none" when none is served. */
-static void status_plugins(struct agent *a, struct strbuf *out)
-{
-    for (unsigned r = 0; r < a->nplugins; r++) {
-        const struct plugin_resource *res = &a->resources[r];
-        unsigned devices = status_devices(a, res->name);
-        strbuf_printf(out, "%s %s %s %u\n", res->name, res->socket,
-                      plugin_registered(a->plugins[r]) ? "registered" : "unregistered", devices);
-    }
-    if (!a->nplugins)
-        strbuf_puts(out, "none\n");
-}
-
 static void status_answer(struct status_conn *c)
 {
-    struct agent *a = c->s->a;
     struct strbuf out = {0};
     char *nl = strchr(c->line, '\n');
     if (nl)
         *nl = '\0';
-    struct err e;
-    if (!strcmp(c->line, "health"))
-        status_health(a, &out);
-    else if (!strcmp(c->line, "plugins"))
-        status_plugins(a, &out);
-    else if (!strcmp(c->line, "dra") && a->dra)
-        dra_status(a->dra, &out);
-    else if (!strcmp(c->line, "dra"))
-        strbuf_puts(&out, "off\n");
-    else if (!strcmp(c->line, "pid"))
-        strbuf_printf(&out, "%d\n", (int)getpid());
-    else if (!strncmp(c->line, "clear ", 6) && agent_health_clear(a, c->line + 6, &e) == 0)
-        strbuf_puts(&out, "ok\n");
-    else if (!strncmp(c->line, "clear ", 6))
-        strbuf_printf(&out, "error: %s\n", e.msg);
-    else
-        strbuf_printf(&out, "error: unknown request '%.64s' (requests: health, plugins, dra, pid, clear GPU)\n", c->line);
+    agent_answer(c->s->a, c->line, &out);
     if (out.len && out.data[out.len - 1] != '\n')
         strbuf_puts(&out, "\n");
     c->answered = true;

@@ -4,6 +4,7 @@
 #include "gpu/health.h"
 #include "gpu/inventory.h"
 #include "util/dirs.h"
+#include "util/strbuf.h"
 #include "util/unixsock.h"
 
 #include <errno.h>
@@ -87,6 +88,34 @@ const char *cli_unreachable_hint(int errnum)
     case EPERM: return " (the socket is another user's: run as that user, or as root)";
     default: return "";
     }
+}
+
+int cli_agent_ask(const char *cmd, const char *socket_flag, const char *request, struct strbuf *out)
+{
+    struct err e;
+    char line[128], user[256];
+    const char *socket = cli_status_socket(socket_flag, false, user, sizeof user);
+    snprintf(line, sizeof line, "%s\n", request);
+    if (unixsock_request_all(socket, line, out, &e) < 0 ||
+        !strncmp(out->data, "error: unknown request", 22)) { /* an agent of an older gpulet */
+        strbuf_free(out);
+        return 0;
+    }
+    if (strncmp(out->data, "error: ", 7))
+        return 1;
+    fprintf(stderr, "gpulet %s: the agent at %s: %s", cmd, socket, out->data + 7);
+    strbuf_free(out);
+    return -1;
+}
+
+int cli_agent_print(const char *cmd, const char *socket_flag, const char *request)
+{
+    struct strbuf out = {0};
+    int asked = cli_agent_ask(cmd, socket_flag, request, &out);
+    if (asked > 0)
+        fputs(out.data, stdout);
+    strbuf_free(&out);
+    return asked > 0 ? CLI_OK : asked < 0 ? CLI_FAIL : -1;
 }
 
 /* Fills health[] from the agent's "health" answer; false when no agent answers. */

@@ -27,6 +27,18 @@ const char *cli_unreachable_hint(int errnum);
 struct gpu_inventory;
 struct gpu_health;
 
+/* Asks the running agent one status request ("list json"), at
+ * --status-socket's socket_flag, else the node's, else the user's
+ * (cli_status_socket): 1 with its answer in out (the caller frees it), 0
+ * where no agent answers or it does not know the request (an older
+ * gpulet: do it locally), -1 with its error said on stderr. */
+struct strbuf;
+int cli_agent_ask(const char *cmd, const char *socket_flag, const char *request, struct strbuf *out);
+
+/* The same, the answer on standard output: CLI_OK, CLI_FAIL, or -1 where
+ * no agent answered (do it locally). */
+int cli_agent_print(const char *cmd, const char *socket_flag, const char *request);
+
 /* Fills health[] (one per GPU of inv) from the running agent's answer on
  * the status socket; false when no agent answers (said on stderr, as cmd,
  * where an agent is there but refuses the caller). */

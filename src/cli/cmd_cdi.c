@@ -1,5 +1,6 @@
 /* gpulet cdi generate: the CDI spec the agent keeps in --cdi-spec-dir,
- * printed or written to a file, from the same configuration. */
+ * printed or written to a file: without options the running agent's own,
+ * else made from the options given, as the agent makes it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,8 +15,10 @@ static const char cdi_usage[] =
     "  driver's files under --nvidia-driver-root as mounts, no hooks).\n"
     "  -o, --output FILE   write it there (default: standard output)\n"
     "  --format FORMAT     yaml (default) or json; a FILE ending .json means json\n"
-    "  Every `gpulet agent` option applies (--simulate, --nvidia-driver-root,\n"
-    "  --nvidia-dev-root, --driver-capabilities, ...): see gpulet agent --help.\n";
+    "  Without options: the running agent's spec (the node's agent, else your\n"
+    "  simulated one; --status-socket names another). Every `gpulet agent` option\n"
+    "  applies (--simulate, --nvidia-driver-root, --nvidia-dev-root,\n"
+    "  --driver-capabilities, ...; see gpulet agent --help): the spec they make.\n";
 
 static int cdi_fail(const struct err *e, const char *hint, struct nvml *n,
                     struct gpu_inventory *inv)
@@ -24,6 +27,24 @@ static int cdi_fail(const struct err *e, const char *hint, struct nvml *n,
         gpu_inventory_free(inv);
     nvml_close(n);
     return cli_fail("cdi", e, hint);
+}
+
+/* Writes the spec to file (NULL or "-": standard output) and frees it. */
+static int cdi_output(const char *file, struct strbuf *text)
+{
+    int rc = CLI_OK;
+    if (file && strcmp(file, "-")) {
+        FILE *f = fopen(file, "w");
+        bool ok = f && fwrite(text->data, 1, text->len, f) == text->len;
+        if ((f && fclose(f) != 0) || !ok) {
+            fprintf(stderr, "gpulet cdi: cannot write %s: %m\n", file);
+            rc = CLI_FAIL;
+        }
+    } else {
+        fwrite(text->data, 1, text->len, stdout);
+    }
+    strbuf_free(text);
+    return rc;
 }
 
 int cmd_cdi(int argc, char **argv)
@@ -55,6 +76,15 @@ int cmd_cdi(int argc, char **argv)
         fputs(cdi_usage, stdout);
         return CLI_OK;
     }
+    struct strbuf text = {0};
+    int rc = 0;
+    if (config_args_only(&args, "status-socket")) { /* the running agent's own */
+        char request[32];
+        snprintf(request, sizeof request, "cdi %s", format);
+        rc = cli_agent_ask("cdi", config_arg(&args, "status-socket"), request, &text);
+        if (rc != 0)
+            return rc > 0 ? cdi_output(file, &text) : CLI_FAIL;
+    }
     if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_fail("cdi", &e, NULL);
     cli_simulator_quiet();
@@ -69,22 +99,13 @@ int cmd_cdi(int argc, char **argv)
     struct driver drv;
     if (config_driver(&cfg, NULL, inv.driver_version, &drv, &e) < 0)
         return cdi_fail(&e, NULL, &n, &inv);
-    struct strbuf text = {0};
-    int rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);
+    rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);
     driver_free(&drv);
-    if (rc == 0 && file && strcmp(file, "-")) {
-        FILE *f = fopen(file, "w");
-        if (!f || fwrite(text.data, 1, text.len, f) != text.len || fclose(f) != 0) {
-            snprintf(e.msg, sizeof e.msg, "cannot write %s: %m", file);
-            rc = -1;
-        }
-    } else if (rc == 0) {
-        fwrite(text.data, 1, text.len, stdout);
-    }
-    strbuf_free(&text);
-    if (rc < 0)
-        return cdi_fail(&e, NULL, &n, &inv);
     gpu_inventory_free(&inv);
     nvml_close(&n);
-    return CLI_OK;
+    if (rc < 0) {
+        strbuf_free(&text);
+        return cli_fail("cdi", &e, NULL);
+    }
+    return cdi_output(file, &text);
 }

@@ -26,9 +26,12 @@ static const char doctor_usage[] =
     "  --root PATH       the host's filesystem (in the gpulet pod: /driver-root) [/]\n"
     "  -o, --output FMT  text (default) or json\n"
     "  --timeout-ms N    time limit of each check [5000]\n"
-    "  Agent options (gpulet agent --help) say where things are and which strategy\n"
-    "  is used: --kubelet-root, --nvidia-driver-root, --device-list-strategy,\n"
-    "  --status-socket, --kubeconfig, --node-name, --simulate, ...\n";
+    "  Without agent options it checks what the running agent runs with (its flags,\n"
+    "  variables, file and the named config it applied), asked over its status\n"
+    "  socket (the node's agent, else your simulated one; --status-socket names\n"
+    "  another). Agent options (gpulet agent --help) say instead where things are\n"
+    "  and which strategy is used: --kubelet-root, --nvidia-driver-root,\n"
+    "  --device-list-strategy, --kubeconfig, --node-name, --simulate, ...\n";
 
 static int doctor_usage_error(const char *fmt, const char *arg)
 {
@@ -61,6 +64,35 @@ static int doctor_take(int *argc, char **argv, const char **root, const char **f
     return 0;
 }
 
+/* The running agent's configuration (its "config" answer: one flag a line,
+ * then "named NAME" and that config's text): 1 with cfg loaded from it, 0
+ * where no agent answers (cfg untouched), -1 with why in e. */
+static int doctor_agent_config(const char *socket_flag, struct config *cfg, struct err *e)
+{
+    struct strbuf answer = {0};
+    int asked = cli_agent_ask("doctor", socket_flag, "config", &answer);
+    if (asked <= 0)
+        return asked;
+    char *argv[CONFIG_OPTIONS_MAX + 2] = {"doctor"}, *line = answer.data, *named = NULL;
+    int argc = 1;
+    while (*line && !named) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!strncmp(line, "named ", 6))
+            named = line + 6;
+        else if (argc < CONFIG_OPTIONS_MAX + 1)
+            argv[argc++] = line;
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    struct config_args args;
+    struct config_text text = {named, "the agent's named config", line, strlen(line)};
+    int rc = config_parse_args(&args, argc, argv, e) < 0 ||
+             config_load(cfg, &args, named ? &text : NULL, e) < 0 ? -1 : 1;
+    strbuf_free(&answer);
+    return rc;
+}
+
 int cmd_doctor(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -84,7 +116,15 @@ int cmd_doctor(int argc, char **argv)
     struct config_args args;
     struct config cfg;
     struct err e;
-    if (config_parse_args(&args, argc, argv, &e) < 0 || config_load(&cfg, &args, NULL, &e) < 0)
+    if (config_parse_args(&args, argc, argv, &e) < 0)
+        return doctor_usage_error("%s", e.msg);
+    int agent = config_args_only(&args, "status-socket")
+                    ? doctor_agent_config(config_arg(&args, "status-socket"), &cfg, &e) : 0;
+    if (agent < 0) {
+        fprintf(stderr, "gpulet doctor: the running agent's configuration: %s\n", e.msg);
+        return DOCTOR_EXIT_USAGE;
+    }
+    if (!agent && config_load(&cfg, &args, NULL, &e) < 0)
         return doctor_usage_error("%s", e.msg);
     struct doctor_options o = {.cfg = &cfg, .timeout_ms = (unsigned)ms};
     if (strlen(root) >= sizeof o.root)

@@ -1,6 +1,7 @@
-/* gpulet labels: the node labels the agent publishes, computed the same
- * way from the same configuration (the agent's flags, file and
- * environment), with the running agent's health when one answers. */
+/* gpulet labels: the node labels the agent publishes. Without options, the
+ * running agent's own where one answers; else computed the same way from
+ * the options given (the agent's flags, file and environment), with the
+ * running agent's health when one answers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,10 @@
 static const char labels_usage[] =
     "usage: gpulet labels [-o text|json] [AGENT OPTIONS]\n"
     "  -o, --output FORMAT   text (key=value lines, as NFD's feature file; default) or json\n"
-    "  Every `gpulet agent` option applies (--simulate, --config-file, --mig-strategy,\n"
-    "  --machine-type-file, --accelerator-label, ...): see gpulet agent --help.\n";
+    "  Without options: the labels of the running agent (the node's, else your\n"
+    "  simulated one; --status-socket names another). Every `gpulet agent` option\n"
+    "  applies (--simulate, --config-file, --mig-strategy, --machine-type-file,\n"
+    "  --accelerator-label, ...; see gpulet agent --help): the labels they make.\n";
 
 int cmd_labels(int argc, char **argv)
 {
@@ -35,6 +38,12 @@ int cmd_labels(int argc, char **argv)
         fputs(labels_usage, stdout);
         return CLI_OK;
     }
+    char request[32];
+    snprintf(request, sizeof request, "labels %s", format);
+    int shown = config_args_only(&args, "status-socket")
+                    ? cli_agent_print("labels", config_arg(&args, "status-socket"), request) : -1;
+    if (shown >= 0)
+        return shown; /* the running agent's own */
     if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_fail("labels", &e, NULL);
     config_user_paths(&cfg); /* a simulated agent's status socket */

@@ -1,5 +1,7 @@
-/* gpulet list: the node's GPUs as a table, JSON or a topology matrix, with
- * the running agent's health when one answers on the status socket. */
+/* gpulet list: the node's GPUs as a table, JSON or a topology matrix: the
+ * running agent's (its GPUs, MIG layout and health) where one answers on
+ * the status socket, else from NVML, with the agent's health when one
+ * answers. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,11 @@ int cmd_list(int argc, char **argv)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
     if (no.simulate && scenario_check(no.simulate, &e) < 0)
         return cli_fail("list", &e, NULL);
+    char user[256], request[32];
+    snprintf(request, sizeof request, "list %s", format);
+    int shown = no.simulate || no.nvml_path ? -1 : cli_agent_print("list", status, request);
+    if (shown >= 0)
+        return shown; /* the node gpulet serves, as it sees it */
 
     cli_simulator_quiet();
     struct nvml n;
@@ -70,7 +77,6 @@ int cmd_list(int argc, char **argv)
                                                     sizeof hint));
     }
     struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    char user[256];
     if (!cli_agent_health(cli_status_socket(status, no.simulate, user, sizeof user), &inv, health,
                           "list")) {
         free(health);

@@ -200,6 +200,19 @@ static size_t config_index(const char *flag)
     return i;
 }
 
+bool config_args_only(const struct config_args *a, const char *flag)
+{
+    for (size_t i = 0; i < config_noptions; i++)
+        if (a->values[i] && (!flag || strcmp(config_options[i].flag, flag)))
+            return false;
+    return true;
+}
+
+const char *config_arg(const struct config_args *a, const char *flag)
+{
+    return a->values[config_index(flag)];
+}
+
 int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
                 struct err *e)
 {

@@ -9,6 +9,7 @@
 
 #include "gpu/sharing.h"
 #include "util/err.h"
+#include "util/strbuf.h"
 
 #define CONFIG_PATH_MAX 256
 
@@ -158,6 +159,13 @@ struct config_args {
 /* Parses `gpulet agent` flags (argv[0] is "agent"). */
 int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e);
 
+/* Whether the command line gives no option but flag (NULL: none at all):
+ * a command then shows the running agent's node rather than its own. */
+bool config_args_only(const struct config_args *a, const char *flag);
+
+/* The value the command line gives the option flag, or NULL. */
+const char *config_arg(const struct config_args *a, const char *flag);
+
 /* Builds the configuration: defaults, then the file (named, where not
  * NULL, else the flag's or CONFIG_FILE's), then the environment, then the
  * flags. */
@@ -176,6 +184,12 @@ void config_user_paths(struct config *c);
 /* Applies a `version: v1` config file's text over c (errors name source:line:col). */
 int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,
                       struct err *e);
+
+/* c as flags, one "--flag=value" line per option: what a command given
+ * them (config_parse_args, config_load) runs with, the running agent's
+ * configuration for `gpulet doctor`. Not the v1 file's resources and
+ * sharing sections, which --config-file or a named config carries. */
+void config_args_text(const struct config *c, struct strbuf *out);
 
 /* Writes the agent's usage, generated from the option table. */
 void config_usage(FILE *out);

@@ -237,3 +237,33 @@ int config_set(struct config *c, const struct config_opt *o, const char *value,
     }
     return config_bad_choice(o, where, value, e);
 }
+
+/* One option's value as its flag takes it: the inverse of config_set. */
+static void config_value_text(const struct config *c, const struct config_opt *o, struct strbuf *out)
+{
+    const char *field = (const char *)c + o->offset;
+    switch (o->type) {
+    case T_BOOL: strbuf_puts(out, *(const bool *)field ? "true" : "false"); return;
+    case T_STRING: strbuf_puts(out, field); return;
+    case T_UINT: strbuf_printf(out, "%u", *(const unsigned *)field); return;
+    case T_ENUM: strbuf_puts(out, o->choices[*(const int *)field]); return;
+    case T_LIST: {
+        const char *sep = "";
+        for (int i = 0; o->choices[i]; i++)
+            if (*(const unsigned *)field & (1u << i)) {
+                strbuf_printf(out, "%s%s", sep, o->choices[i]);
+                sep = ",";
+            }
+        return;
+    }
+    }
+}
+
+void config_args_text(const struct config *c, struct strbuf *out)
+{
+    for (size_t i = 0; i < config_noptions; i++) {
+        strbuf_printf(out, "--%s=", config_options[i].flag);
+        config_value_text(c, &config_options[i], out);
+        strbuf_puts(out, "\n");
+    }
+}

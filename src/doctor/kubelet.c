@@ -68,6 +68,19 @@ static void kubelet_note_served(struct doctor *d, const char *name, unsigned n)
     s->devices = n;
 }
 
+/* The GPUs gpulet's device plugins serve: those --dra-gpus leaves to them
+ * (all with --dra off). Without NVML's names, whether there is any. */
+static unsigned kubelet_plugin_gpus(const struct doctor *d)
+{
+    const struct config *c = d->o->cfg;
+    if (!d->nvml_ok)
+        return c->dra == CONFIG_DRA_ALL && !strcmp(c->dra_gpus, "*") ? 0 : 1;
+    unsigned n = 0;
+    for (unsigned i = 0; i < d->inv.count; i++)
+        n += !config_dra_takes(c, &d->inv.gpus[i]);
+    return n;
+}
+
 void doctor_registration(struct doctor *d, struct doctor_result *r)
 {
     const struct config *c = d->o->cfg;
@@ -96,6 +109,8 @@ void doctor_registration(struct doctor *d, struct doctor_result *r)
     if (bad.len)
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log; is --kubelet-root the kubelet's "
                    "--root-dir?", "not registered with the kubelet: %s", bad.data);
+    else if (!ok.len && !kubelet_plugin_gpus(d))
+        doctor_set(r, DOCTOR_PASS, NULL, "no device plugin: DRA serves every GPU (check dra)");
     else if (!ok.len)
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log (NVML or the config)",
                    "gpulet runs but serves no resource");
@@ -304,7 +319,7 @@ static void kubelet_judge(struct doctor *d, struct doctor_result *r, json_t *nod
     json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
     const char *product = json_string_value(json_object_get(labels, "nvidia.com/gpu.product"));
     const char *count = json_string_value(json_object_get(labels, "nvidia.com/gpu.count"));
-    unsigned gpus = d->nvml_ok ? d->inv.count : 0;
+    unsigned gpus = d->nvml_ok ? kubelet_plugin_gpus(d) : 0; /* DRA's are in its slice */
     if (!kubelet_node_ready(node))
         doctor_set(r, DOCTOR_FAIL, "kubectl describe node: the kubelet's conditions say why",
                    "Node %s is not Ready", name);

@@ -2,6 +2,8 @@
  * what a server needs to know of the socket files it makes. */
 #include "util/unixsock.h"
 
+#include "util/strbuf.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -9,12 +11,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int unixsock_request(const char *path, const char *line, char *reply, size_t len,
-                     struct err *e)
+/* Connects to path and sends line: the connected socket, or -1 (errno
+ * says why, as the caller's hints need). */
+static int unixsock_send(const char *path, const char *line, struct err *e)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr.sun_path)
+    if (strlen(path) >= sizeof addr.sun_path) {
+        errno = ENAMETOOLONG;
         return err_set(e, "socket path too long: %s", path);
+    }
     strcpy(addr.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
@@ -31,12 +36,37 @@ int unixsock_request(const char *path, const char *line, char *reply, size_t len
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+int unixsock_request(const char *path, const char *line, char *reply, size_t len,
+                     struct err *e)
+{
+    int fd = unixsock_send(path, line, e);
+    if (fd < 0)
+        return -1;
     size_t got = 0;
     ssize_t r;
     while (got + 1 < len && (r = read(fd, reply + got, len - 1 - got)) > 0)
         got += (size_t)r;
     close(fd);
     reply[got] = '\0';
+    return 0;
+}
+
+int unixsock_request_all(const char *path, const char *line, struct strbuf *reply,
+                         struct err *e)
+{
+    int fd = unixsock_send(path, line, e);
+    if (fd < 0)
+        return -1;
+    char buf[4096];
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0)
+        strbuf_append(reply, buf, (size_t)r);
+    close(fd);
+    if (!reply->data)
+        strbuf_puts(reply, "");
     return 0;
 }
 

@@ -13,6 +13,11 @@
 int unixsock_request(const char *path, const char *line, char *reply, size_t len,
                      struct err *e);
 
+/* The same, the answer of any length appended to reply (a strbuf). */
+struct strbuf;
+int unixsock_request_all(const char *path, const char *line, struct strbuf *reply,
+                         struct err *e);
+
 /* Whether a process listens on the unix socket at path now. */
 bool unixsock_live(const char *path);
 

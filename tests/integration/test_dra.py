@@ -99,6 +99,17 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     assert dra_check["status"] == "PASS", dra_check
     assert "gpu.nvidia.com registered: " in dra_check["message"]
     assert "(resource.k8s.io/v1)" in dra_check["message"], dra_check
+    # Given nothing but the status socket, doctor checks what the agent runs
+    # with (--dra all, its API server, its Node): no device plugin and no
+    # allocatable nvidia.com/gpu is no failure when DRA serves every GPU.
+    api.node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    doc = subprocess.run([GPULET, "doctor", "-o", "json", "--status-socket", str(tmp / "status.sock")],
+                         capture_output=True, text=True, env=sim_env, timeout=60)
+    checks = {c["id"]: c for c in json.loads(doc.stdout)["checks"]}
+    assert checks["registration"]["status"] == "PASS", checks["registration"]
+    assert "DRA serves every GPU" in checks["registration"]["message"]
+    assert checks["dra"]["status"] == "PASS", checks["dra"]
+    assert checks["node"]["status"] != "FAIL" and "Node n1 " in checks["node"]["message"], checks["node"]
     # The slice: eight GPUs, owned by the Node.
     api.wait_for(lambda: len(api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])) == 8,
                  "a slice of 8 devices", timeout=30)

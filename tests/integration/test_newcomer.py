@@ -2,6 +2,7 @@
 directory (never the node's paths, never another user's), the agent's
 words while it waits for a kubelet, what it leaves behind, a path that is
 not the user's, and exit codes and help that follow the README's rule."""
+import json
 import os
 import subprocess
 import time
@@ -224,3 +225,46 @@ def test_a_second_demo_agent_is_refused(user_env, tmp_path):
     finally:
         assert a.stop() == 0
     assert not mine.exists(), list(mine.rglob("*"))
+
+
+def test_the_commands_after_the_demo_use_the_running_agent(user_env, tmp_path):
+    """While the demo agent runs, the user's next commands show its node with
+    no flag: list (its GPUs, health and MIG layout as changed since start),
+    labels, its CDI spec, and doctor on its own paths and configuration."""
+    mine = tmp_path / "xdg" / "gpulet"
+    a = Agent(["--simulate", "a100-mig-mixed", "--mig-strategy", "mixed", "--no-metrics",
+               "--write-cdi-spec", "true"], user_env,
+              tmp_path / "agent.log")
+    try:
+        a.wait_log("agent running")
+        assert run(user_env, "sim", "mig", "0", "7g.40gb").returncode == 0   # a new layout on GPU 0
+        assert run(user_env, "sim", "xid", "7", "79").returncode == 0
+        deadline = time.monotonic() + 20
+        while True:
+            listed = run(user_env, "list")
+            rows = listed.stdout.splitlines()
+            mig0 = [r for r in rows if r.startswith("0:")]
+            if len(mig0) == 1 and "7g.40gb" in mig0[0] and "Unhealthy (XID 79" in listed.stdout:
+                break
+            assert listed.returncode == 0 and time.monotonic() < deadline, listed
+            time.sleep(0.2)
+        wide = run(user_env, "list", "-o", "wide").stdout
+        assert "MINOR" in wide.splitlines()[0], wide
+        labels = run(user_env, "labels")
+        assert labels.returncode == 0, labels.stderr
+        assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB" in labels.stdout.splitlines() or \
+            any(l.startswith("nvidia.com/gpu.product=") for l in labels.stdout.splitlines()), labels.stdout
+        spec = run(user_env, "cdi", "generate", "--format", "json")
+        assert spec.returncode == 0, spec.stderr
+        assert json.loads(spec.stdout)["kind"] == "nvidia.com/gpu"
+        assert json.loads(spec.stdout) == json.loads((mine / "cdi" / "nvidia.com-gpu.json").read_text())
+        doc = run(user_env, "doctor", "-o", "json")
+        checks = {c["id"]: c for c in json.loads(doc.stdout)["checks"]}
+        # It asked the demo agent (its resources, not "gpulet does not answer"),
+        # and looked for the kubelet where the demo agent does.
+        assert "nvidia.com/mig-1g.5gb" in checks["registration"]["message"], checks["registration"]
+        assert str(mine / "kubelet") in json.dumps(checks), checks
+    finally:
+        assert a.stop() == 0
+    # Without an agent: a clear word, and the local way where there is one.
+    assert "--simulate" in run(user_env, "labels").stderr

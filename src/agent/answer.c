@@ -1,0 +1,163 @@
+/* What the agent answers on its status socket, one request per line, a
+ * table: gpulet's commands ask it rather than opening NVML beside it, so
+ * that each shows the running agent's node (its simulated GPUs and MIG
+ * layout, its health, labels, CDI spec and configuration). */
+#include "agent/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdi/cdi.h"
+#include "gpu/render.h"
+#include "util/xmalloc.h"
+
+/* "health": one line per GPU (health_line_write's). */
+static void answer_health(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    for (unsigned i = 0; i < a->inv.count; i++)
+        health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
+}
+
+/* The devices advertised under resource, from the device records (replicas
+ * counted): what labels and metrics read too. */
+static unsigned answer_devices(const struct agent *a, const char *resource)
+{
+    unsigned n = 0;
+    for (unsigned g = 0; g < a->inv.count; g++) {
+        const struct gpu_device *d = &a->devs[g];
+        if (!strcmp(d->share.resource, resource))
+            n += d->share.replicas;
+        for (unsigned k = 0; k < GPU_MIG_MAX; k++)
+            if (!strcmp(d->mig_share[k].resource, resource))
+                n += d->mig_share[k].replicas;
+    }
+    return n;
+}
+
+/* "plugins": one line per resource served: name, socket, registered or
+ * unregistered, devices (replicas counted); "none" when none is served. */
+static void answer_plugins(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    for (unsigned r = 0; r < a->nplugins; r++) {
+        const struct plugin_resource *res = &a->resources[r];
+        strbuf_printf(out, "%s %s %s %u\n", res->name, res->socket,
+                      plugin_registered(a->plugins[r]) ? "registered" : "unregistered",
+                      answer_devices(a, res->name));
+    }
+    if (!a->nplugins)
+        strbuf_puts(out, "none\n");
+}
+
+static void answer_dra(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    if (a->dra)
+        dra_status(a->dra, out);
+    else
+        strbuf_puts(out, "off\n");
+}
+
+static void answer_pid(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)a;
+    (void)arg;
+    strbuf_printf(out, "%d\n", (int)getpid());
+}
+
+static void answer_clear(struct agent *a, const char *gpu, struct strbuf *out)
+{
+    struct err e;
+    if (agent_health_clear(a, gpu, &e) == 0)
+        strbuf_puts(out, "ok\n");
+    else
+        strbuf_printf(out, "error: %s\n", e.msg);
+}
+
+/* "list table|wide|json|topology": gpulet list of the agent's GPUs, as they
+ * are now (a MIG layout changed since start included), with their health. */
+static void answer_list(struct agent *a, const char *format, struct strbuf *out)
+{
+    struct gpu_health *health = xcalloc(a->inv.count + 1, sizeof *health);
+    for (unsigned i = 0; i < a->inv.count; i++)
+        health[i] = a->devs[i].health;
+    if (!strcmp(format, "json"))
+        gpu_render_json(&a->inv, health, out);
+    else if (!strcmp(format, "topology"))
+        gpu_render_topology(&a->inv, out);
+    else if (!strcmp(format, "table") || !strcmp(format, "wide"))
+        gpu_render_table(&a->inv, health, !strcmp(format, "wide"), out);
+    else
+        strbuf_printf(out, "error: list takes table, wide, json or topology, not '%.32s'\n", format);
+    free(health);
+}
+
+/* "labels text|json": the labels the agent publishes (or would, with
+ * labels off), computed now. */
+static void answer_labels(struct agent *a, const char *format, struct strbuf *out)
+{
+    if (!a->facts_known) {
+        strbuf_puts(out, "error: the agent is still reading the GPUs; ask again in a moment\n");
+        return;
+    }
+    struct label_set set = {0};
+    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL)};
+    labels_build(&in, &set);
+    if (!strcmp(format, "json"))
+        label_set_json(&set, out);
+    else
+        label_set_text(&set, out);
+    label_set_free(&set);
+}
+
+/* "cdi yaml|json": the node's CDI spec as the agent writes it. */
+static void answer_cdi(struct agent *a, const char *format, struct strbuf *out)
+{
+    struct err e;
+    if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, strcmp(format, "json"),
+                      out, &e) < 0)
+        strbuf_printf(out, "error: %s\n", e.msg);
+}
+
+/* "config": the configuration the agent runs with, as flags, then the
+ * named config it applied, if any ("named NAME", then its text). */
+static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    config_args_text(&a->cfg, out);
+    struct config_text buf;
+    const struct config_text *named = agent_nodeconfig_text(a, &buf);
+    if (named)
+        strbuf_printf(out, "named %s\n%.*s", named->name, (int)named->len, named->text);
+}
+
+static const struct agent_request {
+    const char *name;
+    bool arg;                         /* takes one word after its name */
+    void (*answer)(struct agent *a, const char *arg, struct strbuf *out);
+} agent_requests[] = {
+    {"health", false, answer_health},   {"plugins", false, answer_plugins},
+    {"dra", false, answer_dra},         {"pid", false, answer_pid},
+    {"clear", true, answer_clear},      {"list", true, answer_list},
+    {"labels", true, answer_labels},    {"cdi", true, answer_cdi},
+    {"config", false, answer_config},
+};
+
+void agent_answer(struct agent *a, const char *line, struct strbuf *out)
+{
+    size_t n = strcspn(line, " ");
+    const char *arg = line[n] ? line + n + 1 : NULL;
+    for (size_t i = 0; i < sizeof agent_requests / sizeof *agent_requests; i++) {
+        const struct agent_request *r = &agent_requests[i];
+        if (strlen(r->name) != n || strncmp(line, r->name, n) || !arg != !r->arg)
+            continue;
+        r->answer(a, arg ? arg : "", out);
+        return;
+    }
+    strbuf_printf(out, "error: unknown request '%.64s' (requests: health, plugins, dra, pid, clear "
+                       "GPU, list FORMAT, labels FORMAT, cdi FORMAT, config)\n", line);
+}
