@@ -1,5 +1,6 @@
-/* libFuzzer harness for gpulet replace-nvidia's reader: any bytes give a
- * JSON patch that parses, or one error message, never a crash or leak. */
+/* libFuzzer harness for gpulet replace-nvidia's reader (JSON or YAML, one
+ * workload or several): any bytes give a JSON patch that parses or kubectl
+ * commands, or one error message, never a crash or leak. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,20 +10,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct strbuf out = {0};
+    struct strbuf out = {0}, notes = {0};
     struct err e;
-    int already;
     e.msg[0] = '\0';
-    if (deploy_replace_patch((const char *)data, size, DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
-                             &already, &e) < 0) {
-        if (!e.msg[0] || out.data)
-            __builtin_trap();
-        return 0;
-    }
-    json_t *patch = json_loads(out.data, 0, NULL);
-    if (!json_is_array(patch) || (already && json_array_size(patch)))
+    int rc = deploy_replace((const char *)data, size, DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+                            &notes, &e);
+    if (rc < 0 && (!e.msg[0] || out.data))
+        __builtin_trap();
+    /* One workload's answer is a JSON patch; several's, kubectl lines. */
+    json_t *patch = rc == 0 && out.data && out.data[0] == '[' ? json_loads(out.data, 0, NULL) : NULL;
+    if (rc == 0 && out.data && out.data[0] == '[' && !json_is_array(patch))
+        __builtin_trap();
+    if (rc == 0 && out.data && out.data[0] != '[' && strncmp(out.data, "kubectl ", 8))
         __builtin_trap();
     json_decref(patch);
     strbuf_free(&out);
+    strbuf_free(&notes);
     return 0;
 }

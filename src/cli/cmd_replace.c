@@ -1,6 +1,7 @@
-/* gpulet replace-nvidia: the JSON patch that makes one of NVIDIA's
- * DaemonSets leave the nodes labelled for gpulet (docs/deploy.md,
- * "Node by node"). Reads the DaemonSet as kubectl prints it. */
+/* gpulet replace-nvidia: what makes NVIDIA's DaemonSets leave the nodes
+ * labelled for gpulet (docs/deploy.md, "Node by node"): for one DaemonSet
+ * its JSON patch, for several (a namespace's, all) the kubectl commands
+ * for NVIDIA's. Reads them as kubectl prints them, in JSON or YAML. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -16,12 +17,17 @@
 
 static const char replace_usage[] =
     "usage: gpulet replace-nvidia [-f FILE] [--label KEY=VALUE]\n"
-    "  Reads a DaemonSet (kubectl get daemonset NAME -o json) and prints the JSON patch\n"
-    "  that keeps it off nodes labelled " DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE ": the\n"
-    "  requirement goes into each of its node affinity terms (they are ORed), or becomes\n"
-    "  its one term. Apply it with kubectl patch daemonset NAME --type json -p \"$(...)\".\n"
-    "  The patch tests first that the terms are still those read. \"[]\": nothing to do.\n"
-    "  -f, --file FILE       the DaemonSet's JSON (default: standard input)\n"
+    "  Reads DaemonSets as kubectl prints them (-o yaml or -o json) and prints what keeps\n"
+    "  NVIDIA's off nodes labelled " DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE ": the\n"
+    "  requirement goes into each of a DaemonSet's node affinity terms (they are ORed),\n"
+    "  or becomes its one term; each patch tests first that the terms are those read.\n"
+    "  - Several (kubectl -n NS get ds -o yaml, or get ds -A): a kubectl patch command\n"
+    "    for each of NVIDIA's (device plugin, GFD, MPS control daemon, dcgm-exporter,\n"
+    "    found by image or chart label, whatever the release is called); pipe it to sh.\n"
+    "    Which were patched or left alone goes to standard error.\n"
+    "  - One (kubectl get ds NAME -o json): its JSON patch, for kubectl patch daemonset\n"
+    "    NAME --type json -p \"$(...)\". \"[]\": nothing to do.\n"
+    "  -f, --file FILE       the DaemonSets (default: standard input)\n"
     "  --label KEY=VALUE     the label of the nodes to leave [" DEPLOY_LABEL_KEY "="
     DEPLOY_LABEL_VALUE "]\n";
 
@@ -82,22 +88,24 @@ int cmd_replace(int argc, char **argv)
         fprintf(stderr, "gpulet replace-nvidia: cannot open %s: %s\n", file, strerror(errno));
         return CLI_FAIL;
     }
-    struct strbuf in = {0}, out = {0};
+    struct strbuf in = {0}, out = {0}, notes = {0};
     int rc = replace_read(f, file ? file : "standard input", &in);
     if (f != stdin)
         fclose(f);
-    int already = 0;
     if (rc == CLI_OK &&
-        deploy_replace_patch(in.data ? in.data : "", in.len, key, eq + 1, &out, &already, &e) < 0) {
+        deploy_replace(in.data ? in.data : "", in.len, key, eq + 1, &out, &notes, &e) < 0) {
         fprintf(stderr, "gpulet replace-nvidia: %s: %s\n", file ? file : "standard input", e.msg);
         rc = CLI_FAIL;
     }
     if (rc == CLI_OK) {
-        fputs(out.data, stdout);
-        if (already)
-            fprintf(stderr, "gpulet replace-nvidia: it already leaves nodes labelled %s\n", label);
+        fputs(out.data ? out.data : "", stdout);
+        for (char *line = notes.data, *nl; line && *line; line = nl + 1) {
+            nl = strchr(line, '\n');
+            fprintf(stderr, "gpulet replace-nvidia: %.*s\n", (int)(nl - line), line);
+        }
     }
     strbuf_free(&in);
     strbuf_free(&out);
+    strbuf_free(&notes);
     return rc;
 }

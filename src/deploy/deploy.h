@@ -12,15 +12,19 @@
 #define DEPLOY_LABEL_KEY "gpulet.io/replaces-nvidia"
 #define DEPLOY_LABEL_VALUE "true"
 
-/* From a workload's JSON (kubectl get daemonset NAME -o json), the JSON
- * patch (RFC 6902, `kubectl patch --type json`) that adds the requirement
- * "key NotIn [value]" to every node selector term of its pod template's
- * required node affinity, or gives it that one term where it has none.
- * Terms are ORed: a strategic merge patch would replace the whole list.
- * The patch first tests that the terms are still the ones read, so it
- * applies to exactly the DaemonSet it was made from. A workload that has
- * the requirement in every term already gets "[]" and *already true. */
-int deploy_replace_patch(const char *json, size_t len, const char *key, const char *value,
-                         struct strbuf *out, int *already, struct err *e);
+/* From workloads as kubectl prints them (-o json or -o yaml; one, a List,
+ * or several YAML documents), what keeps NVIDIA's off the nodes labelled
+ * key=value: the requirement "key NotIn [value]" goes into every node
+ * selector term of the pod template's required node affinity (terms are
+ * ORed: a strategic merge patch would replace the whole list), or becomes
+ * its one term. Each patch (RFC 6902) first tests that the terms are still
+ * those read, so it applies to exactly the DaemonSet it was made from.
+ * - One workload: its JSON patch, whatever it is ("[]" where it needs none).
+ * - Several: a `kubectl -n NS patch daemonset NAME --type json -p '...'`
+ *   line for each DaemonSet of NVIDIA's (device plugin, GFD, MPS control
+ *   daemon, dcgm-exporter, by image or app.kubernetes.io/name) that needs
+ *   one; notes says what was patched and what left alone. */
+int deploy_replace(const char *text, size_t len, const char *key, const char *value,
+                   struct strbuf *out, struct strbuf *notes, struct err *e);
 
 #endif

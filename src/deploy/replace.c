@@ -1,5 +1,7 @@
-/* The patch that makes one of NVIDIA's DaemonSets leave the nodes labelled
- * for gpulet. NVIDIA's chart gives its device plugin and GFD three ORed
+/* The patch that makes NVIDIA's DaemonSets leave the nodes labelled for
+ * gpulet: for one DaemonSet, its JSON patch; for several (a List, or YAML
+ * documents), a kubectl command for each of NVIDIA's, found by image or
+ * chart label whatever the release named them. NVIDIA's chart gives its device plugin and GFD three ORed
  * node selector terms (NFD's PCI label, the CPU vendor for Tegra,
  * nvidia.com/gpu.present); its static manifest and dcgm-exporter's chart
  * give none. A requirement must therefore go into every term, or become
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "util/jsonx.h"
+#include "util/yjson.h"
 
 #define DEPLOY_POD "/spec/template/spec"
 #define DEPLOY_REQUIRED "requiredDuringSchedulingIgnoredDuringExecution"
@@ -127,23 +130,167 @@ static int deploy_patch(json_t *root, json_t *ops, json_t *expr, struct err *e)
     return deploy_each_term(ops, json_object_get(required, "nodeSelectorTerms"), expr, e);
 }
 
-int deploy_replace_patch(const char *json, size_t len, const char *key, const char *value,
-                         struct strbuf *out, int *already, struct err *e)
+/* The patch for one object into out; *already where it needs none. */
+static int deploy_one(json_t *obj, json_t *expr, struct strbuf *out, int *already, struct err *e)
 {
-    json_error_t je;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return err_set(e, "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
     json_t *ops = jsonx_ok(json_array());
-    json_t *expr = deploy_expression(key, value);
-    int rc = deploy_patch(root, ops, expr, e);
+    int rc = deploy_patch(obj, ops, expr, e);
     if (rc == 0) {
         *already = json_array_size(ops) == 0;
         jsonx_dump(ops, JSON_COMPACT, out);
-        strbuf_puts(out, "\n");
+    }
+    json_decref(ops);
+    return rc;
+}
+
+/* The objects of the input: JSON or YAML (one or several documents), each
+ * a workload or a List of them (kubectl get ds -o yaml prints a List). */
+static json_t *deploy_objects(const char *text, size_t len, struct err *e)
+{
+    size_t lead = strspn(text, " \t\r\n");
+    json_t *docs;
+    if (lead < len && (text[lead] == '{' || text[lead] == '[')) {
+        json_error_t je;
+        json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!root) {
+            err_set(e, "not JSON: line %d, column %d: %s", je.line, je.column, je.text);
+            return NULL;
+        }
+        docs = jsonx_ok(json_pack("[o]", root));
+    } else if (!(docs = yjson_load_all("the input", text, len, e))) {
+        return NULL;
+    }
+    json_t *objects = jsonx_ok(json_array()), *doc, *item;
+    size_t i, k;
+    json_array_foreach(docs, i, doc) {
+        json_t *items = json_object_get(doc, "items");
+        if (json_is_array(items) && !json_object_get(doc, "spec"))
+            json_array_foreach(items, k, item)
+                jsonx_append(objects, json_incref(item));
+        else if (!json_is_null(doc))
+            jsonx_append(objects, json_incref(doc));
+    }
+    json_decref(docs);
+    return objects;
+}
+
+/* Whether a workload is NVIDIA's device plugin, GFD, MPS control daemon or
+ * dcgm-exporter, whatever its name: by its images' repositories, or the
+ * app.kubernetes.io/name their charts set. */
+static bool deploy_nvidias(json_t *obj)
+{
+    static const char *const names[] = {"k8s-device-plugin", "nvidia-device-plugin",
+                                        "gpu-feature-discovery", "dcgm-exporter",
+                                        "nvidia-dcgm-exporter"};
+    const char *app = json_string_value(json_object_get(
+        json_object_get(json_object_get(obj, "metadata"), "labels"), "app.kubernetes.io/name"));
+    json_t *pod = json_object_get(json_object_get(json_object_get(obj, "spec"), "template"), "spec");
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        if (app && !strcmp(app, names[n]))
+            return true;
+        static const char *const lists[] = {"containers", "initContainers"};
+        for (size_t l = 0; l < 2; l++) {
+            size_t i;
+            json_t *c;
+            json_array_foreach(json_object_get(pod, lists[l]), i, c) {
+                const char *image = json_string_value(json_object_get(c, "image"));
+                const char *repo = image ? strrchr(image, '/') : NULL;
+                repo = repo ? repo + 1 : image;
+                size_t len = repo ? strcspn(repo, ":@") : 0;
+                if (repo && len == strlen(names[n]) && !strncmp(repo, names[n], len))
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A word for the shell, in single quotes. */
+static void deploy_quote(struct strbuf *out, const char *s)
+{
+    strbuf_puts(out, "'");
+    for (; *s; s++) {
+        if (*s == '\'')
+            strbuf_puts(out, "'\\''");
+        else
+            strbuf_append(out, s, 1);
+    }
+    strbuf_puts(out, "'");
+}
+
+/* Several workloads: a kubectl patch command for each of NVIDIA's that
+ * needs one; what was taken and left said in notes. */
+static int deploy_commands(json_t *objects, json_t *expr, struct strbuf *out, struct strbuf *notes,
+                           struct err *e)
+{
+    size_t i;
+    json_t *obj;
+    json_array_foreach(objects, i, obj) {
+        json_t *meta = json_object_get(obj, "metadata");
+        const char *kind = json_string_value(json_object_get(obj, "kind"));
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        const char *ns = json_string_value(json_object_get(meta, "namespace"));
+        if (!kind || strcmp(kind, "DaemonSet") || !name)
+            continue;
+        if (!deploy_nvidias(obj)) {
+            strbuf_printf(notes, "left alone (not NVIDIA's): %s/%s\n", ns ? ns : "", name);
+            continue;
+        }
+        struct strbuf patch = {0};
+        int already = 0;
+        struct err why;
+        if (deploy_one(obj, expr, &patch, &already, &why) < 0) {
+            strbuf_free(&patch);
+            return err_set(e, "DaemonSet %s/%s: %s", ns ? ns : "", name, why.msg);
+        }
+        if (already) {
+            strbuf_printf(notes, "already leaves the labelled nodes: %s/%s\n", ns ? ns : "", name);
+        } else {
+            strbuf_puts(out, "kubectl");
+            if (ns) {
+                strbuf_puts(out, " -n ");
+                deploy_quote(out, ns);
+            }
+            strbuf_puts(out, " patch daemonset ");
+            deploy_quote(out, name);
+            strbuf_puts(out, " --type json -p ");
+            deploy_quote(out, patch.data);
+            strbuf_puts(out, "\n");
+            strbuf_printf(notes, "patched: %s/%s\n", ns ? ns : "", name);
+        }
+        strbuf_free(&patch);
+    }
+    return 0;
+}
+
+int deploy_replace(const char *text, size_t len, const char *key, const char *value,
+                   struct strbuf *out, struct strbuf *notes, struct err *e)
+{
+    json_t *objects = deploy_objects(text, len, e);
+    if (objects && !json_array_size(objects)) {
+        json_decref(objects);
+        err_set(e, "no workload in it: give kubectl get daemonset's -o json or -o yaml");
+        return -1;
+    }
+    if (!objects)
+        return -1;
+    json_t *expr = deploy_expression(key, value);
+    int rc = 0, already = 0;
+    json_t *only = json_array_size(objects) == 1 ? json_array_get(objects, 0) : NULL;
+    const char *kind = json_string_value(json_object_get(only, "kind"));
+    if (only && (!kind || strcmp(kind, "List"))) {
+        rc = deploy_one(only, expr, out, &already, e);
+        if (rc == 0) {
+            strbuf_puts(out, "\n");
+            if (already)
+                strbuf_printf(notes, "it already leaves nodes labelled %s=%s\n", key, value);
+        }
+    } else {
+        rc = deploy_commands(objects, expr, out, notes, e);
+        if (rc == 0 && !out->len)
+            strbuf_puts(notes, "no DaemonSet of NVIDIA's needs a patch\n");
     }
     json_decref(expr);
-    json_decref(ops);
-    json_decref(root);
+    json_decref(objects);
     return rc;
 }

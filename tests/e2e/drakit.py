@@ -129,6 +129,13 @@ def driver_fixture(cluster, name, simulate, *args):
     try:
         d.start()
         cluster.kubectl("apply", "-f", str(deviceclasses(version)))
+        # Registered and published before a test's first pod: a pod that
+        # comes sooner waits out the scheduler's and the kubelet's backoff.
+        d.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
+        deadline = time.monotonic() + 60
+        while not slice_devices(cluster):
+            assert time.monotonic() < deadline, d.log()[-3000:]
+            time.sleep(0.2)
         yield d
     finally:
         if d.proc and d.proc.poll() is None:

@@ -26,12 +26,14 @@ static const char chart[] =
 
 static json_t *patch_of(const char *ds, int *already)
 {
-    struct strbuf out = {0};
+    struct strbuf out = {0}, notes = {0};
     struct err e;
-    assert_int_equal(deploy_replace_patch(ds, strlen(ds), DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE,
-                                          &out, already, &e), 0);
+    assert_int_equal(deploy_replace(ds, strlen(ds), DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+                                    &notes, &e), 0);
+    *already = notes.data && strstr(notes.data, "already") != NULL;
     json_t *p = json_loads(out.data, 0, NULL);
     strbuf_free(&out);
+    strbuf_free(&notes);
     assert_non_null(p);
     return p;
 }
@@ -153,7 +155,8 @@ static void test_bad_input(void **state)
 {
     (void)state;
     static const struct { const char *in, *msg; } cases[] = {
-        {"", "not JSON"},
+        {"", "no workload in it"},
+        {"kind: [", "the input:2:1: did not find expected node content"},
         {"[1]", "not a JSON object"},
         {"{\"kind\":\"Service\",\"spec\":{}}", "Service has no spec.template.spec"},
         {"{\"spec\":{\"template\":7}}", "spec.template is not an object"},
@@ -166,14 +169,86 @@ static void test_bad_input(void **state)
         {"{\"a\":1,\"a\":2}", "duplicate"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        struct strbuf out = {0};
+        struct strbuf out = {0}, notes = {0};
         struct err e;
-        int already;
-        assert_int_equal(deploy_replace_patch(cases[i].in, strlen(cases[i].in), "k", "v", &out,
-                                              &already, &e), -1);
+        assert_int_equal(deploy_replace(cases[i].in, strlen(cases[i].in), "k", "v", &out, &notes,
+                                        &e), -1);
         assert_contains(e.msg, cases[i].msg);
         assert_null(out.data);
+        strbuf_free(&notes);
     }
+}
+
+/* What kubectl get ds -o yaml prints for a chart install named "nvdp": a
+ * List of the device plugin, GFD and the MPS control daemon (all NVIDIA's,
+ * by image or chart label), beside a DaemonSet of someone else's. A
+ * kubectl patch command for each of NVIDIA's, none for the other. */
+static void test_yaml_list_finds_nvidias(void **state)
+{
+    (void)state;
+    static const char list[] =
+        "apiVersion: v1\n"
+        "kind: List\n"
+        "items:\n"
+        "- apiVersion: apps/v1\n"
+        "  kind: DaemonSet\n"
+        "  metadata: {name: nvdp-nvidia-device-plugin, namespace: nvidia}\n"
+        "  spec:\n"
+        "    template:\n"
+        "      spec:\n"
+        "        containers:\n"
+        "        - {name: p, image: \"nvcr.io/nvidia/k8s-device-plugin:v0.17.1\"}\n"
+        "- apiVersion: apps/v1\n"
+        "  kind: DaemonSet\n"
+        "  metadata:\n"
+        "    name: nvdp-gpu-feature-discovery\n"
+        "    namespace: nvidia\n"
+        "    labels: {app.kubernetes.io/name: gpu-feature-discovery}\n"
+        "  spec: {template: {spec: {containers: [{name: g, image: busybox}]}}}\n"
+        "- apiVersion: apps/v1\n"
+        "  kind: DaemonSet\n"
+        "  metadata: {name: nvdp-nvidia-device-plugin-mps-control-daemon, namespace: nvidia}\n"
+        "  spec:\n"
+        "    template:\n"
+        "      spec:\n"
+        "        nodeSelector: {nvidia.com/mps.capable: \"true\"}\n"
+        "        initContainers: [{name: mount-shm, image: \"nvcr.io/nvidia/k8s-device-plugin@sha256:ab\"}]\n"
+        "        containers: [{name: m, image: \"nvcr.io/nvidia/k8s-device-plugin:v0.17.1\"}]\n"
+        "- apiVersion: apps/v1\n"
+        "  kind: DaemonSet\n"
+        "  metadata: {name: fluentd, namespace: nvidia}\n"
+        "  spec: {template: {spec: {containers: [{name: f, image: fluentd}]}}}\n";
+    struct strbuf out = {0}, notes = {0};
+    struct err e;
+    assert_int_equal(deploy_replace(list, strlen(list), DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+                                    &notes, &e), 0);
+    assert_contains(out.data, "kubectl -n 'nvidia' patch daemonset 'nvdp-nvidia-device-plugin' "
+                              "--type json -p '[{");
+    assert_contains(out.data, "patch daemonset 'nvdp-gpu-feature-discovery'");
+    assert_contains(out.data, "patch daemonset 'nvdp-nvidia-device-plugin-mps-control-daemon'");
+    assert_null(strstr(out.data, "fluentd"));
+    assert_contains(notes.data, "left alone (not NVIDIA's): nvidia/fluentd");
+    size_t lines = 0;
+    for (const char *p = out.data; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 3);
+    strbuf_free(&out);
+    strbuf_free(&notes);
+}
+
+/* One DaemonSet in YAML, as -o yaml prints it: the same patch as its JSON. */
+static void test_yaml_one(void **state)
+{
+    (void)state;
+    static const char yaml[] = "kind: DaemonSet\nmetadata: {name: x}\nspec:\n  template:\n"
+                               "    spec:\n      containers: []\n";
+    int already;
+    json_t *from_yaml = patch_of(yaml, &already);
+    json_t *from_json = patch_of("{\"kind\":\"DaemonSet\",\"metadata\":{\"name\":\"x\"},"
+                                 "\"spec\":{\"template\":{\"spec\":{\"containers\":[]}}}}", &already);
+    assert_true(json_equal(from_yaml, from_json));
+    json_decref(from_yaml);
+    json_decref(from_json);
 }
 
 int main(void)
@@ -183,6 +258,8 @@ int main(void)
         cmocka_unit_test(test_no_affinity_gets_one_term),
         cmocka_unit_test(test_match_fields_term),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_yaml_list_finds_nvidias),
+        cmocka_unit_test(test_yaml_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
