@@ -67,10 +67,15 @@ static int doctor_take(int *argc, char **argv, const char **root, const char **f
 /* The running agent's configuration (its "config" answer: one flag a line,
  * then "named NAME" and that config's text): 1 with cfg loaded from it, 0
  * where no agent answers (cfg untouched), -1 with why in e. */
-static int doctor_agent_config(const char *socket_flag, struct config *cfg, struct err *e)
+static int doctor_agent_config(const char *root, const char *socket_flag, struct config *cfg,
+                               struct err *e)
 {
+    /* Under --root where it is the host's: where the checks look for it. */
+    char user[256], socket[CONFIG_PATH_MAX * 2];
+    const char *path = cli_status_socket(socket_flag, false, user, sizeof user);
+    snprintf(socket, sizeof socket, "%s%s", strcmp(root, "/") && path[0] == '/' ? root : "", path);
     struct strbuf answer = {0};
-    int asked = cli_agent_ask("doctor", socket_flag, "config", &answer);
+    int asked = cli_agent_ask("doctor", socket, "config", &answer);
     if (asked <= 0)
         return asked;
     char *argv[CONFIG_OPTIONS_MAX + 2] = {"doctor"}, *line = answer.data, *named = NULL;
@@ -119,7 +124,7 @@ int cmd_doctor(int argc, char **argv)
     if (config_parse_args(&args, argc, argv, &e) < 0)
         return doctor_usage_error("%s", e.msg);
     int agent = config_args_only(&args, "status-socket")
-                    ? doctor_agent_config(config_arg(&args, "status-socket"), &cfg, &e) : 0;
+                    ? doctor_agent_config(root, config_arg(&args, "status-socket"), &cfg, &e) : 0;
     if (agent < 0) {
         fprintf(stderr, "gpulet doctor: the running agent's configuration: %s\n", e.msg);
         return DOCTOR_EXIT_USAGE;

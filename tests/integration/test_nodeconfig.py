@@ -4,6 +4,7 @@ live by the SIGHUP path (the kubelet sees the plugin register again with
 the new devices); a bad config, or a label naming a missing one, keeps the
 running config with one error and the gpulet_config_* series; SIGHUP keeps
 the node's config; an API server that does not answer at start-up."""
+import json
 import shutil
 import signal
 import time
@@ -184,5 +185,24 @@ def test_valgrind_nodeconfig(plugin_agent, kubelet, tmp_path):
         api.set_configmap("gpulet", "gpulet-config", {**CONFIGS, "ts2": TS.format(1)})
         a.wait_log("not applied", timeout=30)
         assert a.stop(timeout=60) == 0, a.log()
+    finally:
+        api.stop()
+
+
+def test_doctor_reads_the_named_config(plugin_agent, gpulet, tmp_path):
+    """gpulet doctor, given no agent options, checks what the agent runs
+    with: here a named config from the ConfigMap that sets driver-mounts,
+    which needs no NVIDIA runtime (its flags alone would say envvar)."""
+    api = FakeAPI(labels={LABEL: "dm"})
+    api.set_configmap("gpulet", "gpulet-config", {
+        "default": "version: v1\n",
+        "dm": "version: v1\nflags:\n  plugin:\n    deviceListStrategy: driver-mounts\n"})
+    try:
+        start(plugin_agent, api, tmp_path, "--labels", "none")
+        p = gpulet("doctor", "-o", "json", "--status-socket", str(tmp_path / "status.sock"), timeout=60)
+        checks = {c["id"]: c for c in json.loads(p.stdout)["checks"]}
+        assert checks["runtime"]["status"] == "PASS", checks["runtime"]
+        assert "driver-mounts" in checks["runtime"]["message"], checks["runtime"]
+        assert checks["registration"]["status"] == "PASS", checks["registration"]
     finally:
         api.stop()
