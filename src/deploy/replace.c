@@ -116,7 +116,7 @@ static int deploy_patch(json_t *root, json_t *ops, json_t *expr, struct err *e)
         return -1;
     if (!pod)
         return err_set(e, "%s has no spec.template.spec: give a DaemonSet, as `kubectl get "
-                          "daemonset NAME -o json` prints it",
+                          "daemonset NAME -o yaml` (or -o json) prints it",
                        json_is_string(json_object_get(root, "kind"))
                            ? json_string_value(json_object_get(root, "kind")) : "the object");
     if (deploy_object(pod, "affinity", "spec.template.spec", &affinity, e) < 0 ||

@@ -154,7 +154,7 @@ EXIT_CODES = [
      "unknown key 'flags.nope'"),
     (["labels", "--simulate", "t4", "--config-file", "{bad}"], 1, "unknown key 'flags.nope'"),
     (["cdi", "generate", "--simulate", "t4", "--config-file", "{bad}"], 1, "unknown key 'flags.nope'"),
-    (["replace-nvidia", "-f", "{bad}"], 1, "not JSON"),
+    (["replace-nvidia", "-f", "{bad}"], 1, "has no spec.template.spec: give a DaemonSet"),
 ]
 
 
