@@ -4,8 +4,10 @@ words while it waits for a kubelet, what it leaves behind, a path that is
 not the user's, and exit codes and help that follow the README's rule."""
 import json
 import os
+import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -268,3 +270,62 @@ def test_the_commands_after_the_demo_use_the_running_agent(user_env, tmp_path):
         assert a.stop() == 0
     # Without an agent: a clear word, and the local way where there is one.
     assert "--simulate" in run(user_env, "labels").stderr
+
+
+def docs_block(doc, marker):
+    """The ```sh block of docs/DOC that holds marker, as commands: a line
+    continued with a backslash joined to the next, comments kept apart."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / doc).read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if marker in b)
+    commands, pending = [], ""
+    for line in block.splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        code, _, comment = line.partition("  #")
+        commands.append((code.strip(), comment.strip().lstrip("# ")))
+    return commands
+
+
+def test_docs_mps_without_a_gpu(user_env, tmp_path):
+    """docs/sharing.md's "Trying MPS without a GPU", run as written by a
+    user who is not root: the agent says its daemon is up with the limits,
+    and the stand-in answers the thread percentage."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(user_env, HOME=str(home), PATH=f"{Path(GPULET).resolve().parent}:{os.environ['PATH']}")
+    prefix = None
+    if os.geteuid() == 0:
+        os.chmod(tmp_path, 0o755)
+        xdg = tmp_path / "xdg-nobody"
+        xdg.mkdir(mode=0o700)
+        for d in (xdg, home):
+            os.chown(d, NOBODY, NOBODY)
+        env["XDG_RUNTIME_DIR"] = str(xdg)
+        prefix = as_nobody
+    commands = docs_block("sharing.md", "nvidia-cuda-mps-control")
+    agent_at = next(i for i, (c, _) in enumerate(commands) if c.startswith("gpulet agent"))
+    for code, _ in commands[:agent_at]:
+        p = subprocess.run(["bash", "-c", code], capture_output=True, text=True, env=env, timeout=30,
+                           preexec_fn=prefix)
+        assert p.returncode == 0, (code, p.stderr)
+    log = open(tmp_path / "agent.log", "w")
+    # (metrics off: the suite shares the machine, and port 9400 with it)
+    agent = subprocess.Popen(["bash", "-c", "exec " + commands[agent_at][0] + " --no-metrics"],
+                             stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=prefix)
+    try:
+        deadline = time.monotonic() + 30
+        while "MPS daemon for nvidia.com/gpu is up" not in (tmp_path / "agent.log").read_text():
+            assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "agent.log").read_text()
+            time.sleep(0.1)
+        assert "active threads 50%" in (tmp_path / "agent.log").read_text()
+        for code, want in commands[agent_at + 1:]:
+            p = subprocess.run(["bash", "-c", code], capture_output=True, text=True, env=env,
+                               timeout=30, preexec_fn=prefix)
+            assert p.returncode == 0 and p.stdout.split()[0] == want, (code, p.stdout, p.stderr)
+    finally:
+        agent.terminate()
+        assert agent.wait(timeout=15) == 0, (tmp_path / "agent.log").read_text()
+        log.close()
