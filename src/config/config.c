@@ -170,6 +170,14 @@ static int config_check(const struct config *c, struct err *e)
     return 0;
 }
 
+static size_t config_index(const char *flag)
+{
+    size_t i = 0;
+    while (i < config_noptions && strcmp(config_options[i].flag, flag))
+        i++;
+    return i;
+}
+
 void config_user_paths(struct config *c)
 {
     /* In a pod, a simulated node is a cluster's (a DaemonSet trying gpulet
@@ -177,9 +185,15 @@ void config_user_paths(struct config *c)
     const char *pod = getenv("KUBERNETES_SERVICE_HOST");
     if (!c->simulate[0] || (pod && *pod))
         return;
+    /* Pointed at a kubelet (its root or registry given), the agent serves
+     * a node's pods: its CDI specs go where that node's runtime reads them,
+     * not where the runtime would never find them. */
+    bool kubelet = c->given & ((1ull << config_index("kubelet-root")) |
+                               (1ull << config_index("kubelet-registry-dir")));
     for (size_t i = 0; i < config_noptions; i++) {
         const struct config_opt *o = &config_options[i];
-        if (o->user_name && !(c->given & (1ull << i)))
+        bool runtime_reads = kubelet && !strcmp(o->flag, "cdi-spec-dir");
+        if (o->user_name && !(c->given & (1ull << i)) && !runtime_reads)
             dirs_user_file(o->user_name, (char *)c + o->offset, o->size);
     }
 }
@@ -192,13 +206,6 @@ static int config_usage_error(struct err *e)
     return -1;
 }
 
-static size_t config_index(const char *flag)
-{
-    size_t i = 0;
-    while (i < config_noptions && strcmp(config_options[i].flag, flag))
-        i++;
-    return i;
-}
 
 bool config_args_only(const struct config_args *a, const char *flag)
 {

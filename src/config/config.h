@@ -177,8 +177,10 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
  * directories, NFD file) become names in the user's own directory
  * (util/dirs.h): a demo never touches the node's kubelet or /run, and two
  * users' demos never meet. In a pod (KUBERNETES_SERVICE_HOST), the node's
- * paths stay: a simulated DaemonSet serves its kubelet. For the agent and
- * the commands that talk to it; `doctor` checks the node's own paths. */
+ * paths stay: a simulated DaemonSet serves its kubelet. So does the CDI
+ * directory of an agent pointed at a kubelet (--kubelet-root or
+ * --kubelet-registry-dir given): that kubelet's runtime reads the specs.
+ * For the agent and the commands that talk to it. */
 void config_user_paths(struct config *c);
 
 /* Applies a `version: v1` config file's text over c (errors name source:line:col). */

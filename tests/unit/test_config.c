@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "util/dirs.h"
 #include "testutil.h"
 
 static char path[64];
@@ -299,6 +300,49 @@ static void test_named_config_load(void **state)
     assert_true(strstr(e.msg, "ConfigMap ns/m key x:3:16: flags.migStrategy must be one of") != NULL);
 }
 
+/* A simulated agent keeps its paths in the user's directory, except the
+ * CDI specs of one pointed at a kubelet: its runtime must find them. And
+ * a configuration printed as flags (the agent's answer to doctor) loads
+ * back as the same configuration. */
+static void test_user_paths_and_args_text(void **state)
+{
+    (void)state;
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    char cdi[256], kubelet[256], status[256];
+    dirs_user_file("cdi", cdi, sizeof cdi);
+    dirs_user_file("kubelet", kubelet, sizeof kubelet);
+    dirs_user_file("status.sock", status, sizeof status);
+    struct config c;
+    struct err e;
+    const char *demo[] = {"agent", "--simulate", "t4"};
+    assert_int_equal(load(&c, &e, 3, demo), 0);
+    config_user_paths(&c);
+    assert_string_equal(c.cdi_spec_dir, cdi);
+    assert_string_equal(c.kubelet_root, kubelet);
+    const char *served[] = {"agent", "--simulate", "t4", "--kubelet-root", "/var/lib/kubelet",
+                            "--mig-strategy", "mixed", "--device-list-strategy", "cdi-cri,envvar"};
+    assert_int_equal(load(&c, &e, 9, served), 0);
+    config_user_paths(&c);
+    assert_string_equal(c.cdi_spec_dir, "/var/run/cdi");
+    assert_string_equal(c.status_socket, status);
+    struct strbuf text = {0};
+    config_args_text(&c, &text);
+    assert_non_null(strstr(text.data, "--mig-strategy=mixed\n"));
+    assert_non_null(strstr(text.data, "--device-list-strategy=envvar,cdi-cri\n"));
+    char *argv[80] = {"agent"};
+    int argc = 1;
+    for (char *line = strtok(text.data, "\n"); line && argc < 80; line = strtok(NULL, "\n"))
+        argv[argc++] = line;
+    struct config back;
+    assert_int_equal(load(&back, &e, argc, (const char **)argv), 0);
+    assert_int_equal(back.mig_strategy, c.mig_strategy);
+    assert_int_equal(back.list_strategy, c.list_strategy);
+    assert_string_equal(back.cdi_spec_dir, c.cdi_spec_dir);
+    assert_string_equal(back.status_socket, c.status_socket);
+    assert_string_equal(back.metrics_listen, c.metrics_listen);
+    strbuf_free(&text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +353,7 @@ int main(void)
         cmocka_unit_test_setup(test_file_errors, clear_env),
         cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),
         cmocka_unit_test_setup(test_bool_flag_forms, clear_env),
+        cmocka_unit_test_setup(test_user_paths_and_args_text, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
