@@ -90,7 +90,9 @@ class Driver:
              "--dra-plugin-dir", f"{base}/dra-{self.name}",
              "--pod-resources-kubelet-socket", self.cluster.env["K8S_POD_RESOURCES_SOCKET"],
              "--nvidia-driver-root", str(self.root),
-             "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"], "--cdi-spec-dir", str(CDI_DIR),
+             # No --cdi-spec-dir: pointed at the kubelet, a simulated agent
+             # writes its specs where the kubelet's runtime reads them.
+             "--nvidia-dev-root", self.cluster.env["K8S_DEV_ROOT"],
              "--labels", "none", "--metrics-listen", self.metrics, "--fault-report", "none",
              "--mps-root", f"{base}/mps", "--mps-control", FAKE_MPS,
              "--status-socket", f"{base}/gpulet-{self.name}.sock", *self.args],
