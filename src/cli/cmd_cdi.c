@@ -98,7 +98,9 @@ int cmd_cdi(int argc, char **argv)
                         NULL);
     struct driver drv;
     if (config_driver(&cfg, NULL, inv.driver_version, &drv, &e) < 0)
-        return cdi_fail(&e, NULL, &n, &inv);
+        return cdi_fail(&e, sim ? "; simulated GPUs have no driver here: write a stand-in tree with "
+                                  "`gpulet sim driver-root DIR` and give --nvidia-driver-root DIR"
+                                : NULL, &n, &inv);
     rc = cdi_spec_text(&inv, &drv, &cfg, !strcmp(format, "yaml"), &text, &e);
     driver_free(&drv);
     gpu_inventory_free(&inv);

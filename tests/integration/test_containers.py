@@ -108,6 +108,8 @@ def test_cdi_generate_bad_input(driver_root, sim_env, tmp_path):
     p = cdi_generate(sim_env, "--nvidia-driver-root", str(tmp_path / "nothing"))
     assert p.returncode == 1
     assert f"driver root {tmp_path / 'nothing'}: no NVIDIA driver {VERSION} libraries" in p.stderr
+    # Simulated GPUs: the stand-in tree is the way out, and the error says so.
+    assert "`gpulet sim driver-root DIR` and give --nvidia-driver-root DIR" in p.stderr, p.stderr
     p = cdi_generate(sim_env, "--nvidia-driver-root", str(driver_root), "--format", "toml")
     assert p.returncode == 2 and "--format must be yaml or json" in p.stderr
     p = cdi_generate(sim_env, "--driver-capabilities", "compute,display")
