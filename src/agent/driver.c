@@ -21,7 +21,7 @@ static void agent_cdi_write(struct agent *a)
 {
     struct strbuf text = {0};
     struct err e;
-    bool written;
+    bool written = false;
     if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, false, &text, &e) < 0 ||
         cdi_spec_write(a->cfg.cdi_spec_dir, CDI_SPEC_FILE, &text, &written, &e) < 0)
         log_error("%s; containers asking for CDI devices will not start", e.msg);

@@ -3,6 +3,7 @@
  * Checked here as far as the file alone allows; whether the GPUs they name
  * exist is checked against the inventory (src/plugin/resources.c). */
 #include "config/internal.h"
+#include "util/quantity.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -112,23 +113,17 @@ static int config_shared_devices(struct ydoc *d, yaml_node_t *n, const char *whe
     return 0;
 }
 
-/* A memory size: a number of MiB, or with a suffix Mi, Gi (or M, G). */
+/* A memory size: a Kubernetes quantity, as NVIDIA's config has them
+ * ("8Gi" is 8192 MiB, "8G" 10^9 bytes eight times, a plain number bytes). */
 static int config_mib(struct ydoc *d, yaml_node_t *n, const char *key, unsigned long long *out,
                       struct err *e)
 {
     const char *v;
     if (ydoc_scalar(d, n, key, &v, e) < 0)
         return -1;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    unsigned long long mult = 1;
-    if (!strcmp(end, "Gi") || !strcmp(end, "G"))
-        mult = 1024;
-    else if (*end && strcmp(end, "Mi") && strcmp(end, "M"))
-        x = 0;
-    if (end == v || x == 0 || x > (1ULL << 30))
-        return ydoc_error(d, n, e, "%s must be a size such as 8Gi or 8192Mi, not '%s'", key, v);
-    *out = x * mult;
+    if (!(*out = quantity_mib(v)) || *out > (1ULL << 30))
+        return ydoc_error(d, n, e, "%s must be a size of at least 1Mi such as 8Gi or 8192Mi, "
+                                   "not '%s'", key, v);
     return 0;
 }
 

@@ -147,7 +147,9 @@ static int deploy_one(json_t *obj, json_t *expr, struct strbuf *out, int *alread
  * a workload or a List of them (kubectl get ds -o yaml prints a List). */
 static json_t *deploy_objects(const char *text, size_t len, struct err *e)
 {
-    size_t lead = strspn(text, " \t\r\n");
+    size_t lead = 0; /* text need not end in a NUL */
+    while (lead < len && text[lead] && strchr(" \t\r\n", text[lead]))
+        lead++;
     json_t *docs;
     if (lead < len && (text[lead] == '{' || text[lead] == '[')) {
         json_error_t je;

@@ -128,9 +128,6 @@ int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, stru
 /* One opaque configuration's parameters (sharing.c). */
 int dra_sharing_parse(json_t *params, struct dra_sharing *s, struct err *e);
 
-/* A Kubernetes quantity ("40Gi", "512Mi", "2G") in MiB, rounded down; 0
- * when it is not one or is under 1 MiB. */
-unsigned long long dra_quantity_mib(const char *s);
 
 /* --- the containers of a claim (consumers.c, pure, fuzzed) ----------------------- */
 

@@ -3,6 +3,7 @@
  * strategy TimeSlicing or MPS), read into struct dra_sharing. Pure and
  * fuzzed with the claim (claim.c). */
 #include "dra/dra.h"
+#include "util/quantity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,40 +11,12 @@
 
 #define DRA_CONFIG_API "resource.nvidia.com/v1beta1"
 
-/* A Kubernetes quantity ("40Gi", "512Mi", "2G", "1073741824") in MiB,
- * rounded down; 0 when it is not one or under 1 MiB. */
-unsigned long long dra_quantity_mib(const char *s)
-{
-    static const struct {
-        const char *suffix;
-        double factor;
-    } units[] = {
-        {"", 1},       {"k", 1e3},          {"M", 1e6},          {"G", 1e9},
-        {"T", 1e12},   {"P", 1e15},         {"E", 1e18},         {"Ki", 1024.0},
-        {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
-        {"Pi", 1125899906842624.0}, {"Ei", 1152921504606846976.0},
-    };
-    if (!s || !((*s >= '0' && *s <= '9') || *s == '.'))
-        return 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (strspn(s, "0123456789.eE+-") < (size_t)(end - s))
-        return 0; /* strtod's own forms: "0x10", "infinity" */
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
-        if (strcmp(end, units[i].suffix))
-            continue;
-        double mib = v * units[i].factor / 1048576.0; /* NaN fails both tests */
-        return mib >= 1 && mib < 1e15 ? (unsigned long long)mib : 0;
-    }
-    return 0;
-}
-
 /* A quantity as JSON: a string, or a plain number of bytes. */
 static unsigned long long dra_json_mib(json_t *v)
 {
     if (json_is_integer(v))
         return json_integer_value(v) >= 1048576 ? (unsigned long long)json_integer_value(v) >> 20 : 0;
-    return dra_quantity_mib(json_string_value(v));
+    return quantity_mib(json_string_value(v));
 }
 
 static int dra_mps_config(json_t *mps, struct dra_sharing *s, struct err *e)

@@ -221,7 +221,7 @@ def test_mps_bad_config(agent, tmp_path):
     cfg.write_text(MPS.replace("replicas: 2}", "replicas: 2, memoryLimit: 1Tb}"))
     b = agent("--simulate", "t4", "--config-file", str(cfg), "--no-metrics")
     assert b.proc.wait(timeout=10) == 1
-    assert "sharing.mps.resources[0].memoryLimit must be a size such as 8Gi" in b.log()
+    assert "sharing.mps.resources[0].memoryLimit must be a size of at least 1Mi such as 8Gi" in b.log()
     cfg.write_text(MPS)
     c = agent("--simulate", "t4", "--config-file", str(cfg), "--no-metrics",
               "--mig-strategy", "mixed")

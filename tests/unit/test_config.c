@@ -300,6 +300,36 @@ static void test_named_config_load(void **state)
     assert_true(strstr(e.msg, "ConfigMap ns/m key x:3:16: flags.migStrategy must be one of") != NULL);
 }
 
+/* A memory limit is a Kubernetes quantity, with the meaning a DRA claim's
+ * has too: 8G is 8 x 10^9 bytes (7629 MiB), 8Gi 8192 MiB. */
+static void test_memory_limit_is_a_quantity(void **state)
+{
+    (void)state;
+    struct config_args a;
+    struct err e;
+    const char *argv[] = {"agent"};
+    assert_int_equal(config_parse_args(&a, 1, (char **)argv, &e), 0);
+    static const struct {
+        const char *limit;
+        unsigned long long mib;
+    } cases[] = {{"8G", 7629}, {"8Gi", 8192}, {"1.5Gi", 1536}, {"8589934592", 8192}, {"1Ti", 1048576}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "version: v1\nsharing:\n  mps:\n    resources:\n"
+                 "    - {name: nvidia.com/gpu, replicas: 2, memoryLimit: %s}\n", cases[i].limit);
+        const struct config_text named = {"x", "test", text, strlen(text)};
+        struct config c;
+        assert_int_equal(config_load(&c, &a, &named, &e), 0);
+        assert_int_equal(c.shared[0].memory_limit_mib, cases[i].mib);
+    }
+    const char *bad = "version: v1\nsharing:\n  mps:\n    resources:\n"
+                      "    - {name: nvidia.com/gpu, replicas: 2, memoryLimit: 1Ki}\n";
+    const struct config_text named_bad = {"x", "test", bad, strlen(bad)};
+    struct config c;
+    assert_int_equal(config_load(&c, &a, &named_bad, &e), -1);
+    assert_non_null(strstr(e.msg, "memoryLimit must be a size of at least 1Mi"));
+}
+
 /* A simulated agent keeps its paths in the user's directory, except the
  * CDI specs of one pointed at a kubelet: its runtime must find them. And
  * a configuration printed as flags (the agent's answer to doctor) loads
@@ -354,6 +384,7 @@ int main(void)
         cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),
         cmocka_unit_test_setup(test_bool_flag_forms, clear_env),
         cmocka_unit_test_setup(test_user_paths_and_args_text, clear_env),
+        cmocka_unit_test_setup(test_memory_limit_is_a_quantity, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dra/dra.h"
+#include "util/quantity.h"
 #include "nvml/nvml.h"
 #include "testutil.h"
 
@@ -283,12 +284,14 @@ static void test_quantity(void **state)
         const char *q;
         unsigned long long mib;
     } cases[] = {
-        {"40Gi", 40960}, {"512Mi", 512}, {"1G", 953}, {"1048576", 1}, {"1.5Gi", 1536},
-        {"1e9", 953},    {"1Ki", 0},     {"Gi", 0},   {"-1Gi", 0},    {"inf", 0},
-        {"10 Gi", 0},    {"0x10Gi", 0},  {"", 0},
+        {"40Gi", 40960}, {"512Mi", 512}, {"1G", 953},   {"8G", 7629},    {"1048576", 1},
+        {"1.5Gi", 1536}, {"1e9", 953},   {"1E9", 953},  {"2E", 1907348632812}, {".5Gi", 512},
+        {"+1Gi", 1024},  {"1Ki", 0},     {"Gi", 0},     {"-1Gi", 0},     {"inf", 0},
+        {"10 Gi", 0},    {"0x10Gi", 0},  {"", 0},       {"1e", 0},       {"1.2.3Gi", 0},
+        {"1e-3", 0},     {"2048Mi", 2048}, {"1073741824000m", 1024},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        assert_int_equal(dra_quantity_mib(cases[i].q), cases[i].mib);
+        assert_int_equal(quantity_mib(cases[i].q), cases[i].mib);
 }
 
 /* Which containers use a claim: reservedFor's pods, then each pod's
