@@ -3,15 +3,14 @@
 #include "cdi/cdi.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <yaml.h>
 
+#include "util/file.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -260,17 +259,9 @@ int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text,
         return err_set(e, "CDI spec: cannot create %s: %s", dir, strerror(errno));
     /* A name CDI loaders skip (they read *.json and *.yaml only). */
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return err_set(e, "CDI spec: cannot write in %s: %s", dir, strerror(errno));
-    bool ok = write(fd, text->data, text->len) == (ssize_t)text->len;
-    ok = fsync(fd) == 0 && ok;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int saved = errno;
-        unlink(tmp);
-        return err_set(e, "CDI spec: cannot write %s: %s", path, strerror(saved));
-    }
+    struct err why;
+    if (file_replace(path, tmp, text->data, text->len, 0644, &why) < 0)
+        return err_set(e, "CDI spec: %s", why.msg);
     *written = true;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* Prepared claims on disk, <plugin-dir>/checkpoint.json, written whole
- * (a temporary file renamed) after every change: a gpulet that restarts
- * answers a repeated prepare the same and unprepares what it prepared. */
+ * after every change (util/file.c: flushed to disk, then renamed, so that
+ * no crash or power cut leaves half of it): a gpulet that restarts answers
+ * a repeated prepare the same and unprepares what it prepared. */
 #include "dra/internal.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/file.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -134,12 +136,10 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
     jsonx_set(root, "claims", claims);
     char tmp[sizeof d->checkpoint + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", d->checkpoint);
-    int rc = json_dump_file(root, tmp, JSON_COMPACT);
+    struct strbuf text = {0};
+    jsonx_dump(root, JSON_COMPACT, &text);
     json_decref(root);
-    if (rc < 0 || rename(tmp, d->checkpoint) < 0) {
-        int errnum = errno;
-        remove(tmp);
-        return err_set(e, "cannot write %s: %s", d->checkpoint, strerror(errnum));
-    }
-    return 0;
+    int rc = file_replace(d->checkpoint, tmp, text.data, text.len, 0600, e);
+    strbuf_free(&text);
+    return rc;
 }

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 int labels_write_file(const char *path, const struct label_set *set, struct err *e)
 {
     /* The temporary file lives in a hidden directory beside the target, as
@@ -28,27 +30,12 @@ int labels_write_file(const char *path, const struct label_set *set, struct err 
     }
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return err_set(e, "labels file: cannot create %s: %s", dir, strerror(errno));
-    snprintf(tmp, sizeof tmp, "%s/labels-XXXXXX", dir);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        err_set(e, "labels file: cannot create a temporary file in %s: %s", dir, strerror(errno));
-        rmdir(dir);
-        return -1;
-    }
+    snprintf(tmp, sizeof tmp, "%s/labels", dir);
     struct strbuf text = {0};
     label_set_text(set, &text);
-    bool ok = fchmod(fd, 0644) == 0 &&
-              (text.len == 0 || write(fd, text.data, text.len) == (ssize_t)text.len) &&
-              fsync(fd) == 0;
-    int saved = errno;
-    ok = close(fd) == 0 && ok;
+    struct err why;
+    int rc = file_replace(path, tmp, text.data ? text.data : "", text.len, 0644, &why);
     strbuf_free(&text);
-    if (!ok || rename(tmp, path) < 0) {
-        err_set(e, "labels file %s: %s", path, strerror(ok ? errno : saved));
-        unlink(tmp);
-        rmdir(dir);
-        return -1;
-    }
     rmdir(dir);
-    return 0;
+    return rc < 0 ? err_set(e, "labels file: %s", why.msg) : 0;
 }

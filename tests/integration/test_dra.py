@@ -453,3 +453,56 @@ def test_dra_api_versions(agent, sim_env, tmp_path, version):
         assert a.stop() == 0
     finally:
         api.stop()
+
+
+def test_dra_checkpoint_survives_sigkill(agent, sim_env, tmp_path):
+    """gpulet killed with SIGKILL again and again while it prepares 1,000
+    claims: every restart reads a whole checkpoint (written to a file
+    flushed to disk, then renamed), and knows every claim it answered."""
+    import random
+    import signal
+    import threading
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
+    for i in range(1000):
+        api.claims[("ns", f"c{i}")] = claim(f"u{i}", f"gpu-{i % 8}")
+    answered = set()
+    rng = random.Random(7)
+    try:
+        sent, kills = 0, 0
+        while sent < 1000:
+            a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                      "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                      "--labels", "none", "--no-metrics", "--fault-report", "none",
+                      "--status-socket", str(tmp_path / "s.sock"))
+            # A checkpoint that does not parse would stop it here.
+            a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+            if checkpoint.exists():
+                known = {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
+                assert answered <= known, answered - known  # whole, and nothing answered lost
+            timer = threading.Timer(rng.uniform(0.05, 0.4), a.proc.send_signal, [signal.SIGKILL])
+            timer.start()
+            try:
+                while sent < 1000 and a.proc.poll() is None:
+                    batch = [pb.Claim(namespace="ns", uid=f"u{i}", name=f"c{i}")
+                             for i in range(sent, min(sent + 10, 1000))]
+                    try:
+                        r = call(sock, DRA + "NodePrepareResources",
+                                 pb.NodePrepareResourcesRequest(claims=batch), pb.NodePrepareResourcesResponse)
+                    except grpc.RpcError:
+                        break  # killed mid-call: the batch is asked again
+                    answered |= {c.uid for c in batch if not r.claims[c.uid].error}
+                    sent += len(batch)
+            finally:
+                timer.cancel()
+            if a.proc.poll() is None:
+                a.proc.send_signal(signal.SIGKILL)
+            a.proc.wait(timeout=10)
+            kills += 1
+        assert len(answered) == 1000 and kills >= 3, (len(answered), kills)
+        known = {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
+        assert answered <= known
+    finally:
+        api.stop()
