@@ -132,10 +132,9 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
                 return -1;
             }
             if (!dra_publishes(d->cfg, d->inv, d->devs, i, k)) {
-                const struct gpu_health *h = k ? &d->devs[i].mig_health[k - 1] : &d->devs[i].health;
+                const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
                 snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
-                         k ? g->mig[k - 1].uuid : g->uuid,
-                         d->devs[i].health.reason != HEALTH_OK ? d->devs[i].health.detail : h->detail);
+                         k ? g->mig[k - 1].uuid : g->uuid, h ? h : "not in the slice");
                 return -1;
             }
             *mig = k;

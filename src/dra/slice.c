@@ -251,11 +251,11 @@ bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
                    const struct gpu_device *devs, unsigned i, unsigned mig)
 {
     const struct gpu_info *g = &inv->gpus[i];
-    if (!config_dra_takes(cfg, g) || devs[i].health.reason != HEALTH_OK || !g->name[0])
+    if (!config_dra_takes(cfg, g) || !gpu_device_healthy(&devs[i], (int)mig - 1) || !g->name[0])
         return false;
     /* A GPU in MIG mode is its MIG devices: CUDA cannot use it whole. */
     if (mig)
-        return mig <= dra_migs(g) && devs[i].mig_health[mig - 1].reason == HEALTH_OK;
+        return mig <= dra_migs(g);
     return !dra_migs(g) && g->mig_mode != NVML_DEVICE_MIG_ENABLE;
 }
 

@@ -16,9 +16,18 @@ struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_m
     return d;
 }
 
+const char *gpu_device_unhealthy(const struct gpu_device *d, int k)
+{
+    if (d->health.reason != HEALTH_OK)
+        return d->health.detail;
+    if (k >= 0 && d->mig_health[k].reason != HEALTH_OK)
+        return d->mig_health[k].detail;
+    return NULL;
+}
+
 bool gpu_device_healthy(const struct gpu_device *d, int k)
 {
-    return d->health.reason == HEALTH_OK && (k < 0 || d->mig_health[k].reason == HEALTH_OK);
+    return !gpu_device_unhealthy(d, k);
 }
 
 void gpu_device_count_xid(struct gpu_device *d, unsigned xid)

@@ -57,7 +57,14 @@ enum gpu_change {
  * it lost; the caller frees the array. inv must outlive it. */
 struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms);
 
-/* Whether the GPU's MIG device k (0-based), or the GPU (k < 0), is healthy. */
+/* Why the GPU's MIG device k (0-based), or the GPU (k < 0), is unhealthy,
+ * or NULL where it is healthy: the GPU's own fault first (a MIG device of a
+ * lost GPU is lost with it), then the MIG device's. Every reader that gives
+ * out or lists devices (ListAndWatch, Allocate, DRA's slice and prepare)
+ * asks this one. */
+const char *gpu_device_unhealthy(const struct gpu_device *d, int k);
+
+/* Whether it is healthy: gpu_device_unhealthy says nothing. */
 bool gpu_device_healthy(const struct gpu_device *d, int k);
 
 /* Counts an XID. */

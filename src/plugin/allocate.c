@@ -328,12 +328,10 @@ static int alloc_healthy(const struct plugin *p, const V1beta1__AllocateRequest 
     for (size_t c = 0; c < r->n_container_requests; c++) {
         for (size_t i = 0; i < r->container_requests[c]->n_devices_ids; i++) {
             const struct plugin_device *d = devs[c][i];
-            const struct gpu_device *g = &p->records[d->gpu];
-            if (gpu_device_healthy(g, (int)d->mig - 1))
-                continue;
-            const struct gpu_health *h = d->mig ? &g->mig_health[d->mig - 1] : &g->health;
-            return err_set(e, "device %s is unhealthy (%s): it is no longer offered", d->id,
-                           h->reason != HEALTH_OK ? h->detail : g->health.detail);
+            const char *why = plugin_device_unhealthy(p, d);
+            if (why)
+                return err_set(e, "device %s is unhealthy (%s): it is no longer offered", d->id,
+                               why);
         }
     }
     return 0;

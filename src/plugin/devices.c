@@ -84,3 +84,10 @@ void plugin_build_devices(struct plugin *p)
         p->by_id[i] = i;
     qsort_r(p->by_id, p->ndevs, sizeof *p->by_id, plugin_cmp_id, p->devs);
 }
+
+const char *plugin_device_unhealthy(const struct plugin *p, const struct plugin_device *d)
+{
+    if (p->unavailable)
+        return "the resource's MPS daemon is down";
+    return gpu_device_unhealthy(&p->records[d->gpu], (int)d->mig - 1);
+}

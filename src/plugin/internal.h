@@ -120,4 +120,9 @@ int plugin_serve(struct plugin *p, struct err *e);
 /* Ends the ListAndWatch streams and closes the server (plugin.c). */
 void plugin_service_stop(struct plugin *p);
 
+/* Why a device of p is unhealthy, or NULL (devices.c): its GPU's or MIG
+ * device's fault (gpu_device_unhealthy), or the resource's MPS daemon
+ * down. What ListAndWatch reports and Allocate refuses by. */
+const char *plugin_device_unhealthy(const struct plugin *p, const struct plugin_device *d);
+
 #endif

@@ -32,9 +32,7 @@ static uint8_t *plugin_list(const struct plugin *p, size_t *len)
         V1beta1__Device *d = arena_alloc(&a, sizeof *d);
         v1beta1__device__init(d);
         d->id = (char *)p->devs[i].id;
-        bool ok = !p->unavailable &&
-                  gpu_device_healthy(&p->records[p->devs[i].gpu], (int)p->devs[i].mig - 1);
-        d->health = ok ? "Healthy" : "Unhealthy";
+        d->health = plugin_device_unhealthy(p, &p->devs[i]) ? "Unhealthy" : "Healthy";
         if (g->numa_node >= 0) {
             /* Lets the kubelet's topology manager align GPUs with CPUs. */
             V1beta1__TopologyInfo *t = arena_alloc(&a, sizeof *t);

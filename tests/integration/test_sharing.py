@@ -176,6 +176,11 @@ def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
     for update in stream:
         if all(d.health == "Unhealthy" for d in update.devices):
             break
+    # What ListAndWatch calls Unhealthy, Allocate refuses, with the reason.
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.Allocate(pb.AllocateRequest(container_requests=[
+            pb.ContainerAllocateRequest(devices_ids=ids[:1])]), timeout=5)
+    assert "the resource's MPS daemon is down" in refused.value.details()
     a.wait_log("MPS daemon for nvidia.com/gpu exited (signal 9); restarting")
     for update in stream:
         if all(d.health == "Healthy" for d in update.devices):
