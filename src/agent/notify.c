@@ -21,8 +21,11 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
     if (what & GPU_CHANGED_HEALTH) {
         if (d->health.reason == HEALTH_OK)
             log_info("GPU %u (%s) is healthy again", gpu, d->info->uuid);
-        else
-            log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, d->health.detail);
+        else {
+            char why[200];
+            health_describe(&d->health, why, sizeof why);
+            log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, why);
+        }
     }
     metrics_on_device(a->metrics, gpu, what, d);
     for (unsigned r = 0; r < a->nplugins; r++)

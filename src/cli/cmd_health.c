@@ -71,7 +71,10 @@ int cmd_health(int argc, char **argv)
     char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     struct gpu_health h;
     unsigned index;
-    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h))
-        printf("%u %s %s %s\n", index, health_name(&h), uuid, h.detail);
+    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h)) {
+        char why[200];
+        health_describe(&h, why, sizeof why);
+        printf("%u %s %s %s\n", index, health_name(&h), uuid, why[0] ? why : "-");
+    }
     return CLI_OK;
 }

@@ -144,13 +144,22 @@ static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid,
         h->since_ms = health_wall_ms();
     h->reason = r;
     h->xid = xid;
+    snprintf(h->detail, sizeof h->detail, "%s", detail);
+    return true;
+}
+
+void health_describe(const struct gpu_health *h, char *out, size_t len)
+{
+    if (h->reason == HEALTH_OK) {
+        snprintf(out, len, "%s", "");
+        return;
+    }
     time_t t = (time_t)(h->since_ms / 1000);
     struct tm tm;
     gmtime_r(&t, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(h->detail, sizeof h->detail, "%s since %s", detail, when);
-    return true;
+    snprintf(out, len, "%s since %s", h->detail, when);
 }
 
 bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)

@@ -61,7 +61,8 @@ struct gpu_health {
     long long since_ms;          /* wall clock (ms) when it became unhealthy */
     double last_event_ms;        /* monotonic time of the last fatal event */
     bool seen_lost;              /* NVML said GPU_IS_LOST since it became unhealthy */
-    char detail[160];            /* for logs and `gpulet list` */
+    char detail[160];            /* the cause ("XID 79: fallen off the bus"); health_describe
+                                  * adds the time, each renderer as it needs */
 };
 
 /* What a probe of one GPU found (run off the loop). */
@@ -74,6 +75,10 @@ struct health_probe {
 
 /* Whether h's fault is on the list. */
 bool health_faults_match(const struct health_faults *f, const struct gpu_health *h);
+
+/* The cause and since when, for logs, `gpulet list` and `gpulet health`:
+ * "XID 79: fallen off the bus since 2026-11-27T09:00:00Z"; "" when healthy. */
+void health_describe(const struct gpu_health *h, char *out, size_t len);
 
 /* "Healthy" or "Unhealthy", as the kubelet API spells them. */
 const char *health_name(const struct gpu_health *h);

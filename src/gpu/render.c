@@ -49,8 +49,11 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
         if (wide)
             render_wide(g, out);
         strbuf_printf(out, " %s", gpu_render_health(g, h));
-        if (h && h->reason != HEALTH_OK)
-            strbuf_printf(out, " (%s)", h->detail);
+        char why[200];
+        if (h && h->reason != HEALTH_OK) {
+            health_describe(h, why, sizeof why);
+            strbuf_printf(out, " (%s)", why);
+        }
         strbuf_puts(out, "\n");
         /* MIG devices under their GPU: index i:k, as nvidia-smi -L and NVIDIA's index IDs. */
         for (unsigned k = 0; k < g->nmig; k++) {
@@ -106,8 +109,11 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
         }
         jsonx_set(o, "mig_devices", migs);
     }
-    if (h && h->reason != HEALTH_OK)
-        jsonx_set(o, "health_reason", json_string(h->detail));
+    if (h && h->reason != HEALTH_OK) {
+        char why[200];
+        health_describe(h, why, sizeof why);
+        jsonx_set(o, "health_reason", json_string(why));
+    }
     if (g->problem[0])
         jsonx_set(o, "problem", json_string(g->problem));
     json_t *links = jsonx_ok(json_array());

@@ -28,12 +28,10 @@ const char *report_reason(const struct gpu_health *h, char *buf, size_t len)
 
 void report_gpu_text(const struct report_gpu *g, char *buf, size_t len)
 {
-    const char *d = g->health.detail, *since = strstr(d, " since ");
-    int n = since ? (int)(since - d) : (int)strlen(d);
     if (g->health.reason == HEALTH_OK)
         snprintf(buf, len, "GPU %u (%s) is healthy", g->index, g->uuid);
-    else
-        snprintf(buf, len, "GPU %u (%s): %.*s", g->index, g->uuid, n, d);
+    else /* the cause alone: the condition and the Event carry the time as their own field */
+        snprintf(buf, len, "GPU %u (%s): %s", g->index, g->uuid, g->health.detail);
 }
 
 void report_condition_build(const struct report_gpu *gpus, unsigned count,

@@ -54,7 +54,12 @@ static void test_xid_quiet_period(void **state)
     assert_string_equal(health_name(&h), "Healthy");
     assert_true(health_on_xid(&h, 94, 1000));
     assert_string_equal(health_name(&h), "Unhealthy");
-    assert_contains(h.detail, "XID 94 since ");
+    assert_contains(h.detail, "XID 94");
+    assert_null(strstr(h.detail, " since ")); /* the cause; the time is since_ms */
+    char why[200];
+    health_describe(&h, why, sizeof why);
+    assert_contains(why, "XID 94");
+    assert_contains(why, " since 20");
     assert_false(health_on_probe(&h, &ok, 5000, 10000));  /* too soon */
     assert_false(health_on_xid(&h, 94, 6000));            /* same again: no change */
     assert_false(health_on_probe(&h, &ok, 15000, 10000)); /* the new event restarted the clock */

@@ -167,7 +167,7 @@ static void test_allocate_refuses_unhealthy(void **state)
     health_on_xid(&records[2].health, 79, 0);
     assert_null(allocate(&c, ids, 1, &st, why));
     assert_int_equal(st, GRPC_FAILED_PRECONDITION);
-    assert_contains(why, "is unhealthy (XID 79: fallen off the bus since");
+    assert_contains(why, "is unhealthy (XID 79: fallen off the bus)");
     health_clear(&records[2].health);
     V1beta1__AllocateResponse *r = allocate(&c, ids, 1, &st, why);
     assert_int_equal(st, GRPC_OK);

@@ -20,7 +20,7 @@ static struct report_gpu gpu(unsigned i, enum health_reason r, unsigned xid, con
     snprintf(g.uuid, sizeof g.uuid, "GPU-%u", i);
     g.health.reason = r;
     g.health.xid = xid;
-    snprintf(g.health.detail, sizeof g.health.detail, "%s since 2026-11-26T10:00:00Z", detail);
+    snprintf(g.health.detail, sizeof g.health.detail, "%s", detail);
     return g;
 }
 
