@@ -12,14 +12,18 @@
 
 #include "cdi/cdi.h"
 #include "gpu/render.h"
-#include "util/xmalloc.h"
 
-/* "health": one line per GPU (health_line_write's). */
+/* "health": one line per GPU, then one per MIG device of a GPU in MIG
+ * mode (health_line_write's). */
 static void answer_health(struct agent *a, const char *arg, struct strbuf *out)
 {
     (void)arg;
-    for (unsigned i = 0; i < a->inv.count; i++)
-        health_line_write(out, i, a->devs[i].info->uuid, &a->devs[i].health);
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        const struct gpu_info *g = &a->inv.gpus[i];
+        health_line_write(out, i, -1, g->uuid, &a->devs[i].health);
+        for (unsigned k = 0; g->mig_mode == NVML_DEVICE_MIG_ENABLE && k < g->nmig; k++)
+            health_line_write(out, i, (int)k, g->mig[k].uuid, &a->devs[i].mig_health[k]);
+    }
 }
 
 /* The devices advertised under resource, from the device records (replicas
@@ -82,18 +86,14 @@ static void answer_clear(struct agent *a, const char *gpu, struct strbuf *out)
  * are now (a MIG layout changed since start included), with their health. */
 static void answer_list(struct agent *a, const char *format, struct strbuf *out)
 {
-    struct gpu_health *health = xcalloc(a->inv.count + 1, sizeof *health);
-    for (unsigned i = 0; i < a->inv.count; i++)
-        health[i] = a->devs[i].health;
     if (!strcmp(format, "json"))
-        gpu_render_json(&a->inv, health, out);
+        gpu_render_json(&a->inv, a->devs, out);
     else if (!strcmp(format, "topology"))
         gpu_render_topology(&a->inv, out);
     else if (!strcmp(format, "table") || !strcmp(format, "wide"))
-        gpu_render_table(&a->inv, health, !strcmp(format, "wide"), out);
+        gpu_render_table(&a->inv, a->devs, !strcmp(format, "wide"), out);
     else
         strbuf_printf(out, "error: list takes table, wide, json or topology, not '%.32s'\n", format);
-    free(health);
 }
 
 /* "labels text|json": the labels the agent publishes (or would, with

@@ -12,13 +12,23 @@ void agent_report_refresh(struct agent *a)
 {
     if (!a->report)
         return;
-    struct report_gpu *g = xcalloc(a->inv.count + 1, sizeof *g);
+    /* Each GPU, then each of its MIG devices: a fault in one GPU
+     * instance is reported as that instance's. */
+    struct report_gpu *g = xcalloc((size_t)a->inv.count * (GPU_MIG_MAX + 1) + 1, sizeof *g);
+    unsigned n = 0;
     for (unsigned i = 0; i < a->inv.count; i++) {
-        g[i].index = a->inv.gpus[i].index;
-        snprintf(g[i].uuid, sizeof g[i].uuid, "%s", a->inv.gpus[i].uuid);
-        g[i].health = a->devs[i].health;
+        const struct gpu_info *info = &a->inv.gpus[i];
+        for (int k = -1; k < (int)(info->mig_mode == NVML_DEVICE_MIG_ENABLE ? info->nmig : 0); k++) {
+            struct report_gpu *x = &g[n++];
+            x->index = info->index;
+            x->mig = k;
+            snprintf(x->uuid, sizeof x->uuid, "%s", k < 0 ? info->uuid : info->mig[k].uuid);
+            if (k >= 0)
+                snprintf(x->profile, sizeof x->profile, "%s", info->mig[k].profile);
+            x->health = k < 0 ? a->devs[i].health : a->devs[i].mig_health[k];
+        }
     }
-    report_update(a->report, g, a->inv.count);
+    report_update(a->report, g, n);
     free(g);
 }
 

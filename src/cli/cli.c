@@ -1,6 +1,7 @@
 /* Shared pieces of the subcommands. */
 #include "cli/cli.h"
 
+#include "gpu/device.h"
 #include "gpu/health.h"
 #include "gpu/inventory.h"
 #include "util/dirs.h"
@@ -118,11 +119,10 @@ int cli_agent_print(const char *cmd, const char *socket_flag, const char *reques
     return asked > 0 ? CLI_OK : asked < 0 ? CLI_FAIL : -1;
 }
 
-/* Fills health[] from the agent's "health" answer; false when no agent answers. */
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
-                      struct gpu_health *health, const char *cmd)
+                      struct gpu_device *devs, const char *cmd)
 {
-    char reply[16384];
+    char reply[65536];
     struct err e;
     if (unixsock_request(socket, "health\n", reply, sizeof reply, &e) < 0) {
         /* No agent is normal; one that is there and refuses us is worth a word. */
@@ -134,14 +134,19 @@ bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
     char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     struct gpu_health h;
     unsigned index;
-    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h))
-        for (unsigned i = 0; i < inv->count; i++)
-            if (!strcmp(inv->gpus[i].uuid, uuid))
-                health[i] = h;
+    int mig;
+    while (cli_health_next(&cursor, &index, &mig, uuid, sizeof uuid, &h))
+        for (unsigned i = 0; i < inv->count; i++) {
+            if (mig < 0 && !strcmp(inv->gpus[i].uuid, uuid))
+                devs[i].health = h;
+            for (unsigned k = 0; mig >= 0 && k < inv->gpus[i].nmig && k < GPU_MIG_MAX; k++)
+                if (!strcmp(inv->gpus[i].mig[k].uuid, uuid))
+                    devs[i].mig_health[k] = h;
+        }
     return true;
 }
 
-bool cli_health_next(char **cursor, unsigned *index, char *uuid, size_t len,
+bool cli_health_next(char **cursor, unsigned *index, int *mig, char *uuid, size_t len,
                      struct gpu_health *h)
 {
     while (**cursor) {
@@ -149,7 +154,7 @@ bool cli_health_next(char **cursor, unsigned *index, char *uuid, size_t len,
         *cursor = nl ? nl + 1 : line + strlen(line);
         if (nl)
             *nl = '\0';
-        if (health_line_read(line, index, uuid, len, h) == 0)
+        if (health_line_read(line, index, mig, uuid, len, h) == 0)
             return true;
     }
     return false;

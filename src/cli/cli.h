@@ -39,16 +39,17 @@ int cli_agent_ask(const char *cmd, const char *socket_flag, const char *request,
  * no agent answered (do it locally). */
 int cli_agent_print(const char *cmd, const char *socket_flag, const char *request);
 
-/* Fills health[] (one per GPU of inv) from the running agent's answer on
- * the status socket; false when no agent answers (said on stderr, as cmd,
- * where an agent is there but refuses the caller). */
+/* The running agent's health (its "health" answer) into the records devs
+ * (one per GPU of inv, by UUID; its MIG devices' too); false when no agent
+ * answers at socket. */
+struct gpu_device;
 bool cli_agent_health(const char *socket, const struct gpu_inventory *inv,
-                      struct gpu_health *health, const char *cmd);
+                      struct gpu_device *devs, const char *cmd);
 
-/* The next GPU of the agent's "health" answer, whose lines it cuts in
- * place from *cursor on: false at its end. Lines that are not a GPU's
- * are passed over. */
-bool cli_health_next(char **cursor, unsigned *index, char *uuid, size_t len,
+/* The next GPU or MIG device (*mig >= 0) of the agent's "health" answer,
+ * whose lines it cuts in place from *cursor on: false at its end. Lines
+ * that are neither are passed over. */
+bool cli_health_next(char **cursor, unsigned *index, int *mig, char *uuid, size_t len,
                      struct gpu_health *h);
 
 /* Prints "gpulet CMD: <e's message><hint>" to stderr and returns the exit

@@ -13,7 +13,8 @@
 
 static const char health_usage[] =
     "usage: gpulet health [--status-socket PATH] [clear GPU]\n"
-    "  (no command)          each GPU's health as the agent sees it, with the reason\n"
+    "  (no command)          each GPU's health as the agent sees it, with the reason, and\n"
+    "                        each MIG device's (GPU:MIG) of a GPU in MIG mode\n"
     "  clear GPU             mark a GPU (index or UUID) healthy now, e.g. after fixing it\n"
     "                        by hand\n";
 
@@ -71,10 +72,15 @@ int cmd_health(int argc, char **argv)
     char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     struct gpu_health h;
     unsigned index;
-    while (cli_health_next(&cursor, &index, uuid, sizeof uuid, &h)) {
-        char why[200];
+    int mig;
+    while (cli_health_next(&cursor, &index, &mig, uuid, sizeof uuid, &h)) {
+        char why[200], at[24];
         health_describe(&h, why, sizeof why);
-        printf("%u %s %s %s\n", index, health_name(&h), uuid, why[0] ? why : "-");
+        if (mig >= 0) /* a MIG device, as nvidia-smi -L and NVIDIA's index IDs: GPU:MIG */
+            snprintf(at, sizeof at, "%u:%d", index, mig);
+        else
+            snprintf(at, sizeof at, "%u", index);
+        printf("%s %s %s %s\n", at, health_name(&h), uuid, why[0] ? why : "-");
     }
     return CLI_OK;
 }

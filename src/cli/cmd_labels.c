@@ -74,10 +74,7 @@ int cmd_labels(int argc, char **argv)
     }
     plugin_resources_apply(res, nres, devs, inv.count);
     plugin_resources_free(res, nres);
-    struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    if (cli_agent_health(cfg.status_socket, &inv, health, "labels"))
-        for (unsigned i = 0; i < inv.count; i++)
-            devs[i].health = health[i];
+    cli_agent_health(cfg.status_socket, &inv, devs, "labels");
     struct label_set set = {0};
     const struct labels_input in = {&inv, devs, &cfg, machine, (long long)time(NULL)};
     labels_build(&in, &set);
@@ -89,7 +86,6 @@ int cmd_labels(int argc, char **argv)
     fputs(out.data ? out.data : "", stdout);
     strbuf_free(&out);
     label_set_free(&set);
-    free(health);
     free(devs);
     free(machine);
     gpu_inventory_free(&inv);

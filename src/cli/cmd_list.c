@@ -76,22 +76,22 @@ int cmd_list(int argc, char **argv)
         return cli_fail("list", &e, cli_no_gpu_hint("list", !no.simulate && !no.nvml_path, hint,
                                                     sizeof hint));
     }
-    struct gpu_health *health = xcalloc(inv.count + 1, sizeof *health);
-    if (!cli_agent_health(cli_status_socket(status, no.simulate, user, sizeof user), &inv, health,
+    struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    if (!cli_agent_health(cli_status_socket(status, no.simulate, user, sizeof user), &inv, devs,
                           "list")) {
-        free(health);
-        health = NULL;
+        free(devs);
+        devs = NULL;
     }
     struct strbuf out = {0};
     if (!strcmp(format, "json"))
-        gpu_render_json(&inv, health, &out);
+        gpu_render_json(&inv, devs, &out);
     else if (!strcmp(format, "topology"))
         gpu_render_topology(&inv, &out);
     else
-        gpu_render_table(&inv, health, !strcmp(format, "wide"), &out);
+        gpu_render_table(&inv, devs, !strcmp(format, "wide"), &out);
     fputs(out.data, stdout);
     strbuf_free(&out);
-    free(health);
+    free(devs);
     gpu_inventory_free(&inv);
     nvml_close(&n);
     return CLI_OK;

@@ -246,22 +246,33 @@ const char *health_reason_name(enum health_reason r)
     return (unsigned)r < HEALTH_REASONS ? health_reasons[r] : "unknown";
 }
 
-void health_line_write(struct strbuf *out, unsigned index, const char *uuid,
+void health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
                        const struct gpu_health *h)
 {
-    strbuf_printf(out, "gpu %u %s %u %lld %s %s\n", index, health_reason_name(h->reason), h->xid,
-                  h->since_ms, uuid, h->reason == HEALTH_OK ? "-" : h->detail);
+    if (mig >= 0)
+        strbuf_printf(out, "mig %u:%d", index, mig);
+    else
+        strbuf_printf(out, "gpu %u", index);
+    strbuf_printf(out, " %s %u %lld %s %s\n", health_reason_name(h->reason), h->xid, h->since_ms,
+                  uuid, h->reason == HEALTH_OK ? "-" : h->detail);
 }
 
-int health_line_read(const char *line, unsigned *index, char *uuid, size_t uuid_len,
+int health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
                      struct gpu_health *h)
 {
     char reason[8], id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     int used = 0;
+    unsigned k = 0;
     memset(h, 0, sizeof *h);
+    *mig = -1;
     if (sscanf(line, "gpu %u %7s %u %lld %95s %n", index, reason, &h->xid, &h->since_ms, id,
-               &used) != 5 || !used)
-        return -1;
+               &used) != 5 || !used) {
+        used = 0;
+        if (sscanf(line, "mig %u:%u %7s %u %lld %95s %n", index, &k, reason, &h->xid, &h->since_ms,
+                   id, &used) != 6 || !used || k >= 64)
+            return -1;
+        *mig = (int)k;
+    }
     unsigned r = 0;
     while (r < HEALTH_REASONS && strcmp(reason, health_reasons[r]))
         r++;

@@ -115,14 +115,17 @@ bool health_clear(struct gpu_health *h);
  * socket name it. */
 const char *health_reason_name(enum health_reason r);
 
-/* One GPU's health as one line of the agent's status socket, written by the
+/* One GPU's health, or one of its MIG devices' (mig >= 0, the GPU's MIG
+ * device mig), as one line of the agent's status socket, written by the
  * agent and read by `gpulet list` and `gpulet health`, so that both sides
  * share this one definition:
  *   gpu INDEX REASON XID SINCE_MS UUID DETAIL...\n
- * health_line_read returns 0, or -1 for a line that is not one. */
-void health_line_write(struct strbuf *out, unsigned index, const char *uuid,
+ *   mig INDEX:MIG REASON XID SINCE_MS MIG-UUID DETAIL...\n
+ * health_line_read returns 0 (*mig -1 for a GPU), or -1 for a line that
+ * is not one. */
+void health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
                        const struct gpu_health *h);
-int health_line_read(const char *line, unsigned *index, char *uuid, size_t uuid_len,
+int health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
                      struct gpu_health *h);
 
 #endif

@@ -28,7 +28,17 @@ static void render_wide(const struct gpu_info *g, struct strbuf *out)
                   g->mig_mode == 0 || g->mig_mode == 1 ? mig[g->mig_mode] : "N/A");
 }
 
-void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *health, bool wide,
+/* " (cause since T)" for an unhealthy record. */
+static void render_why(const struct gpu_health *h, struct strbuf *out)
+{
+    char why[200];
+    if (!h || h->reason == HEALTH_OK)
+        return;
+    health_describe(h, why, sizeof why);
+    strbuf_printf(out, " (%s)", why);
+}
+
+void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_device *devs, bool wide,
                       struct strbuf *out)
 {
     strbuf_printf(out, "%-5s %-40s %-24s %10s %-16s %4s", "INDEX", "UUID", "PRODUCT", "MEMORY",
@@ -43,17 +53,13 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
             snprintf(numa, sizeof numa, "%d", g->numa_node);
         if (g->memory_total)
             snprintf(mem, sizeof mem, "%llu MiB", g->memory_total / MIB);
-        const struct gpu_health *h = health ? &health[i] : NULL;
+        const struct gpu_health *h = devs ? &devs[i].health : NULL;
         strbuf_printf(out, "%-5u %-40s %-24s %10s %-16s %4s", g->index, g->uuid[0] ? g->uuid : "-",
                       g->name[0] ? g->name : "-", mem, g->pci_bus_id[0] ? g->pci_bus_id : "-", numa);
         if (wide)
             render_wide(g, out);
         strbuf_printf(out, " %s", gpu_render_health(g, h));
-        char why[200];
-        if (h && h->reason != HEALTH_OK) {
-            health_describe(h, why, sizeof why);
-            strbuf_printf(out, " (%s)", why);
-        }
+        render_why(h, out);
         strbuf_puts(out, "\n");
         /* MIG devices under their GPU: index i:k, as nvidia-smi -L and NVIDIA's index IDs. */
         for (unsigned k = 0; k < g->nmig; k++) {
@@ -61,8 +67,13 @@ void gpu_render_table(const struct gpu_inventory *inv, const struct gpu_health *
             char idx[16], mmem[32];
             snprintf(idx, sizeof idx, "%u:%u", g->index, k);
             snprintf(mmem, sizeof mmem, "%llu MiB", m->attr.memorySizeMB);
-            strbuf_printf(out, "%-5s %-40s MIG %-20s %10s GI %u CI %u\n", idx, m->uuid, m->profile,
+            const struct gpu_health *mh = devs ? &devs[i].mig_health[k] : NULL;
+            strbuf_printf(out, "%-5s %-40s MIG %-20s %10s GI %u CI %u", idx, m->uuid, m->profile,
                           mmem, m->gi, m->ci);
+            if (mh)
+                strbuf_printf(out, " %s", mh->reason == HEALTH_OK ? "Healthy" : "Unhealthy");
+            render_why(mh, out);
+            strbuf_puts(out, "\n");
         }
     }
     strbuf_printf(out, "%u GPU%s, driver %s, CUDA %d.%d\n", inv->count, inv->count == 1 ? "" : "s",
@@ -75,11 +86,22 @@ static json_t *render_int_or_null(int v)
     return v < 0 ? json_null() : json_integer(v);
 }
 
-static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+/* "health" and, when unhealthy, "health_reason" of a record into o. */
+static void render_health_json(json_t *o, const char *state, const struct gpu_health *h)
+{
+    jsonx_set(o, "health", json_string(state));
+    if (h && h->reason != HEALTH_OK) {
+        char why[200];
+        health_describe(h, why, sizeof why);
+        jsonx_set(o, "health_reason", json_string(why));
+    }
+}
+
+static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu_device *devs,
                                unsigned i)
 {
     const struct gpu_info *g = &inv->gpus[i];
-    const struct gpu_health *h = health ? &health[i] : NULL;
+    const struct gpu_health *h = devs ? &devs[i].health : NULL;
     json_t *o = jsonx_ok(json_object());
     jsonx_set(o, "index", json_integer(g->index));
     jsonx_set(o, "minor", json_integer(g->minor));
@@ -93,7 +115,7 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
     jsonx_set(o, "architecture", json_string(g->architecture));
     jsonx_set(o, "mig_mode", g->mig_mode < 0 ? json_null()
                               : json_string(g->mig_mode ? "enabled" : "disabled"));
-    jsonx_set(o, "health", json_string(gpu_render_health(g, h)));
+    render_health_json(o, gpu_render_health(g, h), h);
     if (g->mig_mode == NVML_DEVICE_MIG_ENABLE) {
         json_t *migs = jsonx_ok(json_array());
         for (unsigned k = 0; k < g->nmig; k++) {
@@ -105,14 +127,13 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
             jsonx_set(x, "compute_instance_id", json_integer(m->ci));
             jsonx_set(x, "memory_mib", json_integer((json_int_t)m->attr.memorySizeMB));
             jsonx_set(x, "multiprocessors", json_integer(m->attr.multiprocessorCount));
+            if (devs) {
+                const struct gpu_health *mh = &devs[i].mig_health[k];
+                render_health_json(x, mh->reason == HEALTH_OK ? "Healthy" : "Unhealthy", mh);
+            }
             jsonx_append(migs, x);
         }
         jsonx_set(o, "mig_devices", migs);
-    }
-    if (h && h->reason != HEALTH_OK) {
-        char why[200];
-        health_describe(h, why, sizeof why);
-        jsonx_set(o, "health_reason", json_string(why));
     }
     if (g->problem[0])
         jsonx_set(o, "problem", json_string(g->problem));
@@ -131,7 +152,7 @@ static json_t *render_gpu_json(const struct gpu_inventory *inv, const struct gpu
     return o;
 }
 
-void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *health,
+void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_device *devs,
                      struct strbuf *out)
 {
     json_t *o = jsonx_ok(json_object());
@@ -145,7 +166,7 @@ void gpu_render_json(const struct gpu_inventory *inv, const struct gpu_health *h
     jsonx_set(o, "count", json_integer(inv->count));
     json_t *gpus = jsonx_ok(json_array());
     for (unsigned i = 0; i < inv->count; i++)
-        jsonx_append(gpus, render_gpu_json(inv, health, i));
+        jsonx_append(gpus, render_gpu_json(inv, devs, i));
     jsonx_set(o, "gpus", gpus);
     jsonx_dump(o, JSON_COMPACT | JSON_PRESERVE_ORDER, out);
     json_decref(o);

@@ -296,6 +296,16 @@ void labels_build(const struct labels_input *in, struct label_set *out)
     for (unsigned i = 0; i < inv->count; i++)
         healthy += !in->devs || in->devs[i].health.reason == HEALTH_OK;
     label_set_put(out, LABELS_OWN_PREFIX "gpu.healthy", "%u", healthy);
+    /* A fault in one GPU instance leaves its GPU counted: the MIG devices
+     * count apart, where there are any. */
+    unsigned migs = 0, migs_healthy = 0;
+    for (unsigned i = 0; i < inv->count; i++)
+        for (unsigned k = 0; inv->gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE && k < inv->gpus[i].nmig; k++) {
+            migs++;
+            migs_healthy += !in->devs || gpu_device_healthy(&in->devs[i], (int)k);
+        }
+    if (migs)
+        label_set_put(out, LABELS_OWN_PREFIX "mig.healthy", "%u", migs_healthy);
     /* How many GPUs are claimed through DRA (docs/dra.md), not counted. */
     if (cfg->dra != CONFIG_DRA_OFF) {
         unsigned dra = 0;

@@ -48,6 +48,7 @@ struct metrics_device {
     char resource[80];               /* the resource it is advertised under whole; or empty */
     struct gpu_mig mig[GPU_MIG_MAX]; /* its MIG devices (the inventory's, at the notification) */
     char mig_resource[GPU_MIG_MAX][80]; /* the resource each MIG device is advertised under */
+    enum health_reason mig_health[GPU_MIG_MAX]; /* each MIG device's own */
     unsigned nmig;
 };
 

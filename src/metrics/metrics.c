@@ -253,8 +253,10 @@ void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const str
     memcpy(md->resource, d->share.resource, sizeof md->resource);
     memcpy(md->mig, d->info->mig, sizeof md->mig);
     md->nmig = d->info->mig_mode == NVML_DEVICE_MIG_ENABLE ? d->info->nmig : 0;
-    for (unsigned k = 0; k < GPU_MIG_MAX; k++)
+    for (unsigned k = 0; k < GPU_MIG_MAX; k++) {
         memcpy(md->mig_resource[k], d->mig_share[k].resource, sizeof md->mig_resource[k]);
+        md->mig_health[k] = d->mig_health[k].reason;
+    }
     uv_mutex_unlock(&m->lock);
 }
 

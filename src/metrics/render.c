@@ -178,14 +178,23 @@ static void rows_up(struct strbuf *out, const struct metrics_frame *f)
     }
 }
 
+/* The GPU's row, then one per MIG device (GPU_I_ID, GPU_I_PROFILE), as
+ * the framebuffer families have them: a fault in one GPU instance is that
+ * instance's. */
 static void rows_health(struct strbuf *out, const struct metrics_frame *f)
 {
     for (unsigned i = 0; i < f->inv->count; i++) {
-        enum health_reason r = f->state->dev[i].health;
-        strbuf_puts(out, "gpulet_gpu_health");
-        render_identity(out, f, i, NULL, 0);
-        render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
-        strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
+        const struct metrics_device *d = &f->state->dev[i];
+        for (int k = -1; k < (int)d->nmig; k++) {
+            enum health_reason r = k < 0 ? d->health : d->mig_health[k];
+            strbuf_puts(out, "gpulet_gpu_health");
+            if (k < 0)
+                render_identity(out, f, i, NULL, 0);
+            else
+                render_identity_of(out, f, i, &d->mig[k], NULL, 0);
+            render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
+            strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
+        }
     }
 }
 
@@ -301,7 +310,8 @@ static const struct {
     {"gpulet_gpu_up", "gauge", "0 while NVML cannot reach the GPU (lost, or hung), else 1.",
      rows_up},
     {"gpulet_gpu_health", "gauge",
-     "1 if the GPU is healthy (advertised to the kubelet); reason says why not.", rows_health},
+     "1 if the GPU (or, with GPU_I_ID, its MIG device) is healthy (advertised to the kubelet); "
+     "reason says why not.", rows_health},
     {"gpulet_gpu_last_sample_timestamp_seconds", "gauge",
      "When the GPU's metrics were last read (0: never); its DCGM series are served only while "
      "this is at most two intervals old.", rows_last_sample},

@@ -28,10 +28,16 @@ const char *report_reason(const struct gpu_health *h, char *buf, size_t len)
 
 void report_gpu_text(const struct report_gpu *g, char *buf, size_t len)
 {
+    char what[160];
+    if (g->mig >= 0)
+        snprintf(what, sizeof what, "GPU %u MIG device %u:%d %s (%s)", g->index, g->index, g->mig,
+                 g->profile, g->uuid);
+    else
+        snprintf(what, sizeof what, "GPU %u (%s)", g->index, g->uuid);
     if (g->health.reason == HEALTH_OK)
-        snprintf(buf, len, "GPU %u (%s) is healthy", g->index, g->uuid);
+        snprintf(buf, len, "%s is healthy", what);
     else /* the cause alone: the condition and the Event carry the time as their own field */
-        snprintf(buf, len, "GPU %u (%s): %s", g->index, g->uuid, g->health.detail);
+        snprintf(buf, len, "%s: %s", what, g->health.detail);
 }
 
 void report_condition_build(const struct report_gpu *gpus, unsigned count,
@@ -39,18 +45,23 @@ void report_condition_build(const struct report_gpu *gpus, unsigned count,
 {
     memset(c, 0, sizeof *c);
     const struct report_gpu *worst = NULL;
-    unsigned bad = 0;
+    unsigned bad = 0, faults = 0, gpus_n = 0;
+    int last_bad = -1;
     struct strbuf msg = {0};
     for (unsigned i = 0; i < count; i++) {
         const struct report_gpu *g = &gpus[i];
+        gpus_n += g->mig < 0;
         if (g->health.reason == HEALTH_OK)
             continue;
         char text[400];
         report_gpu_text(g, text, sizeof text);
-        strbuf_printf(&msg, "%s%s", bad++ ? "; " : "", text);
+        strbuf_printf(&msg, "%s%s", faults++ ? "; " : "", text);
+        bad += last_bad != (int)g->index; /* a GPU counts once, with its MIG devices' faults */
+        last_bad = (int)g->index;
         if (!worst || g->health.reason > worst->health.reason)
             worst = g;
     }
+    count = gpus_n;
     c->unhealthy = bad > 0;
     if (worst)
         report_reason(&worst->health, c->reason, sizeof c->reason);

@@ -401,8 +401,11 @@ static void report_event(struct report *r, const char *type, const char *reason,
 static void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count)
 {
     for (unsigned i = 0; i < count; i++) {
-        const struct gpu_health *now = &gpus[i].health;
-        const struct gpu_health *was = r->told && i < r->count ? &r->gpus[i].health : NULL;
+        const struct gpu_health *now = &gpus[i].health, *was = NULL;
+        /* By UUID: a new MIG layout moves the devices in the list. */
+        for (unsigned k = 0; r->told && k < r->count && !was; k++)
+            if (!strcmp(r->gpus[k].uuid, gpus[i].uuid))
+                was = &r->gpus[k].health;
         bool was_bad = was && was->reason != HEALTH_OK;
         char text[512];
         report_gpu_text(&gpus[i], text, sizeof text);
@@ -422,8 +425,9 @@ void report_update(struct report *r, const struct report_gpu *gpus, unsigned cou
     report_condition_build(gpus, count, &c);
     char taint[64] = "";
     const struct report_gpu *worst = NULL;
+    /* A fault of one MIG device keeps pods off that device, not the node. */
     for (unsigned i = 0; r->taint_on && i < count; i++)
-        if (health_faults_match(&r->taint_faults, &gpus[i].health) &&
+        if (gpus[i].mig < 0 && health_faults_match(&r->taint_faults, &gpus[i].health) &&
             (!worst || gpus[i].health.reason > worst->health.reason))
             worst = &gpus[i];
     if (worst)

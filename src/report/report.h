@@ -26,9 +26,12 @@
 #define REPORT_MESSAGE_MAX 1024
 
 /* One GPU as the report sees it (the agent's record, copied). */
+/* A GPU, or one of its MIG devices (mig >= 0), with its health. */
 struct report_gpu {
     unsigned index;
-    char uuid[96];
+    int mig;                         /* -1: the GPU whole */
+    char uuid[96];                   /* the GPU's, or the MIG device's */
+    char profile[32];                /* a MIG device's: "1g.10gb" */
     struct gpu_health health;
 };
 

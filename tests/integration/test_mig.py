@@ -466,3 +466,58 @@ def test_instances_as_go_nvlib_reads_them(sim_env):
         (1, 9, 4, 4), (2, 14, 0, 2), (3, 19, 2, 1), (4, 19, 3, 1)]
     assert [(d["ci"], d["ci_slices"], d["ci_sms"]) for d in got] == [
         (0, 3, 60), (0, 2, 32), (0, 1, 16), (0, 1, 16)]
+
+
+def test_a_gpu_instance_fault_reaches_every_reader(agent, gpulet, sim_env, tmp_path):
+    """An XID in one GPU instance is seen by every reader of the agent's
+    record, not only the device plugin: gpulet health (GPU:MIG), list,
+    the status socket's health lines, metrics (gpulet_gpu_health with
+    GPU_I_ID), the labels (gpulet.io/mig.healthy), and the Node condition
+    and Event of the fault report; the GPU itself stays healthy."""
+    import re
+    import time
+    import urllib.request
+    from fakeapi import FakeAPI
+    from test_metrics import free_port
+    api = FakeAPI("n1")
+    port = free_port()
+    try:
+        a = agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--kubelet-root",
+                  str(tmp_path / "k"), "--status-socket", str(tmp_path / "s.sock"), "--metrics-listen",
+                  f"127.0.0.1:{port}", "--metrics-interval-ms", "200", "--labels", "api",
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1")
+        a.wait_log("agent running")
+        gpus = mig_devices(sim_env, "h200-mig-mixed")
+        two_g = gpus[0]["mig_devices"][1]                 # 2g.35gb, GPU instance 2 on GPU 0
+        sim(sim_env, "xid", "0", "94", "2")
+        a.wait_log("XID 94 in GPU instance 2")
+        health = gpulet("health", "--status-socket", str(tmp_path / "s.sock")).stdout.splitlines()
+        assert f"0:1 Unhealthy {two_g['uuid']} XID 94" in "\n".join(health), health
+        assert health[0].startswith("0 Healthy"), health
+        listed = gpulet("list", "--status-socket", str(tmp_path / "s.sock")).stdout.splitlines()
+        row = next(l for l in listed if l.startswith("0:1 "))
+        assert "Unhealthy (XID 94" in row and listed[1].split()[-1] == "Healthy", listed
+        deadline = time.monotonic() + 10
+        while True:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            row = [l for l in text.splitlines() if l.startswith("gpulet_gpu_health{") and
+                   'gpu="0"' in l and 'GPU_I_ID="2"' in l]
+            if row and row[0].endswith(" 0"):
+                break
+            assert time.monotonic() < deadline, row
+            time.sleep(0.2)
+        assert 'reason="xid"' in row[0] and 'GPU_I_PROFILE="2g.35gb"' in row[0], row
+        assert re.search(r'gpulet_gpu_health\{gpu="0",[^}]*reason=""\} 1', text)  # the GPU whole
+        api.wait_for(lambda: (api.node["metadata"]["labels"].get("gpulet.io/mig.healthy") == "14"),
+                     "gpulet.io/mig.healthy 14 of 15", timeout=10)
+        api.wait_for(lambda: any(c["type"] == "GPUUnhealthy" and c["status"] == "True"
+                                 for c in api.node.get("status", {}).get("conditions", [])),
+                     "the condition", timeout=10)
+        cond = api.condition()
+        assert cond["reason"] == "XID94", cond
+        assert f"GPU 0 MIG device 0:1 2g.35gb ({two_g['uuid']}): XID 94" in cond["message"], cond
+        api.wait_for(lambda: any(two_g["uuid"] in e.get("message", "") for e in api.node_events.values()),
+                     "an Event naming the MIG device", timeout=10)
+        assert a.stop() == 0
+    finally:
+        api.stop()

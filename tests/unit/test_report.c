@@ -17,6 +17,7 @@ static struct report_gpu gpu(unsigned i, enum health_reason r, unsigned xid, con
     struct report_gpu g;
     memset(&g, 0, sizeof g);
     g.index = i;
+    g.mig = -1;
     snprintf(g.uuid, sizeof g.uuid, "GPU-%u", i);
     g.health.reason = r;
     g.health.xid = xid;
@@ -55,6 +56,17 @@ static void test_condition(void **state)
     assert_string_equal(c.reason, "GPUHung"); /* the worst */
     assert_string_equal(c.message, "2 of 3 GPUs unhealthy: GPU 1 (GPU-1): XID 94; GPU 2 (GPU-2): "
                                    "hung: nvmlDeviceGetPowerUsage has not returned for 10 s");
+    /* A fault in one MIG device of a healthy GPU: the condition names it. */
+    struct report_gpu m[3] = {gpu(0, HEALTH_OK, 0, ""), gpu(0, HEALTH_OK, 0, ""),
+                              gpu(1, HEALTH_OK, 0, "")};
+    m[1].mig = 2;
+    m[1].health = (struct gpu_health){.reason = HEALTH_XID, .xid = 94, .detail = "XID 94"};
+    snprintf(m[1].uuid, sizeof m[1].uuid, "MIG-a");
+    snprintf(m[1].profile, sizeof m[1].profile, "1g.10gb");
+    report_condition_build(m, 3, &c);
+    assert_true(c.unhealthy);
+    assert_string_equal(c.reason, "XID94");
+    assert_string_equal(c.message, "1 of 2 GPUs unhealthy: GPU 0 MIG device 0:2 1g.10gb (MIG-a): XID 94");
 }
 
 static char *patch_of(const char *node, const struct report_condition *c)
