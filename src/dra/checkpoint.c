@@ -82,9 +82,9 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
             dra_checkpoint_copy(x, "uuid", pd->uuid, sizeof pd->uuid);
             char strategy[16];
             dra_checkpoint_copy(x, "sharing", strategy, sizeof strategy);
-            pd->strategy = !strcmp(strategy, "MPS")           ? DRA_SHARING_MPS
-                           : !strcmp(strategy, "TimeSlicing") ? DRA_SHARING_TIMESLICING
-                                                              : DRA_SHARING_NONE;
+            pd->strategy = !strcmp(strategy, "MPS")           ? GPU_SHARING_MPS
+                           : !strcmp(strategy, "TimeSlicing") ? GPU_SHARING_TIME_SLICING
+                                                              : GPU_SHARING_NONE;
             pd->pinned_mib = dra_checkpoint_number(x, "mpsPinnedMiB");
             unsigned long long ts = dra_checkpoint_number(x, "timeSlice");
             pd->timeslice = ts <= 3 ? (unsigned)ts : 0;
@@ -105,8 +105,8 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
             jsonx_set(x, "request", jsonx_ok(json_string(p->devs[k].request)));
             jsonx_set(x, "device", jsonx_ok(json_string(p->devs[k].device)));
             jsonx_set(x, "uuid", jsonx_ok(json_string(p->devs[k].uuid)));
-            if (p->devs[k].strategy != DRA_SHARING_NONE)
-                jsonx_set(x, "sharing", jsonx_ok(json_string(p->devs[k].strategy == DRA_SHARING_MPS
+            if (p->devs[k].strategy != GPU_SHARING_NONE)
+                jsonx_set(x, "sharing", jsonx_ok(json_string(p->devs[k].strategy == GPU_SHARING_MPS
                                                                  ? "MPS" : "TimeSlicing")));
             if (p->devs[k].pinned_mib)
                 jsonx_set(x, "mpsPinnedMiB", jsonx_ok(json_integer((json_int_t)p->devs[k].pinned_mib)));

@@ -32,7 +32,7 @@ struct dra_mps {
 bool dra_prepared_mps(const struct dra_prepared *p)
 {
     for (unsigned k = 0; k < p->count; k++)
-        if (p->devs[k].strategy == DRA_SHARING_MPS)
+        if (p->devs[k].strategy == GPU_SHARING_MPS)
             return true;
     return false;
 }
@@ -110,7 +110,7 @@ static int dra_mps_resource(struct dra *d, struct dra_mps *m, const struct dra_p
     r->sharing = GPU_SHARING_MPS;
     r->thread_percentage = p->thread_percentage ? p->thread_percentage : 100;
     for (unsigned k = 0; k < p->count; k++) {
-        if (p->devs[k].strategy != DRA_SHARING_MPS)
+        if (p->devs[k].strategy != GPU_SHARING_MPS)
             continue;
         unsigned g = 0;
         while (g < d->inv->count && strcmp(d->inv->gpus[g].uuid, p->devs[k].uuid))

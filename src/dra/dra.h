@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "gpu/device.h"
 #include "gpu/inventory.h"
+#include "gpu/sharing.h"
 #include "util/err.h"
 #include "util/strbuf.h"
 
@@ -86,10 +87,6 @@ struct dra_result {
     int config;                     /* the entry of configs that applies; -1: none */
 };
 
-/* How a claim's devices are shared beyond the claim itself (its own
- * containers and pods always share them): NVIDIA's GpuConfig. */
-enum dra_strategy { DRA_SHARING_NONE, DRA_SHARING_TIMESLICING, DRA_SHARING_MPS };
-
 #define DRA_MAX_CONFIGS 16
 #define DRA_MAX_LIMITS 16
 
@@ -99,7 +96,8 @@ struct dra_limit {
 };
 
 struct dra_sharing {
-    unsigned strategy;              /* enum dra_strategy */
+    unsigned strategy;              /* enum gpu_sharing: how the claim's devices are shared
+                                     * beyond the claim (its own containers always share) */
     bool mig;                       /* a MigDeviceConfig */
     unsigned timeslice;             /* TimeSlicing: 0 Default, 1 Short, 2 Medium, 3 Long */
     /* MPS: the daemon's defaults for its clients; 0: unset */

@@ -27,7 +27,7 @@ struct dra_prepared {
         char request[64];
         char device[64];          /* gpu-<minor> */
         char uuid[96];            /* the GPU's: its CDI device is nvidia.com/gpu=<uuid> */
-        unsigned strategy;        /* enum dra_strategy */
+        unsigned strategy;        /* enum gpu_sharing */
         unsigned timeslice;       /* TimeSlicing's interval, set for the claim's life; 0: Default */
         unsigned long long pinned_mib; /* MPS: the daemon's limit; 0: the GPU's memory */
     } devs[DRA_MAX_RESULTS];

@@ -163,7 +163,7 @@ static bool dra_job_share(const struct dra_allocation *al, unsigned k, bool mig,
                            "GPU's, which other claims' MIG devices share", pd->device);
         return false;
     }
-    if (s->strategy != DRA_SHARING_MPS)
+    if (s->strategy != GPU_SHARING_MPS)
         return true;
     if (mig) {
         snprintf(why, len, "device %s: gpulet runs MPS on whole GPUs only, not on MIG devices",
@@ -239,7 +239,7 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
         dev->cdi_device_ids = arena_alloc(a, 2 * sizeof *dev->cdi_device_ids);
         dev->cdi_device_ids[dev->n_cdi_device_ids++] = arena_printf(a, "nvidia.com/gpu=%s", p->devs[k].uuid);
         /* The claim's MPS edits once: the runtime would mount them twice. */
-        if (p->devs[k].strategy == DRA_SHARING_MPS && !mps) {
+        if (p->devs[k].strategy == GPU_SHARING_MPS && !mps) {
             dev->cdi_device_ids[dev->n_cdi_device_ids++] =
                 arena_printf(a, DRA_CLAIM_CDI_KIND "=%s", p->uid);
             mps = true;

@@ -100,13 +100,13 @@ int dra_sharing_parse(json_t *params, struct dra_sharing *s, struct err *e)
             return err_set(e, "sharing.mpsConfig does not go with strategy TimeSlicing");
         if (s->mig)
             return err_set(e, "MigDeviceConfig takes strategy MPS only, not TimeSlicing");
-        s->strategy = DRA_SHARING_TIMESLICING;
+        s->strategy = GPU_SHARING_TIME_SLICING;
         return dra_timeslicing_config(ts, s, e);
     }
     if (!strcmp(strategy, "MPS")) {
         if (ts)
             return err_set(e, "sharing.timeSlicingConfig does not go with strategy MPS");
-        s->strategy = DRA_SHARING_MPS;
+        s->strategy = GPU_SHARING_MPS;
         return dra_mps_config(mps, s, e);
     }
     return err_set(e, "sharing.strategy must be TimeSlicing or MPS, not '%.64s'", strategy);

@@ -222,10 +222,10 @@ static void test_claim_config(void **state)
     assert_int_equal(dra_claim_parse(claim, strlen(claim), &a, &e), 0);
     assert_int_equal(a.nconfigs, 2);
     assert_int_equal(a.results[0].config, 0); /* the class's: only the claim's names b */
-    assert_int_equal(a.configs[0].strategy, DRA_SHARING_TIMESLICING);
+    assert_int_equal(a.configs[0].strategy, GPU_SHARING_TIME_SLICING);
     assert_int_equal(a.results[1].config, 1);
     const struct dra_sharing *s = &a.configs[1];
-    assert_int_equal(s->strategy, DRA_SHARING_MPS);
+    assert_int_equal(s->strategy, GPU_SHARING_MPS);
     assert_int_equal(s->thread_percentage, 40);
     assert_int_equal(s->pinned_mib, 10240);
     assert_int_equal(s->nlimits, 1);
@@ -240,7 +240,7 @@ static void test_claim_config(void **state)
         json_t *j = json_loads(params, 0, NULL);
         struct dra_sharing ts;
         assert_int_equal(dra_sharing_parse(j, &ts, &e), 0);
-        assert_int_equal(ts.strategy, DRA_SHARING_TIMESLICING);
+        assert_int_equal(ts.strategy, GPU_SHARING_TIME_SLICING);
         assert_int_equal(ts.timeslice, i);
         json_decref(j);
     }
