@@ -161,23 +161,13 @@ int agent_status_start(struct agent *a, struct err *e)
     uv_pipe_init(&a->loop, &s->listener, 0);
     s->listener.data = s;
     a->status = s; /* freed at stop, after the listener's close completes */
-    /* A stale socket from an earlier run goes; one we may not remove is
-     * what to report, not the bind's "address in use". */
-    int stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
-    int rc = uv_pipe_bind(&s->listener, path);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 16, status_accept);
-    if (rc == UV_EADDRINUSE && stale)
-        rc = stale;
-    if (rc < 0) {
-        char why[600];
-        err_set(e, "status socket %s: %s%s (--status-socket names another)", path,
-                uv_strerror(rc), dirs_why(path, -rc, why, sizeof why));
+    struct err why;
+    if (unixsock_listen(&s->listener, path, 16, status_accept, &s->id, &why) < 0) {
+        err_set(e, "status socket %s (--status-socket names another)", why.msg);
         uv_close((uv_handle_t *)&s->listener, NULL);
         s->path[0] = '\0';
         return -1;
     }
-    s->id = unixsock_id_of(path);
     return 0;
 }
 

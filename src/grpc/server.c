@@ -441,28 +441,9 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
     nghttp2_option_set_no_http_messaging(s->opt, 1);
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
-    /* A stale socket from an earlier run goes, but never one a live
-     * process serves (a second agent on the same paths); one we may not
-     * remove is what to report, not the bind's "address in use". */
-    int stale = 0, rc = UV_EADDRINUSE;
-    if (!unixsock_live(path)) {
-        stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
-        rc = uv_pipe_bind(&s->listener, path);
-    }
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 128, server_on_connection);
-    if (rc == 0)
-        s->id = unixsock_id_of(path);
-    if (rc == UV_EADDRINUSE && stale)
-        rc = stale;
-    if (rc < 0) {
-        char why[600];
-        if (rc == UV_EADDRINUSE && !stale)
-            err_set(e, "cannot listen on %s: another process serves it (another gpulet agent on "
-                       "the same paths?)", path);
-        else
-            err_set(e, "cannot listen on %s: %s%s", path, uv_strerror(rc),
-                    dirs_why(path, -rc, why, sizeof why));
+    struct err why;
+    if (unixsock_listen(&s->listener, path, 128, server_on_connection, &s->id, &why) < 0) {
+        err_set(e, "cannot listen on %s", why.msg);
         s->closing = true;
         grpc_server_close(s);
         return -1;

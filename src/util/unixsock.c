@@ -2,6 +2,7 @@
  * what a server needs to know of the socket files it makes. */
 #include "util/unixsock.h"
 
+#include "util/dirs.h"
 #include "util/strbuf.h"
 
 #include <errno.h>
@@ -100,4 +101,25 @@ bool unixsock_id_same(struct unixsock_id a, struct unixsock_id b)
 bool unixsock_ours(const char *path, struct unixsock_id id)
 {
     return id.ino && unixsock_id_same(unixsock_id_of(path), id);
+}
+
+int unixsock_listen(uv_pipe_t *p, const char *path, int backlog, uv_connection_cb on_connection,
+                    struct unixsock_id *id, struct err *e)
+{
+    if (unixsock_live(path))
+        return err_set(e, "%s: another process serves it (another gpulet agent on the same "
+                          "paths?)", path);
+    /* One we may not remove is what to report, not the bind's "address in use". */
+    int stale = unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+    int rc = uv_pipe_bind(p, path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)p, backlog, on_connection);
+    if (rc == UV_EADDRINUSE && stale)
+        rc = stale;
+    if (rc < 0) {
+        char why[600];
+        return err_set(e, "%s: %s%s", path, uv_strerror(rc), dirs_why(path, -rc, why, sizeof why));
+    }
+    *id = unixsock_id_of(path);
+    return 0;
 }

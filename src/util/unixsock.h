@@ -34,4 +34,13 @@ bool unixsock_id_same(struct unixsock_id a, struct unixsock_id b);
 /* Whether path is still the file whose identity is id. */
 bool unixsock_ours(const char *path, struct unixsock_id id);
 
+/* Listens on a unix socket at path with the (initialised) pipe p: a stale
+ * socket file of an earlier run is removed first, never one a live process
+ * serves. 0 with the file's identity in *id, or -1 naming path and why
+ * (another process serves it; or the bind's error, with whose directory it
+ * is where that explains a refusal). */
+#include <uv.h>
+int unixsock_listen(uv_pipe_t *p, const char *path, int backlog, uv_connection_cb on_connection,
+                    struct unixsock_id *id, struct err *e);
+
 #endif
