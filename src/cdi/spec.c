@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "util/dirs.h"
 #include "util/file.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
@@ -255,8 +256,9 @@ int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text,
     *written = false;
     if (cdi_same(path, text))
         return 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return err_set(e, "CDI spec: cannot create %s: %s", dir, strerror(errno));
+    struct err made;
+    if (dirs_make(NULL, dir, 0755, &made) < 0)
+        return err_set(e, "CDI spec directory %s: %s", dir, made.msg);
     /* A name CDI loaders skip (they read *.json and *.yaml only). */
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
     struct err why;

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -94,12 +95,10 @@ static void dra_round_start(struct dra *d, enum dra_round kind);
 /* A failed round: the slice is due again after a backoff. */
 static void dra_round_failed(struct dra *d, const char *error)
 {
-    d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : DRA_BACKOFF_MIN_MS;
-    if (d->backoff_ms > DRA_BACKOFF_MAX_MS)
-        d->backoff_ms = DRA_BACKOFF_MAX_MS;
-    log_warn("DRA: %s; again in %u ms", error, d->backoff_ms);
+    unsigned wait = backoff_next(&d->backoff_ms, DRA_BACKOFF_MIN_MS, DRA_BACKOFF_MAX_MS);
+    log_warn("DRA: %s; again in %u ms", error, wait);
     d->dirty = true;
-    uv_timer_start(&d->retry, dra_retry, d->backoff_ms, 0);
+    uv_timer_start(&d->retry, dra_retry, wait, 0);
 }
 
 static void dra_round_done(uv_work_t *w, int status)

@@ -12,6 +12,7 @@
 #include "driver/driver.h"
 #include "gpu/inventory.h"
 #include "util/arch.h"
+#include "util/dirs.h"
 #include "util/strbuf.h"
 
 /* The libraries a compute node's driver has, with their sonames. */
@@ -106,18 +107,7 @@ static const char *const stub_firmware[] = {"gsp_ga10x.bin", "gsp_tu10x.bin"};
 static int stub_mkdirs(const char *root, const char *rel, char *out, size_t len, struct err *e)
 {
     snprintf(out, len, "%s/%s", root, rel);
-    for (char *p = out + strlen(root) + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int rc = mkdir(out, 0755);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST)
-            return err_set(e, "cannot make %s: %m", out);
-    }
-    if (mkdir(out, 0755) != 0 && errno != EEXIST)
-        return err_set(e, "cannot make %s: %m", out);
-    return 0;
+    return dirs_make(NULL, out, 0755, e);
 }
 
 static int stub_link(const char *dir, const char *target, const char *name, struct err *e)
@@ -165,8 +155,8 @@ static int stub_mig_minors(const char *root, struct err *e)
 int driver_write_stub_tree(const char *root, const char *version, struct err *e)
 {
     char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128];
-    if (mkdir(root, 0755) != 0 && errno != EEXIST)
-        return err_set(e, "cannot make %s: %m", root);
+    if (dirs_make(NULL, root, 0755, e) < 0)
+        return -1;
     if (stub_mkdirs(root, "usr/lib/" ARCH_TRIPLET, dir, sizeof dir, e) < 0)
         return -1;
     for (size_t i = 0; i < sizeof stub_libs / sizeof *stub_libs; i++) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "util/backoff.h"
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
@@ -186,10 +187,7 @@ static void watch_main(void *arg)
         }
         if (atomic_load(&w->stop))
             break;
-        backoff = backoff ? backoff * 2 : WATCH_BACKOFF_MIN_MS;
-        if (backoff > WATCH_BACKOFF_MAX_MS)
-            backoff = WATCH_BACKOFF_MAX_MS;
-        watch_sleep(w, backoff);
+        watch_sleep(w, backoff_next(&backoff, WATCH_BACKOFF_MIN_MS, WATCH_BACKOFF_MAX_MS));
     }
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/dirs.h"
 #include "util/file.h"
 
 int labels_write_file(const char *path, const struct label_set *set, struct err *e)
@@ -20,16 +21,9 @@ int labels_write_file(const char *path, const struct label_set *set, struct err 
     snprintf(slash ? slash + 1 : dir, sizeof dir - (size_t)(slash ? slash + 1 - dir : 0),
              ".gpulet-tmp");
     /* Like GFD, create features.d itself where NFD has not yet. */
-    for (char *q = strchr(dir + 1, '/'); q; q = strchr(q + 1, '/')) {
-        *q = '\0';
-        int rc = mkdir(dir, 0755);
-        *q = '/';
-        if (rc < 0 && errno != EEXIST)
-            return err_set(e, "labels file: cannot create %.*s: %s", (int)(q - dir), dir,
-                           strerror(errno));
-    }
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return err_set(e, "labels file: cannot create %s: %s", dir, strerror(errno));
+    struct err made;
+    if (dirs_make(NULL, dir, 0755, &made) < 0)
+        return err_set(e, "labels file directory %s: %s", dir, made.msg);
     snprintf(tmp, sizeof tmp, "%s/labels", dir);
     struct strbuf text = {0};
     label_set_text(set, &text);

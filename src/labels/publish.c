@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
+#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -147,10 +148,8 @@ static void publish_result(struct labels_publisher *p, const struct label_set *d
     if (strcmp(failure, p->last_error))
         log_error("labels not published: %s; retrying with backoff", failure);
     snprintf(p->last_error, sizeof p->last_error, "%s", failure);
-    p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : PUBLISH_BACKOFF_MIN_MS;
-    if (p->backoff_ms > PUBLISH_BACKOFF_MAX_MS)
-        p->backoff_ms = PUBLISH_BACKOFF_MAX_MS;
-    uv_timer_start(&p->retry, publish_retry, p->backoff_ms, 0);
+    uv_timer_start(&p->retry, publish_retry,
+                   backoff_next(&p->backoff_ms, PUBLISH_BACKOFF_MIN_MS, PUBLISH_BACKOFF_MAX_MS), 0);
 }
 
 static void publish_done(uv_work_t *w, int status)

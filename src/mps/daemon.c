@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "driver/driver.h"
+#include "util/backoff.h"
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/strbuf.h"
 #include "util/xmalloc.h"
@@ -149,19 +151,10 @@ static char **mps_environment(struct mps_daemon *m)
 
 static int mps_mkdirs(const char *path, struct err *e)
 {
-    char buf[CONFIG_PATH_MAX + 128];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = buf + 1;; s++) {
-        if (*s && *s != '/')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return err_set(e, "sharing.mps: cannot create %s: %s", buf, strerror(errno));
-        if (!c)
-            return 0;
-        *s = c;
-    }
+    struct err why;
+    if (dirs_make(NULL, path, 0755, &why) < 0)
+        return err_set(e, "sharing.mps: directory %s: %s", path, why.msg);
+    return 0;
 }
 
 /* --- commands through the control program's stdin ------------------------------- */
@@ -268,20 +261,18 @@ static void mps_exit(uv_process_t *p, int64_t status, int sig)
     }
     bool was_up = m->state == MPS_UP;
     m->state = MPS_WAITING;
-    m->backoff_ms = m->backoff_ms ? m->backoff_ms * 2 : MPS_BACKOFF_MIN_MS;
-    if (m->backoff_ms > MPS_BACKOFF_MAX_MS)
-        m->backoff_ms = MPS_BACKOFF_MAX_MS;
+    unsigned wait = backoff_next(&m->backoff_ms, MPS_BACKOFF_MIN_MS, MPS_BACKOFF_MAX_MS);
     /* A daemon that keeps exiting is one outage: said once, then restarted
      * with a growing backoff, quietly, until it is up. */
     if (!m->failing)
         log_error("MPS daemon for %s exited (%s %d); restarting it with a backoff of %u ms "
                   "doubling to %u s (logged again once it is up)", m->res->name,
-                  sig ? "signal" : "status", sig ? sig : (int)status, m->backoff_ms,
+                  sig ? "signal" : "status", sig ? sig : (int)status, MPS_BACKOFF_MIN_MS,
                   MPS_BACKOFF_MAX_MS / 1000);
     m->failing = true;
     if (was_up)
         mps_state(m, false);
-    uv_timer_start(&m->timer, mps_on_spawn_timer, m->backoff_ms, 0);
+    uv_timer_start(&m->timer, mps_on_spawn_timer, wait, 0);
 }
 
 static void mps_spawn(struct mps_daemon *m)

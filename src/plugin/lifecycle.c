@@ -12,6 +12,7 @@
 #include "deviceplugin.pb-c.h"
 #include "grpc/client.h"
 #include "plugin/internal.h"
+#include "util/backoff.h"
 #include "util/dirs.h"
 #include "util/log.h"
 #include "util/unixsock.h"
@@ -40,10 +41,8 @@ static void lifecycle_schedule(struct plugin *p, uint64_t delay_ms)
 
 static void lifecycle_retry(struct plugin *p)
 {
-    p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : LIFECYCLE_BACKOFF_MIN_MS;
-    if (p->backoff_ms > LIFECYCLE_BACKOFF_MAX_MS)
-        p->backoff_ms = LIFECYCLE_BACKOFF_MAX_MS;
-    lifecycle_schedule(p, p->backoff_ms);
+    lifecycle_schedule(p, backoff_next(&p->backoff_ms, LIFECYCLE_BACKOFF_MIN_MS,
+                                       LIFECYCLE_BACKOFF_MAX_MS));
 }
 
 static void lifecycle_registered(void *ctx, enum grpc_status status, const char *message,

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "kube/kube.h"
+#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -283,11 +284,9 @@ static void report_done(uv_work_t *w, int status)
     if (strcmp(msg, r->last_error))
         log_error("fault report not written: %s; trying again within a second", msg);
     snprintf(r->last_error, sizeof r->last_error, "%s", msg);
-    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REPORT_RETRY_MIN_MS;
-    if (r->backoff_ms > REPORT_RETRY_MAX_MS)
-        r->backoff_ms = REPORT_RETRY_MAX_MS;
     free(j);
-    uv_timer_start(&r->retry, report_again, r->backoff_ms, 0);
+    uv_timer_start(&r->retry, report_again,
+                   backoff_next(&r->backoff_ms, REPORT_RETRY_MIN_MS, REPORT_RETRY_MAX_MS), 0);
 }
 
 static void report_round(struct report *r)
