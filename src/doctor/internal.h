@@ -68,6 +68,7 @@ void doctor_fabric(struct doctor *d, struct doctor_result *r);
 void doctor_mig(struct doctor *d, struct doctor_result *r);
 void doctor_runtime(struct doctor *d, struct doctor_result *r);
 void doctor_cdi(struct doctor *d, struct doctor_result *r);
+void doctor_metrics(struct doctor *d, struct doctor_result *r);
 void doctor_kubelet(struct doctor *d, struct doctor_result *r);
 void doctor_registration(struct doctor *d, struct doctor_result *r);
 void doctor_dra(struct doctor *d, struct doctor_result *r);

@@ -33,6 +33,7 @@ static const struct {
     {"mig", "MIG mode", doctor_mig, NEEDS_NVML},
     {"runtime", "container runtime for the strategy", doctor_runtime, 0},
     {"cdi-spec", "CDI spec present and current", doctor_cdi, 0},
+    {"metrics", "the metrics endpoint's library", doctor_metrics, 0},
     {"kubelet", "kubelet device-plugins socket", doctor_kubelet, 0},
     {"registration", "gpulet registered with the kubelet", doctor_registration, 0},
     {"dra", "DRA driver registered and publishing", doctor_dra, 0},

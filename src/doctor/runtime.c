@@ -2,6 +2,8 @@
  * spec gpulet writes for it. */
 #include "doctor/internal.h"
 
+#include "http/http.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -181,4 +183,20 @@ void doctor_cdi(struct doctor *d, struct doctor_result *r)
     }
     strbuf_free(&want);
     free(have);
+}
+
+/* /metrics needs libmicrohttpd at run time (gpulet's one dynamic library
+ * beside glibc that it loads itself): a host without it serves none. */
+void doctor_metrics(struct doctor *d, struct doctor_result *r)
+{
+    struct err e;
+    if (d->o->cfg->no_metrics)
+        doctor_set(r, DOCTOR_SKIP, NULL, "--no-metrics: gpulet serves no /metrics");
+    else if (http_available(NULL, &e) < 0)
+        doctor_set(r, DOCTOR_FAIL, "apt-get install libmicrohttpd12 (Debian, Ubuntu), or dnf "
+                   "install libmicrohttpd (Red Hat); the image has it",
+                   "gpulet serves no /metrics on %s here: %s", d->o->cfg->metrics_listen, e.msg);
+    else
+        doctor_set(r, DOCTOR_PASS, NULL, "libmicrohttpd loads: /metrics on %s",
+                   d->o->cfg->metrics_listen);
 }

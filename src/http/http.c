@@ -49,7 +49,10 @@ struct http_server {
 
 static int http_load(struct http_mhd *m, const char *lib, struct err *e)
 {
-    const char *path = lib ? lib : HTTP_LIB;
+    /* GPULET_MICROHTTPD_LIB: a host that keeps it elsewhere (and the tests'
+     * host without it). */
+    const char *env = getenv("GPULET_MICROHTTPD_LIB");
+    const char *path = lib ? lib : env && *env ? env : HTTP_LIB;
     m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!m->dl)
         return err_set(e, "cannot load %s for the metrics endpoint (install libmicrohttpd12, or "
@@ -61,6 +64,15 @@ static int http_load(struct http_mhd *m, const char *lib, struct err *e)
     }
     HTTP_FUNCS(HTTP_RESOLVE)
 #undef HTTP_RESOLVE
+    return 0;
+}
+
+int http_available(const char *lib, struct err *e)
+{
+    struct http_mhd m;
+    if (http_load(&m, lib, e) < 0)
+        return -1;
+    dlclose(m.dl);
     return 0;
 }
 

@@ -65,4 +65,8 @@ void http_stop(struct http_server *s);
 /* Parses a listen address into a socket address; exposed for tests. */
 int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e);
 
+/* Whether libmicrohttpd (lib, or the system's libmicrohttpd.so.12) loads
+ * with what gpulet uses of it: 0, or -1 with why and the fix in e. */
+int http_available(const char *lib, struct err *e);
+
 #endif

@@ -435,3 +435,22 @@ def test_valgrind_doctor(node):
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode in (1, 2), p.stderr
     assert "==" not in p.stderr, p.stderr
+
+
+def test_metrics_library_missing(node):
+    """A host without libmicrohttpd (the release binary run by hand on an
+    Ubuntu GPU machine) serves no /metrics: doctor says so, with the fix."""
+    r = node.doctor()
+    assert r["by_id"]["metrics"]["status"] == "PASS", r["by_id"]["metrics"]
+    old = os.environ.get("GPULET_MICROHTTPD_LIB")
+    node.env["GPULET_MICROHTTPD_LIB"] = "/nonexistent/libmicrohttpd.so.12"
+    try:
+        r = node.doctor()
+    finally:
+        node.env.pop("GPULET_MICROHTTPD_LIB")
+        if old is not None:
+            node.env["GPULET_MICROHTTPD_LIB"] = old
+    m = r["by_id"]["metrics"]
+    assert m["status"] == "FAIL" and "apt-get install libmicrohttpd12" in m["fix"], m
+    assert "gpulet serves no /metrics" in m["message"], m
+    assert node.doctor("--no-metrics")["by_id"]["metrics"]["status"] == "SKIP"
