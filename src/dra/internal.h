@@ -129,6 +129,13 @@ void dra_prepare_wake(struct dra *d);
 /* Ends the prepares still waiting (at stop). */
 void dra_prepare_stop(struct dra *d);
 
+/* Maps a claim's allocation to this node's devices (map.c): true with p
+ * filled, or false with why a result cannot be given (another pool, the
+ * device plugin's GPU, unhealthy, unknown; a configuration that cannot
+ * apply to it). */
+bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *name,
+             const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len);
+
 /* TimeSlicing intervals (timeslice.c): whether p sets one; sets p's on
  * its GPUs (on a worker thread; those set go back on a failure); sets them
  * back to Default (after an unprepare, on the worker pool). */

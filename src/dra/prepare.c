@@ -110,112 +110,6 @@ static void dra_job_work(uv_work_t *w)
     }
 }
 
-/* The GPU a result names on this node, and its MIG device (*mig, 0 for
- * the GPU whole), or -1 with why. */
-static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsigned *mig, char *why,
-                          size_t len)
-{
-    if (strcmp(r->pool, d->node)) {
-        snprintf(why, len, "device %s is in pool %s, not this node's (%s)", r->device, r->pool, d->node);
-        return -1;
-    }
-    for (unsigned i = 0; i < d->inv->count; i++) {
-        const struct gpu_info *g = &d->inv->gpus[i];
-        for (unsigned k = 0; k <= dra_migs(g); k++) {
-            char name[64];
-            dra_device_name(g, k, name, sizeof name);
-            if (strcmp(name, r->device))
-                continue;
-            if (!config_dra_takes(d->cfg, g)) {
-                snprintf(why, len, "device %s (%s) is the device plugin's here, not DRA's (--dra-gpus)",
-                         name, g->uuid);
-                return -1;
-            }
-            if (!dra_publishes(d->cfg, d->inv, d->devs, i, k)) {
-                const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
-                snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
-                         k ? g->mig[k - 1].uuid : g->uuid, h ? h : "not in the slice");
-                return -1;
-            }
-            *mig = k;
-            return (int)i;
-        }
-    }
-    snprintf(why, len, "this node has no device %s", r->device);
-    return -1;
-}
-
-/* How a prepared device is shared, from the configuration its result
- * names: MPS's limits resolved for it (an index counts the claim's devices
- * that configuration applies to, as NVIDIA's driver counts them). */
-static bool dra_job_share(const struct dra_allocation *al, unsigned k, bool mig, struct dra_prepared *p,
-                          char *why, size_t len)
-{
-    struct dra_prepared_device *pd = &p->devs[p->count - 1];
-    int c = al->results[k].config;
-    if (c < 0)
-        return true;
-    const struct dra_sharing *s = &al->configs[c];
-    pd->strategy = s->strategy;
-    pd->timeslice = s->timeslice;
-    if (s->timeslice && mig) {
-        snprintf(why, len, "device %s: a TimeSlicing interval other than Default is its whole "
-                           "GPU's, which other claims' MIG devices share", pd->device);
-        return false;
-    }
-    if (s->strategy != GPU_SHARING_MPS)
-        return true;
-    if (mig) {
-        snprintf(why, len, "device %s: gpulet runs MPS on whole GPUs only, not on MIG devices",
-                 pd->device);
-        return false;
-    }
-    if (s->thread_percentage && p->thread_percentage && s->thread_percentage != p->thread_percentage) {
-        snprintf(why, len, "the claim's MPS devices ask for different active thread percentages "
-                           "(%u, %u): its one daemon takes one", p->thread_percentage,
-                 s->thread_percentage);
-        return false;
-    }
-    if (s->thread_percentage)
-        p->thread_percentage = s->thread_percentage;
-    unsigned index = 0;
-    for (unsigned i = 0; i < k; i++)
-        index += al->results[i].config == c;
-    pd->pinned_mib = s->pinned_mib;
-    for (unsigned l = 0; l < s->nlimits; l++) {
-        char n[16];
-        snprintf(n, sizeof n, "%u", index);
-        if (!strcmp(s->limits[l].device, n) || !strcmp(s->limits[l].device, pd->uuid))
-            pd->pinned_mib = s->limits[l].mib;
-    }
-    return true;
-}
-
-/* The allocation as prepared devices; false with why where one cannot be. */
-static bool dra_job_map(struct dra *d, const struct dra_job_claim *c, struct dra_prepared *p,
-                        char *why, size_t len)
-{
-    memset(p, 0, sizeof *p);
-    snprintf(p->uid, sizeof p->uid, "%s", c->uid);
-    snprintf(p->ns, sizeof p->ns, "%s", c->ns);
-    snprintf(p->name, sizeof p->name, "%s", c->name);
-    for (unsigned k = 0; k < c->alloc.count; k++) {
-        unsigned mig = 0;
-        int g = dra_result_gpu(d, &c->alloc.results[k], &mig, why, len);
-        if (g < 0)
-            return false;
-        struct dra_prepared_device *pd = &p->devs[p->count++];
-        snprintf(pd->request, sizeof pd->request, "%s", c->alloc.results[k].request);
-        snprintf(pd->device, sizeof pd->device, "%s", c->alloc.results[k].device);
-        /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
-        snprintf(pd->uuid, sizeof pd->uuid, "%s",
-                 mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
-        if (!dra_job_share(&c->alloc, k, mig != 0, p, why, len))
-            return false;
-    }
-    return true;
-}
-
 static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, const struct dra *d,
                                                            const struct dra_prepared *p,
                                                            const char *error)
@@ -281,7 +175,7 @@ static bool dra_job_map_all(struct dra *d, struct dra_job *j)
         char why[512];
         if (c->known || c->error[0] || dra_prepared_find(d, c->uid))
             continue;
-        if (!dra_job_map(d, c, &c->p, why, sizeof why))
+        if (!dra_map(d, c->uid, c->ns, c->name, &c->alloc, &c->p, why, sizeof why))
             snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
         else
             timeslice = timeslice || dra_timeslice_wanted(&c->p);
