@@ -16,7 +16,6 @@
 #define AGENT_RESTART_RETRY_MS 5000
 
 static void agent_restart(uv_timer_t *t);
-static void agent_plugins_restart(struct agent *a);
 
 static void agent_stop(struct agent *a, const char *why)
 {
@@ -32,7 +31,7 @@ static void agent_config_applied(struct agent *a, const struct config_text *name
     metrics_on_config(a->metrics, &a->config_state);
 }
 
-static int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
+int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
 {
     struct config next;
     if (config_load(&next, &a->args, named, e) < 0)
@@ -77,7 +76,7 @@ static int agent_reload(struct agent *a, const struct config_text *named, struct
     return 0;
 }
 
-static void agent_plugins_restart(struct agent *a)
+void agent_plugins_restart(struct agent *a)
 {
     agent_plugin_stop(a);
     /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
@@ -195,8 +194,6 @@ int agent_run(const struct config_args *args)
         }
     }
     uv_loop_init(&a->loop);
-    a->up.reload = agent_reload;
-    a->up.plugins_restart = agent_plugins_restart;
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;
     uv_signal_t *sigs[] = {&a->sigint, &a->sigterm, &a->sighup};

@@ -81,20 +81,16 @@ struct agent {
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
     struct dirs made;                    /* directories the agent made: removed on exit if empty */
-    /* What the other files ask of agent.c, which alone acts on the whole
-     * agent: set once at start, so that no file calls up (nodeconfig.c
-     * reloads; mig.c restarts the plugins). */
-    struct {
-        int (*reload)(struct agent *a, const struct config_text *named, struct err *e);
-        void (*plugins_restart)(struct agent *a);
-    } up;
 };
 
-/* a->up.reload (agent.c) applies the configuration again (SIGHUP, or the
- * node's config changed): named replaces --config-file where not NULL. A
- * config that fails is refused with e, and the running one kept.
- * a->up.plugins_restart stops the plugins and starts them again on the
- * next loop iteration (a reload, a MIG change). */
+/* Applies the configuration again (agent.c; SIGHUP, or nodeconfig.c when
+ * the node's config changed): named replaces --config-file where not
+ * NULL. A config that fails is refused with e, and the running one kept. */
+int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
+
+/* Stops the plugins and starts them again on the next loop iteration
+ * (agent.c; a reload, or mig.c on a MIG change). */
+void agent_plugins_restart(struct agent *a);
 
 /* MIG reconfiguration without a restart (mig.c): with a MIG strategy and a
  * GPU in MIG mode, every 2 s reads each such GPU's MIG devices off the

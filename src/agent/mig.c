@@ -100,7 +100,7 @@ void agent_mig_collect(struct agent *a)
     log_info("MIG: re-advertising; pods holding a device that went keep running, and it is no "
              "longer offered");
     a->mig_update = true;
-    a->up.plugins_restart(a);
+    agent_plugins_restart(a);
 }
 
 static void mig_tick(uv_timer_t *t)

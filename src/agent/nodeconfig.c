@@ -168,7 +168,7 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
 
     snprintf(next.source, sizeof next.source, "%s key %s", nc->source, next.name);
     const struct config_text text = {next.name, next.source, next.text, next.len};
-    if (nc->a->up.reload(nc->a, next.name[0] ? &text : NULL, &e) < 0) {
+    if (agent_reload(nc->a, next.name[0] ? &text : NULL, &e) < 0) {
         snprintf(msg, sizeof msg, "config '%s' not applied: %s", next.name, e.msg);
         nodeconfig_report(nc, msg);
         free(nc->refused.text);

@@ -26,7 +26,6 @@ struct dra_mps {
     unsigned long long memory_mib[DRA_MAX_RESULTS];
     struct mps_daemon *daemon;
     bool up;
-    void (*on_change)(struct dra *d);   /* up or down: the prepares waiting */
 };
 
 bool dra_prepared_mps(const struct dra_prepared *p)
@@ -50,7 +49,7 @@ static void dra_mps_state(void *ctx, const struct plugin_resource *res, bool up)
     (void)res;
     struct dra_mps *m = ctx;
     m->up = up;
-    m->on_change(m->d);
+    dra_prepare_wake(m->d); /* up or down: the prepares waiting for it answer */
 }
 
 static void dra_mps_spec_name(const char *uid, char *out, size_t len)
@@ -125,15 +124,13 @@ static int dra_mps_resource(struct dra *d, struct dra_mps *m, const struct dra_p
     return 0;
 }
 
-int dra_mps_start(struct dra *d, const struct dra_prepared *p, void (*on_change)(struct dra *d),
-                  struct err *e)
+int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
 {
     if (!dra_prepared_mps(p) || dra_mps_find(d, p->uid))
         return 0;
     char control[CONFIG_PATH_MAX];
     struct dra_mps *m = xcalloc(1, sizeof *m);
     m->d = d;
-    m->on_change = on_change;
     snprintf(m->uid, sizeof m->uid, "%s", p->uid);
     struct mps_hooks hooks = {.on_state = dra_mps_state, .ctx = m};
     if (dra_mps_resource(d, m, p, e) < 0 || mps_find_control(d->cfg, control, sizeof control, e) < 0 ||

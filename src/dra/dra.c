@@ -75,7 +75,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
         log_info("DRA: %u prepared claim(s) from %s", d->nprepared, d->checkpoint);
     for (unsigned i = 0; i < d->nprepared; i++) {
         struct err me;
-        if (dra_mps_start(d, &d->prepared[i], dra_prepare_wake, &me) < 0)
+        if (dra_mps_start(d, &d->prepared[i], &me) < 0)
             log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
                       d->prepared[i].uid, me.msg);
     }

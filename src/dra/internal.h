@@ -119,9 +119,8 @@ void dra_on_gone(uv_async_t *h);
 /* MPS daemons of claims (claim_mps.c): one per claim with an MPS device, its
  * CDI spec (DRA_CLAIM_CDI_KIND=<uid>: the pipe directory and /dev/shm)
  * beside it. dra_mps_ready: the claim needs no daemon or its daemon is up;
- * a change of that calls on_change (dra_prepare_wake). */
-int dra_mps_start(struct dra *d, const struct dra_prepared *p, void (*on_change)(struct dra *d),
-                  struct err *e);
+ * a change of that wakes the prepares waiting (dra_prepare_wake). */
+int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e);
 bool dra_mps_ready(const struct dra *d, const char *uid);
 void dra_mps_stop(struct dra *d, const char *uid);
 void dra_mps_stop_all(struct dra *d);

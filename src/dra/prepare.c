@@ -204,7 +204,7 @@ static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begu
     struct err e;
     if (c->known) /* its allocation was not read: the checkpoint had it */
         snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
-    else if (!c->error[0] && dra_mps_start(d, p, dra_prepare_wake, &e) < 0)
+    else if (!c->error[0] && dra_mps_start(d, p, &e) < 0)
         snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
     if (c->error[0]) {
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
