@@ -53,6 +53,7 @@ struct agent {
     unsigned nresources;
     struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
     nvmlComputeMode_t *mps_modes;        /* per GPU: its compute mode before MPS */
+    struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
     /* the GPUs' lanes (probe.c): every NVML call on a running GPU goes

@@ -2,17 +2,37 @@
  * plugins, each plugin's devices Unhealthy while its daemon is not up. */
 #include "agent/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-static void agent_mps_state(void *ctx, const struct plugin_resource *res, bool up)
+/* A resource's daemon's state: its hooks' ctx says whose. */
+struct agent_mps_owner {
+    struct agent *a;
+    unsigned r;
+};
+
+static void agent_mps_state(void *ctx, bool up)
 {
-    struct agent *a = ctx;
-    unsigned r = (unsigned)(res - a->resources);
-    if (r < a->nplugins)
-        plugin_set_available(a->plugins[r], up);
+    const struct agent_mps_owner *o = ctx;
+    if (o->r < o->a->nplugins)
+        plugin_set_available(o->a->plugins[o->r], up);
+}
+
+/* What a resource's daemon serves: its GPUs' UUIDs and its limits. */
+static void agent_mps_spec(const struct agent *a, const struct plugin_resource *res,
+                           struct mps_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    snprintf(spec->name, sizeof spec->name, "%s", res->name);
+    spec->thread_percentage = res->thread_percentage;
+    for (unsigned k = 0; k < res->ngpus && spec->ngpus < MPS_MAX_GPUS; k++) {
+        snprintf(spec->uuids[spec->ngpus], sizeof spec->uuids[0], "%s", a->inv.gpus[res->gpus[k]].uuid);
+        spec->memory_mib[spec->ngpus++] = plugin_mps_memory_mib(res, k, &a->inv);
+    }
 }
 
 /* Checks that an MPS configuration can run: the control program exists. */
@@ -67,12 +87,17 @@ int agent_mps_start(struct agent *a, struct err *e)
     a->mps = xcalloc(a->nresources + 1, sizeof *a->mps);
     a->mps_modes = xcalloc(a->inv.count + 1, sizeof *a->mps_modes);
     agent_mps_compute_mode(a, true);
-    const struct mps_hooks hooks = {agent_mps_state, a};
+    struct agent_mps_owner *owners = xcalloc(a->nresources + 1, sizeof *owners);
+    a->mps_owners = owners;
     for (unsigned r = 0; r < a->nresources; r++) {
         const struct plugin_resource *res = &a->resources[r];
         if (res->sharing != GPU_SHARING_MPS)
             continue;
-        if (mps_start(&a->mps[r], &a->loop, &a->cfg, &a->inv, res, control, &hooks, e) < 0)
+        struct mps_spec spec;
+        agent_mps_spec(a, res, &spec);
+        owners[r] = (struct agent_mps_owner){a, r};
+        const struct mps_hooks hooks = {agent_mps_state, &owners[r]};
+        if (mps_start(&a->mps[r], &a->loop, &a->cfg, &spec, control, &hooks, e) < 0)
             return -1;
     }
     return 0;
@@ -87,6 +112,8 @@ void agent_mps_stop(struct agent *a)
     agent_mps_compute_mode(a, false);
     free(a->mps);
     free(a->mps_modes);
+    free(a->mps_owners);
     a->mps = NULL;
     a->mps_modes = NULL;
+    a->mps_owners = NULL;
 }

@@ -14,6 +14,7 @@
 #include "util/strbuf.h"
 
 #define CDI_VERSION "0.5.0"          /* the lowest that has deviceNodes' hostPath */
+#define CDI_KIND "nvidia.com/gpu"     /* its devices: CDI_KIND "=<index|UUID|all>" */
 #define CDI_SPEC_FILE "nvidia.com-gpu.json"
 
 /* Appends the spec's text, JSON or YAML, to out. */

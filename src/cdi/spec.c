@@ -117,7 +117,7 @@ static json_t *cdi_spec(const struct gpu_inventory *inv, const struct driver *dr
     json_t *spec = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
     json_t *all = jsonx_ok(json_array());
     jsonx_set(spec, "cdiVersion", jsonx_ok(json_string(CDI_VERSION)));
-    jsonx_set(spec, "kind", jsonx_ok(json_string("nvidia.com/gpu")));
+    jsonx_set(spec, "kind", jsonx_ok(json_string(CDI_KIND)));
     for (unsigned i = 0; i < inv->count; i++) {
         const struct gpu_info *g = &inv->gpus[i];
         char index[16];

@@ -13,6 +13,7 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -342,4 +343,12 @@ void config_log(const struct config *c)
              config_choice("labels", (unsigned)c->labels_output), c->nresources,
              c->config_file[0] ? " file=" : "", c->config_file);
     strbuf_free(&lists);
+}
+
+void config_mps_dirs(const struct config *c, const char *name, struct config_mps_dirs *out)
+{
+    snprintf(out->dir, sizeof out->dir, "%s/%s", c->mps_root, name);
+    snprintf(out->pipe, sizeof out->pipe, "%s/pipe", out->dir);
+    snprintf(out->log, sizeof out->log, "%s/log", out->dir);
+    snprintf(out->shm, sizeof out->shm, "%s/shm", c->mps_root);
 }

@@ -193,6 +193,17 @@ int config_apply_yaml(struct config *c, const char *source, const char *text, si
  * sharing sections, which --config-file or a named config carries. */
 void config_args_text(const struct config *c, struct strbuf *out);
 
+/* The MPS directories of a daemon called name (a resource, or a DRA
+ * claim's "claim-<uid>") under --mps-root: its own directory, the pipe
+ * directory clients connect through, its log directory, and the /dev/shm
+ * every daemon and client shares. The one owner of that layout: the
+ * daemon makes them, Allocate and a claim's CDI spec mount them. */
+struct config_mps_dirs {
+    char dir[CONFIG_PATH_MAX + 96], pipe[CONFIG_PATH_MAX + 128], log[CONFIG_PATH_MAX + 128];
+    char shm[CONFIG_PATH_MAX + 16];
+};
+void config_mps_dirs(const struct config *c, const char *name, struct config_mps_dirs *out);
+
 /* Writes the agent's usage, generated from the option table. */
 void config_usage(FILE *out);
 

@@ -21,9 +21,7 @@
 struct dra_mps {
     struct dra *d;
     char uid[64];
-    struct plugin_resource res;          /* the claim's GPUs as a resource for src/mps */
-    unsigned gpus[DRA_MAX_RESULTS], replicas[DRA_MAX_RESULTS], migs[DRA_MAX_RESULTS];
-    unsigned long long memory_mib[DRA_MAX_RESULTS];
+    char name[80];                       /* its directory under --mps-root: claim-<uid> */
     struct mps_daemon *daemon;
     bool up;
 };
@@ -44,9 +42,8 @@ static struct dra_mps **dra_mps_find(const struct dra *d, const char *uid)
     return NULL;
 }
 
-static void dra_mps_state(void *ctx, const struct plugin_resource *res, bool up)
+static void dra_mps_state(void *ctx, bool up)
 {
-    (void)res;
     struct dra_mps *m = ctx;
     m->up = up;
     dra_prepare_wake(m->d); /* up or down: the prepares waiting for it answer */
@@ -61,12 +58,12 @@ static void dra_mps_spec_name(const char *uid, char *out, size_t len)
 static int dra_mps_spec(struct dra *d, const struct dra_mps *m, struct err *e)
 {
     json_t *mounts = jsonx_ok(json_array());
-    const char *paths[][2] = {{m->res.name, DRA_MPS_PIPE}, {"shm", "/dev/shm"}};
+    struct config_mps_dirs dirs;
+    config_mps_dirs(d->cfg, m->name, &dirs);
+    const char *paths[][2] = {{dirs.pipe, DRA_MPS_PIPE}, {dirs.shm, "/dev/shm"}};
     for (size_t i = 0; i < 2; i++) {
-        char host[CONFIG_PATH_MAX + 128];
-        snprintf(host, sizeof host, "%s/%s%s", d->cfg->mps_root, paths[i][0], i ? "" : "/pipe");
         json_t *mt = jsonx_ok(json_object()), *opts = jsonx_ok(json_array());
-        jsonx_set(mt, "hostPath", jsonx_ok(json_string(host)));
+        jsonx_set(mt, "hostPath", jsonx_ok(json_string(paths[i][0])));
         jsonx_set(mt, "containerPath", jsonx_ok(json_string(paths[i][1])));
         jsonx_append(opts, jsonx_ok(json_string("rbind")));
         jsonx_append(opts, jsonx_ok(json_string("rw")));
@@ -96,30 +93,20 @@ static int dra_mps_spec(struct dra *d, const struct dra_mps *m, struct err *e)
     return rc;
 }
 
-/* The claim's MPS devices as a resource: each a whole GPU, one replica. */
-static int dra_mps_resource(struct dra *d, struct dra_mps *m, const struct dra_prepared *p,
-                            struct err *e)
+/* What the claim's daemon serves: its MPS devices, each a whole GPU. */
+static int dra_mps_spec_of(const struct dra_prepared *p, struct mps_spec *spec, struct err *e)
 {
-    struct plugin_resource *r = &m->res;
-    snprintf(r->name, sizeof r->name, "claim-%s", p->uid);
-    r->gpus = m->gpus;
-    r->replicas = m->replicas;
-    r->migs = m->migs;
-    r->memory_mib = m->memory_mib;
-    r->sharing = GPU_SHARING_MPS;
-    r->thread_percentage = p->thread_percentage ? p->thread_percentage : 100;
+    memset(spec, 0, sizeof *spec);
+    snprintf(spec->name, sizeof spec->name, "claim-%s", p->uid);
+    spec->thread_percentage = p->thread_percentage ? p->thread_percentage : 100;
     for (unsigned k = 0; k < p->count; k++) {
         if (p->devs[k].strategy != GPU_SHARING_MPS)
             continue;
-        unsigned g = 0;
-        while (g < d->inv->count && strcmp(d->inv->gpus[g].uuid, p->devs[k].uuid))
-            g++;
-        if (g == d->inv->count)
-            return err_set(e, "MPS: device %s (%s) is not a whole GPU of this node", p->devs[k].device,
+        if (strncmp(p->devs[k].uuid, "GPU-", 4))
+            return err_set(e, "MPS: device %s (%s) is not a whole GPU", p->devs[k].device,
                            p->devs[k].uuid);
-        m->gpus[r->ngpus] = g;
-        m->replicas[r->ngpus] = 1;
-        m->memory_mib[r->ngpus++] = p->devs[k].pinned_mib;
+        snprintf(spec->uuids[spec->ngpus], sizeof spec->uuids[0], "%s", p->devs[k].uuid);
+        spec->memory_mib[spec->ngpus++] = p->devs[k].pinned_mib;
     }
     return 0;
 }
@@ -133,9 +120,12 @@ int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
     m->d = d;
     snprintf(m->uid, sizeof m->uid, "%s", p->uid);
     struct mps_hooks hooks = {.on_state = dra_mps_state, .ctx = m};
-    if (dra_mps_resource(d, m, p, e) < 0 || mps_find_control(d->cfg, control, sizeof control, e) < 0 ||
+    struct mps_spec spec;
+    if (dra_mps_spec_of(p, &spec, e) == 0)
+        snprintf(m->name, sizeof m->name, "%s", spec.name);
+    if (!m->name[0] || mps_find_control(d->cfg, control, sizeof control, e) < 0 ||
         dra_mps_spec(d, m, e) < 0 ||
-        mps_start(&m->daemon, d->loop, d->cfg, d->inv, &m->res, control, &hooks, e) < 0) {
+        mps_start(&m->daemon, d->loop, d->cfg, &spec, control, &hooks, e) < 0) {
         free(m);
         return -1;
     }

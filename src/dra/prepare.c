@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdi/cdi.h"
 #include "dra.pb-c.h"
 #include "util/arena.h"
 #include "util/log.h"
@@ -131,7 +132,7 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
         dev->pool_name = arena_strdup(a, d->node);
         dev->device_name = arena_strdup(a, p->devs[k].device);
         dev->cdi_device_ids = arena_alloc(a, 2 * sizeof *dev->cdi_device_ids);
-        dev->cdi_device_ids[dev->n_cdi_device_ids++] = arena_printf(a, "nvidia.com/gpu=%s", p->devs[k].uuid);
+        dev->cdi_device_ids[dev->n_cdi_device_ids++] = arena_printf(a, CDI_KIND "=%s", p->devs[k].uuid);
         /* The claim's MPS edits once: the runtime would mount them twice. */
         if (p->devs[k].strategy == GPU_SHARING_MPS && !mps) {
             dev->cdi_device_ids[dev->n_cdi_device_ids++] =

@@ -31,14 +31,11 @@ enum mps_state { MPS_STARTING, MPS_UP, MPS_WAITING, MPS_STOPPING };
 struct mps_daemon {
     uv_loop_t *loop;
     const struct config *cfg;
-    const struct gpu_inventory *inv;
-    const struct plugin_resource *res;
+    struct mps_spec spec;
     struct mps_hooks hooks;
-    char name[80];                    /* the resource's: res is not read once stopping */
     char control[CONFIG_PATH_MAX];
     char self[CONFIG_PATH_MAX];       /* gpulet, for mps-exec */
-    char dir[CONFIG_PATH_MAX + 96], pipe[CONFIG_PATH_MAX + 128], log[CONFIG_PATH_MAX + 128];
-    char shm[CONFIG_PATH_MAX + 16];
+    struct config_mps_dirs dirs;
     char **env;                       /* the daemon's and the commands' environment */
     uv_process_t proc;                /* the daemon */
     bool proc_alive;
@@ -91,7 +88,7 @@ int mps_find_control(const struct config *cfg, char *out, size_t len, struct err
 static void mps_state(struct mps_daemon *m, bool up)
 {
     if (m->hooks.on_state)
-        m->hooks.on_state(m->hooks.ctx, m->res, up);
+        m->hooks.on_state(m->hooks.ctx, up);
 }
 
 static int mps_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -106,7 +103,7 @@ static void mps_maybe_free(struct mps_daemon *m)
     if (m->state != MPS_STOPPING || m->handles || m->proc_alive || m->cmd_alive)
         return;
     if (m->remove_dir)
-        nftw(m->dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+        nftw(m->dirs.dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     for (char **e = m->env; e && *e; e++)
         free(*e);
     free(m->env);
@@ -137,15 +134,15 @@ static char **mps_environment(struct mps_daemon *m)
             env[k++] = xstrdup(environ[i]);
     struct strbuf v = {0};
     strbuf_puts(&v, "CUDA_VISIBLE_DEVICES=");
-    for (unsigned i = 0; i < m->res->ngpus; i++)
-        strbuf_printf(&v, "%s%s", i ? "," : "", m->inv->gpus[m->res->gpus[i]].uuid);
+    for (unsigned i = 0; i < m->spec.ngpus; i++)
+        strbuf_printf(&v, "%s%s", i ? "," : "", m->spec.uuids[i]);
     env[k++] = xstrdup(v.data);
     strbuf_free(&v);
-    size_t plen = strlen(m->pipe) + 32, llen = strlen(m->log) + 32;
+    size_t plen = strlen(m->dirs.pipe) + 32, llen = strlen(m->dirs.log) + 32;
     env[k] = xmalloc(plen);
-    snprintf(env[k++], plen, "CUDA_MPS_PIPE_DIRECTORY=%s", m->pipe);
+    snprintf(env[k++], plen, "CUDA_MPS_PIPE_DIRECTORY=%s", m->dirs.pipe);
     env[k] = xmalloc(llen);
-    snprintf(env[k++], llen, "CUDA_MPS_LOG_DIRECTORY=%s", m->log);
+    snprintf(env[k++], llen, "CUDA_MPS_LOG_DIRECTORY=%s", m->dirs.log);
     return env;
 }
 
@@ -177,7 +174,7 @@ static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
         m->backoff_ms = 0;
         m->failing = false;
         log_info("MPS daemon for %s is up (pid %d, %u GPU(s), active threads %u%%, pipe %s)",
-                 m->res->name, m->proc.pid, m->res->ngpus, m->res->thread_percentage, m->pipe);
+                 m->spec.name, m->proc.pid, m->spec.ngpus, m->spec.thread_percentage, m->dirs.pipe);
         mps_state(m, true);
         return;
     }
@@ -187,7 +184,7 @@ static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
         return;
     }
     log_error("MPS daemon for %s does not take its limits (%s exited %lld); restarting it",
-              m->res->name, m->control, (long long)status);
+              m->spec.name, m->control, (long long)status);
     if (m->proc_alive)
         uv_process_kill(&m->proc, SIGTERM);
 }
@@ -239,10 +236,9 @@ static void mps_command(struct mps_daemon *m, const char *text, bool quit)
 static void mps_send_limits(struct mps_daemon *m)
 {
     struct strbuf t = {0};
-    strbuf_printf(&t, "set_default_active_thread_percentage %u\n", m->res->thread_percentage);
-    for (unsigned i = 0; i < m->res->ngpus; i++)
-        strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i,
-                      plugin_mps_memory_mib(m->res, i, m->inv));
+    strbuf_printf(&t, "set_default_active_thread_percentage %u\n", m->spec.thread_percentage);
+    for (unsigned i = 0; i < m->spec.ngpus; i++)
+        strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i, m->spec.memory_mib[i]);
     mps_command(m, t.data, false);
     strbuf_free(&t);
 }
@@ -255,7 +251,7 @@ static void mps_exit(uv_process_t *p, int64_t status, int sig)
     m->proc_alive = false;
     uv_close((uv_handle_t *)p, mps_closed);
     if (m->state == MPS_STOPPING) {
-        log_info("MPS daemon for %s stopped", m->name);
+        log_info("MPS daemon for %s stopped", m->spec.name);
         uv_close((uv_handle_t *)&m->timer, mps_closed);
         return;
     }
@@ -266,7 +262,7 @@ static void mps_exit(uv_process_t *p, int64_t status, int sig)
      * with a growing backoff, quietly, until it is up. */
     if (!m->failing)
         log_error("MPS daemon for %s exited (%s %d); restarting it with a backoff of %u ms "
-                  "doubling to %u s (logged again once it is up)", m->res->name,
+                  "doubling to %u s (logged again once it is up)", m->spec.name,
                   sig ? "signal" : "status", sig ? sig : (int)status, MPS_BACKOFF_MIN_MS,
                   MPS_BACKOFF_MAX_MS / 1000);
     m->failing = true;
@@ -285,7 +281,7 @@ static void mps_spawn(struct mps_daemon *m)
     args[n++] = "mps-exec";
     if (m->failing) /* its /dev/shm warning is said once an outage, as the exit is */
         args[n++] = "--quiet";
-    args[n++] = m->shm;
+    args[n++] = m->dirs.shm;
     args[n++] = m->control;
     args[n++] = "-f";
     args[n] = NULL;
@@ -298,7 +294,7 @@ static void mps_spawn(struct mps_daemon *m)
     m->proc.data = m;
     int rc = uv_spawn(m->loop, &m->proc, &o);
     if (rc < 0) {
-        log_error("MPS: cannot start %s for %s: %s", m->control, m->res->name, uv_strerror(rc));
+        log_error("MPS: cannot start %s for %s: %s", m->control, m->spec.name, uv_strerror(rc));
         m->state = MPS_WAITING;
         uv_timer_start(&m->timer, mps_on_spawn_timer, MPS_BACKOFF_MAX_MS, 0);
         return;
@@ -311,30 +307,26 @@ static void mps_spawn(struct mps_daemon *m)
 }
 
 int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg,
-              const struct gpu_inventory *inv, const struct plugin_resource *res,
-              const char *control, const struct mps_hooks *hooks, struct err *e)
+              const struct mps_spec *spec, const char *control, const struct mps_hooks *hooks,
+              struct err *e)
 {
     *out = NULL;
     struct mps_daemon *m = xcalloc(1, sizeof *m);
     m->loop = loop;
     m->cfg = cfg;
-    m->inv = inv;
-    m->res = res;
+    m->spec = *spec;
     if (hooks)
         m->hooks = *hooks;
     snprintf(m->control, sizeof m->control, "%s", control);
-    snprintf(m->name, sizeof m->name, "%s", res->name);
-    snprintf(m->dir, sizeof m->dir, "%s/%s", cfg->mps_root, res->name);
-    snprintf(m->pipe, sizeof m->pipe, "%s/pipe", m->dir);
-    snprintf(m->log, sizeof m->log, "%s/log", m->dir);
-    snprintf(m->shm, sizeof m->shm, "%s/shm", cfg->mps_root);
+    config_mps_dirs(cfg, spec->name, &m->dirs);
     ssize_t n = readlink("/proc/self/exe", m->self, sizeof m->self - 1);
     if (n <= 0) {
         free(m);
         return err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
     }
     m->self[n] = '\0';
-    if (mps_mkdirs(m->pipe, e) < 0 || mps_mkdirs(m->log, e) < 0 || mps_mkdirs(m->shm, e) < 0) {
+    if (mps_mkdirs(m->dirs.pipe, e) < 0 || mps_mkdirs(m->dirs.log, e) < 0 ||
+        mps_mkdirs(m->dirs.shm, e) < 0) {
         free(m);
         return -1;
     }
@@ -353,7 +345,7 @@ static void mps_kill(uv_timer_t *t)
     struct mps_daemon *m = t->data;
     if (!m->proc_alive)
         return;
-    log_warn("MPS daemon for %s did not quit; %s", m->name,
+    log_warn("MPS daemon for %s did not quit; %s", m->spec.name,
              m->kills ? "killing it" : "terminating it");
     uv_process_kill(&m->proc, m->kills++ ? SIGKILL : SIGTERM);
     uv_timer_start(&m->timer, mps_kill, 2000, 0);

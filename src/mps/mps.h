@@ -9,14 +9,24 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "gpu/inventory.h"
-#include "plugin/plugin.h"
+
+#define MPS_MAX_GPUS 64
 
 struct mps_daemon;
 
-/* What the daemon tells its owner. */
+/* What one daemon serves, filled by its owner (a resource of the device
+ * plugin, a DRA claim) and copied by mps_start. */
+struct mps_spec {
+    char name[80];                  /* its directories under --mps-root: config_mps_dirs */
+    unsigned ngpus;
+    char uuids[MPS_MAX_GPUS][96];   /* its CUDA_VISIBLE_DEVICES, in its device order */
+    unsigned thread_percentage;     /* every client's active threads, % */
+    unsigned long long memory_mib[MPS_MAX_GPUS]; /* each GPU's pinned memory per client */
+};
+
+/* What the daemon tells its owner: it is up (has taken the limits), or not. */
 struct mps_hooks {
-    void (*on_state)(void *ctx, const struct plugin_resource *res, bool up);
+    void (*on_state)(void *ctx, bool up);
     void *ctx;
 };
 
@@ -25,12 +35,11 @@ struct mps_hooks {
  * looked. */
 int mps_find_control(const struct config *cfg, char *out, size_t len, struct err *e);
 
-/* Starts the daemon of one MPS resource (its GPUs, pipe and log
- * directories under --mps-root). cfg, inv and res must outlive it. The
- * resource is up once the daemon runs and has taken the limits. */
+/* Starts the daemon of spec (its GPUs, its directories under --mps-root).
+ * cfg must outlive it. It is up once it runs and has taken the limits. */
 int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg,
-              const struct gpu_inventory *inv, const struct plugin_resource *res,
-              const char *control, const struct mps_hooks *hooks, struct err *e);
+              const struct mps_spec *spec, const char *control, const struct mps_hooks *hooks,
+              struct err *e);
 
 /* Tells the daemon to quit (then SIGTERM, then SIGKILL) and frees it once
  * it has exited; with remove_dir, its pipe and log directory go then too

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "deviceplugin.pb-c.h"
+#include "cdi/cdi.h"
 #include "driver/driver.h"
 #include "grpc/grpc.h"
 #include "plugin/internal.h"
@@ -16,7 +17,6 @@
 #include "util/xmalloc.h"
 #include "util/strbuf.h"
 
-#define CDI_KIND "nvidia.com/gpu"
 #define VISIBLE "NVIDIA_VISIBLE_DEVICES"
 #define DEVICES_DIR "/var/run/nvidia-container-devices"
 
@@ -88,10 +88,12 @@ static void alloc_mps(struct alloc_out *o, const struct plugin *p,
                       const struct plugin_device **gpus, size_t ng)
 {
     const struct plugin_resource *res = p->res;
+    struct config_mps_dirs dirs;
+    config_mps_dirs(p->cfg, res->name, &dirs);
     char *pipe = arena_printf(o->a, "/mps/%s/pipe", res->name);
     alloc_env(o, "CUDA_MPS_PIPE_DIRECTORY", pipe);
-    alloc_mount(o, arena_printf(o->a, "%s/%s/pipe", p->cfg->mps_root, res->name), pipe, false);
-    alloc_mount(o, arena_printf(o->a, "%s/shm", p->cfg->mps_root), "/dev/shm", false);
+    alloc_mount(o, arena_strdup(o->a, dirs.pipe), pipe, false);
+    alloc_mount(o, arena_strdup(o->a, dirs.shm), "/dev/shm", false);
     alloc_env(o, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
               arena_printf(o->a, "%u", res->thread_percentage));
     struct strbuf lim = {0};
