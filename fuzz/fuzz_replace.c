@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deploy/deploy.h"
+#include "replace/replace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct strbuf out = {0}, notes = {0};
     struct err e;
     e.msg[0] = '\0';
-    int rc = deploy_replace((const char *)data, size, DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+    int rc = replace_nvidia((const char *)data, size, REPLACE_LABEL_KEY, REPLACE_LABEL_VALUE, &out,
                             &notes, &e);
     if (rc < 0 && (!e.msg[0] || out.data))
         __builtin_trap();

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "deploy/deploy.h"
+#include "replace/replace.h"
 #include "util/opts.h"
 #include "util/strbuf.h"
 
@@ -18,7 +18,7 @@
 static const char replace_usage[] =
     "usage: gpulet replace-nvidia [-f FILE] [--label KEY=VALUE]\n"
     "  Reads DaemonSets as kubectl prints them (-o yaml or -o json) and prints what keeps\n"
-    "  NVIDIA's off nodes labelled " DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE ": the\n"
+    "  NVIDIA's off nodes labelled " REPLACE_LABEL_KEY "=" REPLACE_LABEL_VALUE ": the\n"
     "  requirement goes into each of a DaemonSet's node affinity terms (they are ORed),\n"
     "  or becomes its one term; each patch tests first that the terms are those read.\n"
     "  - Several (kubectl -n NS get ds -o yaml, or get ds -A): a kubectl patch command\n"
@@ -28,8 +28,8 @@ static const char replace_usage[] =
     "  - One (kubectl get ds NAME -o json): its JSON patch, for kubectl patch daemonset\n"
     "    NAME --type json -p \"$(...)\". \"[]\": nothing to do.\n"
     "  -f, --file FILE       the DaemonSets (default: standard input)\n"
-    "  --label KEY=VALUE     the label of the nodes to leave [" DEPLOY_LABEL_KEY "="
-    DEPLOY_LABEL_VALUE "]\n";
+    "  --label KEY=VALUE     the label of the nodes to leave [" REPLACE_LABEL_KEY "="
+    REPLACE_LABEL_VALUE "]\n";
 
 static int replace_read(FILE *f, const char *name, struct strbuf *in)
 {
@@ -58,7 +58,7 @@ int cmd_replace(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *file = NULL, *label = DEPLOY_LABEL_KEY "=" DEPLOY_LABEL_VALUE;
+    const char *file = NULL, *label = REPLACE_LABEL_KEY "=" REPLACE_LABEL_VALUE;
     struct err e;
     if (opts_check_exact(argc, argv, "f:h", opts, &e) < 0)
         return cli_usage_error("replace-nvidia", "%s", e.msg);
@@ -93,7 +93,7 @@ int cmd_replace(int argc, char **argv)
     if (f != stdin)
         fclose(f);
     if (rc == CLI_OK &&
-        deploy_replace(in.data ? in.data : "", in.len, key, eq + 1, &out, &notes, &e) < 0) {
+        replace_nvidia(in.data ? in.data : "", in.len, key, eq + 1, &out, &notes, &e) < 0) {
         fprintf(stderr, "gpulet replace-nvidia: %s: %s\n", file ? file : "standard input", e.msg);
         rc = CLI_FAIL;
     }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "deploy/deploy.h"
+#include "replace/replace.h"
 #include "testutil.h"
 
 #define TERMS "/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
@@ -28,7 +28,7 @@ static json_t *patch_of(const char *ds, int *already)
 {
     struct strbuf out = {0}, notes = {0};
     struct err e;
-    assert_int_equal(deploy_replace(ds, strlen(ds), DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+    assert_int_equal(replace_nvidia(ds, strlen(ds), REPLACE_LABEL_KEY, REPLACE_LABEL_VALUE, &out,
                                     &notes, &e), 0);
     *already = notes.data && strstr(notes.data, "already") != NULL;
     json_t *p = json_loads(out.data, 0, NULL);
@@ -171,7 +171,7 @@ static void test_bad_input(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct strbuf out = {0}, notes = {0};
         struct err e;
-        assert_int_equal(deploy_replace(cases[i].in, strlen(cases[i].in), "k", "v", &out, &notes,
+        assert_int_equal(replace_nvidia(cases[i].in, strlen(cases[i].in), "k", "v", &out, &notes,
                                         &e), -1);
         assert_contains(e.msg, cases[i].msg);
         assert_null(out.data);
@@ -220,7 +220,7 @@ static void test_yaml_list_finds_nvidias(void **state)
         "  spec: {template: {spec: {containers: [{name: f, image: fluentd}]}}}\n";
     struct strbuf out = {0}, notes = {0};
     struct err e;
-    assert_int_equal(deploy_replace(list, strlen(list), DEPLOY_LABEL_KEY, DEPLOY_LABEL_VALUE, &out,
+    assert_int_equal(replace_nvidia(list, strlen(list), REPLACE_LABEL_KEY, REPLACE_LABEL_VALUE, &out,
                                     &notes, &e), 0);
     assert_contains(out.data, "kubectl -n 'nvidia' patch daemonset 'nvdp-nvidia-device-plugin' "
                               "--type json -p '[{");

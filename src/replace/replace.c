@@ -7,7 +7,7 @@
  * give none. A requirement must therefore go into every term, or become
  * the one term: with it in only one, the other terms still match the
  * labelled node. */
-#include "deploy/deploy.h"
+#include "replace/replace.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -16,17 +16,17 @@
 #include "util/jsonx.h"
 #include "util/yjson.h"
 
-#define DEPLOY_POD "/spec/template/spec"
-#define DEPLOY_REQUIRED "requiredDuringSchedulingIgnoredDuringExecution"
+#define REPLACE_POD "/spec/template/spec"
+#define REPLACE_REQUIRED "requiredDuringSchedulingIgnoredDuringExecution"
 
 /* {"key": key, "operator": "NotIn", "values": [value]} */
-static json_t *deploy_expression(const char *key, const char *value)
+static json_t *replace_expression(const char *key, const char *value)
 {
     return jsonx_ok(json_pack("{s:s, s:s, s:[s]}", "key", key, "operator", "NotIn", "values",
                               value));
 }
 
-static bool deploy_has(const json_t *exprs, const json_t *want)
+static bool replace_has(const json_t *exprs, const json_t *want)
 {
     size_t i;
     json_t *x;
@@ -37,7 +37,7 @@ static bool deploy_has(const json_t *exprs, const json_t *want)
     return false;
 }
 
-static void deploy_op(json_t *ops, const char *op, const char *path, json_t *value)
+static void replace_op(json_t *ops, const char *op, const char *path, json_t *value)
 {
     jsonx_append(ops, jsonx_ok(json_pack("{s:s, s:s, s:o}", "op", op, "path", path, "value",
                                          value)));
@@ -45,7 +45,7 @@ static void deploy_op(json_t *ops, const char *op, const char *path, json_t *val
 
 /* The object at obj[key], or NULL; an error where it is there and not an
  * object. */
-static int deploy_object(json_t *obj, const char *key, const char *where, json_t **out,
+static int replace_object(json_t *obj, const char *key, const char *where, json_t **out,
                          struct err *e)
 {
     *out = obj ? json_object_get(obj, key) : NULL;
@@ -58,28 +58,28 @@ static int deploy_object(json_t *obj, const char *key, const char *where, json_t
 
 /* Where the affinity stops, the rest of it is added whole, one level down
  * from what exists: nothing else of the pod's affinity is replaced. */
-static void deploy_add_missing(json_t *ops, json_t *affinity, json_t *node_affinity,
+static void replace_add_missing(json_t *ops, json_t *affinity, json_t *node_affinity,
                                json_t *expr)
 {
     json_t *value = jsonx_ok(json_pack("{s:[{s:[o]}]}", "nodeSelectorTerms", "matchExpressions",
                                        expr));
-    const char *path = DEPLOY_POD "/affinity/nodeAffinity/" DEPLOY_REQUIRED;
+    const char *path = REPLACE_POD "/affinity/nodeAffinity/" REPLACE_REQUIRED;
     if (!node_affinity) {
-        value = jsonx_ok(json_pack("{s:o}", DEPLOY_REQUIRED, value));
-        path = DEPLOY_POD "/affinity/nodeAffinity";
+        value = jsonx_ok(json_pack("{s:o}", REPLACE_REQUIRED, value));
+        path = REPLACE_POD "/affinity/nodeAffinity";
     }
     if (!affinity) {
         value = jsonx_ok(json_pack("{s:o}", "nodeAffinity", value));
-        path = DEPLOY_POD "/affinity";
+        path = REPLACE_POD "/affinity";
     }
-    deploy_op(ops, "add", path, value);
+    replace_op(ops, "add", path, value);
 }
 
 /* The requirement into each term that lacks it, after a test that the
  * terms are what was read. */
-static int deploy_each_term(json_t *ops, json_t *terms, json_t *expr, struct err *e)
+static int replace_each_term(json_t *ops, json_t *terms, json_t *expr, struct err *e)
 {
-    const char *base = DEPLOY_POD "/affinity/nodeAffinity/" DEPLOY_REQUIRED "/nodeSelectorTerms";
+    const char *base = REPLACE_POD "/affinity/nodeAffinity/" REPLACE_REQUIRED "/nodeSelectorTerms";
     if (!json_is_array(terms) || json_array_size(terms) == 0)
         return err_set(e, "its nodeSelectorTerms is %s: it runs on no node",
                        json_is_array(terms) ? "empty" : "not a list");
@@ -92,49 +92,49 @@ static int deploy_each_term(json_t *ops, json_t *terms, json_t *expr, struct err
         json_t *exprs = json_object_get(term, "matchExpressions");
         if (exprs && !json_is_null(exprs) && !json_is_array(exprs))
             return err_set(e, "nodeSelectorTerms[%zu].matchExpressions is not a list", i);
-        if (exprs && json_is_array(exprs) && deploy_has(exprs, expr))
+        if (exprs && json_is_array(exprs) && replace_has(exprs, expr))
             continue;
         if (!added)
-            deploy_op(ops, "test", base, json_deep_copy(terms));
+            replace_op(ops, "test", base, json_deep_copy(terms));
         added = true;
         char path[256];
         bool list = exprs && json_is_array(exprs);
         snprintf(path, sizeof path, "%s/%zu/matchExpressions%s", base, i, list ? "/-" : "");
-        deploy_op(ops, "add", path, list ? json_incref(expr) : jsonx_ok(json_pack("[O]", expr)));
+        replace_op(ops, "add", path, list ? json_incref(expr) : jsonx_ok(json_pack("[O]", expr)));
     }
     return 0;
 }
 
-static int deploy_patch(json_t *root, json_t *ops, json_t *expr, struct err *e)
+static int replace_patch(json_t *root, json_t *ops, json_t *expr, struct err *e)
 {
     json_t *spec, *tmpl, *pod, *affinity, *node_affinity, *required;
     if (!json_is_object(root))
         return err_set(e, "not a JSON object");
-    if (deploy_object(root, "spec", "the object", &spec, e) < 0 ||
-        deploy_object(spec, "template", "spec", &tmpl, e) < 0 ||
-        deploy_object(tmpl, "spec", "spec.template", &pod, e) < 0)
+    if (replace_object(root, "spec", "the object", &spec, e) < 0 ||
+        replace_object(spec, "template", "spec", &tmpl, e) < 0 ||
+        replace_object(tmpl, "spec", "spec.template", &pod, e) < 0)
         return -1;
     if (!pod)
         return err_set(e, "%s has no spec.template.spec: give a DaemonSet, as `kubectl get "
                           "daemonset NAME -o yaml` (or -o json) prints it",
                        json_is_string(json_object_get(root, "kind"))
                            ? json_string_value(json_object_get(root, "kind")) : "the object");
-    if (deploy_object(pod, "affinity", "spec.template.spec", &affinity, e) < 0 ||
-        deploy_object(affinity, "nodeAffinity", "affinity", &node_affinity, e) < 0 ||
-        deploy_object(node_affinity, DEPLOY_REQUIRED, "nodeAffinity", &required, e) < 0)
+    if (replace_object(pod, "affinity", "spec.template.spec", &affinity, e) < 0 ||
+        replace_object(affinity, "nodeAffinity", "affinity", &node_affinity, e) < 0 ||
+        replace_object(node_affinity, REPLACE_REQUIRED, "nodeAffinity", &required, e) < 0)
         return -1;
     if (!required) {
-        deploy_add_missing(ops, affinity, node_affinity, json_incref(expr));
+        replace_add_missing(ops, affinity, node_affinity, json_incref(expr));
         return 0;
     }
-    return deploy_each_term(ops, json_object_get(required, "nodeSelectorTerms"), expr, e);
+    return replace_each_term(ops, json_object_get(required, "nodeSelectorTerms"), expr, e);
 }
 
 /* The patch for one object into out; *already where it needs none. */
-static int deploy_one(json_t *obj, json_t *expr, struct strbuf *out, int *already, struct err *e)
+static int replace_one(json_t *obj, json_t *expr, struct strbuf *out, int *already, struct err *e)
 {
     json_t *ops = jsonx_ok(json_array());
-    int rc = deploy_patch(obj, ops, expr, e);
+    int rc = replace_patch(obj, ops, expr, e);
     if (rc == 0) {
         *already = json_array_size(ops) == 0;
         jsonx_dump(ops, JSON_COMPACT, out);
@@ -145,7 +145,7 @@ static int deploy_one(json_t *obj, json_t *expr, struct strbuf *out, int *alread
 
 /* The objects of the input: JSON or YAML (one or several documents), each
  * a workload or a List of them (kubectl get ds -o yaml prints a List). */
-static json_t *deploy_objects(const char *text, size_t len, struct err *e)
+static json_t *replace_objects(const char *text, size_t len, struct err *e)
 {
     size_t lead = 0; /* text need not end in a NUL */
     while (lead < len && text[lead] && strchr(" \t\r\n", text[lead]))
@@ -179,7 +179,7 @@ static json_t *deploy_objects(const char *text, size_t len, struct err *e)
 /* Whether a workload is NVIDIA's device plugin, GFD, MPS control daemon or
  * dcgm-exporter, whatever its name: by its images' repositories, or the
  * app.kubernetes.io/name their charts set. */
-static bool deploy_nvidias(json_t *obj)
+static bool replace_nvidias(json_t *obj)
 {
     static const char *const names[] = {"k8s-device-plugin", "nvidia-device-plugin",
                                         "gpu-feature-discovery", "dcgm-exporter",
@@ -208,7 +208,7 @@ static bool deploy_nvidias(json_t *obj)
 }
 
 /* A word for the shell, in single quotes. */
-static void deploy_quote(struct strbuf *out, const char *s)
+static void replace_quote(struct strbuf *out, const char *s)
 {
     strbuf_puts(out, "'");
     for (; *s; s++) {
@@ -222,7 +222,7 @@ static void deploy_quote(struct strbuf *out, const char *s)
 
 /* Several workloads: a kubectl patch command for each of NVIDIA's that
  * needs one; what was taken and left said in notes. */
-static int deploy_commands(json_t *objects, json_t *expr, struct strbuf *out, struct strbuf *notes,
+static int replace_commands(json_t *objects, json_t *expr, struct strbuf *out, struct strbuf *notes,
                            struct err *e)
 {
     size_t i;
@@ -234,14 +234,14 @@ static int deploy_commands(json_t *objects, json_t *expr, struct strbuf *out, st
         const char *ns = json_string_value(json_object_get(meta, "namespace"));
         if (!kind || strcmp(kind, "DaemonSet") || !name)
             continue;
-        if (!deploy_nvidias(obj)) {
+        if (!replace_nvidias(obj)) {
             strbuf_printf(notes, "left alone (not NVIDIA's): %s/%s\n", ns ? ns : "", name);
             continue;
         }
         struct strbuf patch = {0};
         int already = 0;
         struct err why;
-        if (deploy_one(obj, expr, &patch, &already, &why) < 0) {
+        if (replace_one(obj, expr, &patch, &already, &why) < 0) {
             strbuf_free(&patch);
             return err_set(e, "DaemonSet %s/%s: %s", ns ? ns : "", name, why.msg);
         }
@@ -251,12 +251,12 @@ static int deploy_commands(json_t *objects, json_t *expr, struct strbuf *out, st
             strbuf_puts(out, "kubectl");
             if (ns) {
                 strbuf_puts(out, " -n ");
-                deploy_quote(out, ns);
+                replace_quote(out, ns);
             }
             strbuf_puts(out, " patch daemonset ");
-            deploy_quote(out, name);
+            replace_quote(out, name);
             strbuf_puts(out, " --type json -p ");
-            deploy_quote(out, patch.data);
+            replace_quote(out, patch.data);
             strbuf_puts(out, "\n");
             strbuf_printf(notes, "patched: %s/%s\n", ns ? ns : "", name);
         }
@@ -265,10 +265,10 @@ static int deploy_commands(json_t *objects, json_t *expr, struct strbuf *out, st
     return 0;
 }
 
-int deploy_replace(const char *text, size_t len, const char *key, const char *value,
+int replace_nvidia(const char *text, size_t len, const char *key, const char *value,
                    struct strbuf *out, struct strbuf *notes, struct err *e)
 {
-    json_t *objects = deploy_objects(text, len, e);
+    json_t *objects = replace_objects(text, len, e);
     if (objects && !json_array_size(objects)) {
         json_decref(objects);
         err_set(e, "no workload in it: give kubectl get daemonset's -o json or -o yaml");
@@ -276,19 +276,19 @@ int deploy_replace(const char *text, size_t len, const char *key, const char *va
     }
     if (!objects)
         return -1;
-    json_t *expr = deploy_expression(key, value);
+    json_t *expr = replace_expression(key, value);
     int rc = 0, already = 0;
     json_t *only = json_array_size(objects) == 1 ? json_array_get(objects, 0) : NULL;
     const char *kind = json_string_value(json_object_get(only, "kind"));
     if (only && (!kind || strcmp(kind, "List"))) {
-        rc = deploy_one(only, expr, out, &already, e);
+        rc = replace_one(only, expr, out, &already, e);
         if (rc == 0) {
             strbuf_puts(out, "\n");
             if (already)
                 strbuf_printf(notes, "it already leaves nodes labelled %s=%s\n", key, value);
         }
     } else {
-        rc = deploy_commands(objects, expr, out, notes, e);
+        rc = replace_commands(objects, expr, out, notes, e);
         if (rc == 0 && !out->len)
             strbuf_puts(notes, "no DaemonSet of NVIDIA's needs a patch\n");
     }

@@ -1,7 +1,7 @@
 /* What gpulet knows of the workloads it replaces: the JSON patch that keeps
  * one of NVIDIA's DaemonSets off the nodes gpulet has taken over. */
-#ifndef GPULET_DEPLOY_H
-#define GPULET_DEPLOY_H
+#ifndef GPULET_REPLACE_H
+#define GPULET_REPLACE_H
 
 #include <stddef.h>
 
@@ -9,8 +9,8 @@
 #include "util/strbuf.h"
 
 /* The label on the nodes gpulet serves in NVIDIA's place. */
-#define DEPLOY_LABEL_KEY "gpulet.io/replaces-nvidia"
-#define DEPLOY_LABEL_VALUE "true"
+#define REPLACE_LABEL_KEY "gpulet.io/replaces-nvidia"
+#define REPLACE_LABEL_VALUE "true"
 
 /* From workloads as kubectl prints them (-o json or -o yaml; one, a List,
  * or several YAML documents), what keeps NVIDIA's off the nodes labelled
@@ -24,7 +24,7 @@
  *   line for each DaemonSet of NVIDIA's (device plugin, GFD, MPS control
  *   daemon, dcgm-exporter, by image or app.kubernetes.io/name) that needs
  *   one; notes says what was patched and what left alone. */
-int deploy_replace(const char *text, size_t len, const char *key, const char *value,
+int replace_nvidia(const char *text, size_t len, const char *key, const char *value,
                    struct strbuf *out, struct strbuf *notes, struct err *e);
 
 #endif
