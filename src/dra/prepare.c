@@ -37,6 +37,7 @@ struct dra_job_claim {
     unsigned nconsumers;
     bool have_consumers;              /* the claim's pods were read */
     struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
+    bool timeslice_set;               /* the second pass set p's intervals */
 };
 
 struct dra_job {
@@ -191,9 +192,12 @@ static void dra_job_timeslice(uv_work_t *w)
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         char why[768];
-        if (!c->known && !c->error[0] && dra_timeslice_wanted(&c->p) &&
-            dra_timeslice_set(j->d, &c->p, why, sizeof why) < 0)
+        if (c->known || c->error[0] || !dra_timeslice_wanted(&c->p))
+            continue;
+        if (dra_timeslice_set(j->d, &c->p, why, sizeof why) < 0)
             snprintf(c->error, sizeof c->error, "%.100s/%.100s: %s", c->ns, c->name, why);
+        else
+            c->timeslice_set = true;
     }
 }
 
@@ -209,7 +213,7 @@ static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begu
         snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
     if (c->error[0]) {
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
-        if (!c->known)
+        if (c->timeslice_set)
             dra_timeslice_reset(d, p); /* set by the second pass: back to Default */
         return;
     }
