@@ -14,7 +14,7 @@
  * - One request round at a time, on libuv's worker pool; after a failure
  *   the next round comes within a second, so the Node catches up within a
  *   second of the API server answering again. */
-#include "report/report.h"
+#include "report/internal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,84 +26,6 @@
 #include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
-
-#define REPORT_QUEUE 64              /* events waiting for the API server */
-#define REPORT_RECENT 32             /* events remembered for aggregation */
-#define REPORT_AGGREGATE_S 600       /* the kubelet's recorder: 10 minutes */
-#define REPORT_BURST 25.0            /* and its spam filter: 25, one more each 300 s */
-#define REPORT_REFILL_S 300.0
-#define REPORT_PER_ROUND 8           /* events sent per round */
-#define REPORT_RETRY_MIN_MS 250
-#define REPORT_RETRY_MAX_MS 1000
-#define REPORT_RESYNC_MS 60000
-
-/* An event sent lately: a like one bumps its count. */
-struct report_recent {
-    char key[600];                   /* reason and message */
-    char name[160];
-    char first[32];
-    unsigned count;
-    bool created;                    /* the API server has it */
-    double at;                       /* monotonic seconds of its last send */
-};
-
-struct report_job {
-    uv_work_t work;
-    struct report *r;
-    struct report_condition cond;
-    char taint[64];                  /* "" none wanted */
-    struct report_event events[REPORT_PER_ROUND];
-    unsigned nevents, sent;          /* sent: how many of them the API server took */
-    int rc;
-    long status;
-    struct err err;
-};
-
-struct report {
-    uv_loop_t *loop;
-    struct kube_creds creds;
-    char node[128];
-    bool taint_on;                   /* --fault-taint */
-    struct health_faults taint_faults;
-    /* wanted */
-    struct report_condition cond;
-    char taint[64];
-    struct report_gpu *gpus;         /* as last told, for events */
-    unsigned count;
-    bool told;
-    /* events */
-    struct report_event queue[REPORT_QUEUE];
-    unsigned nqueue;
-    unsigned long long dropped;
-    bool dropping;                   /* said once per run of drops */
-    struct report_recent recent[REPORT_RECENT];
-    double tokens, tokens_at;
-    unsigned serial;
-    /* rounds */
-    struct report_job *job;
-    bool again;
-    uv_timer_t retry, resync;
-    unsigned backoff_ms;
-    char last_error[768];
-    atomic_bool stop;
-    int handles;
-    bool stopping;
-};
-
-static double report_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void report_now(char *buf, size_t len)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
 
 /* --- a round, off the loop ------------------------------------------------------------ */
 
@@ -233,31 +155,6 @@ static void report_explain(const struct report_job *j, char *out, size_t len)
     }
 }
 
-static struct report_recent *report_recent_of(struct report *r, const char *key)
-{
-    for (unsigned i = 0; i < REPORT_RECENT; i++)
-        if (r->recent[i].count && !strcmp(r->recent[i].key, key))
-            return &r->recent[i];
-    return NULL;
-}
-
-/* What the API server took: each event sent is now one it has. */
-static void report_took(struct report *r, const struct report_job *j)
-{
-    for (unsigned k = 0; k < j->sent; k++) {
-        const struct report_event *ev = &j->events[k];
-        for (unsigned i = 0; i < REPORT_RECENT; i++)
-            if (!strcmp(r->recent[i].name, ev->name))
-                r->recent[i].created = true;
-    }
-    /* The ones not sent go back to the front, in order. */
-    unsigned left = j->nevents - j->sent, room = REPORT_QUEUE - r->nqueue;
-    left = left < room ? left : room;
-    memmove(&r->queue[left], r->queue, r->nqueue * sizeof *r->queue);
-    memcpy(r->queue, &j->events[j->sent], left * sizeof *r->queue);
-    r->nqueue += left;
-}
-
 static void report_done(uv_work_t *w, int status)
 {
     struct report_job *j = w->data;
@@ -315,104 +212,6 @@ static void report_round(struct report *r)
 static void report_resync(uv_timer_t *t)
 {
     report_round(t->data);
-}
-
-/* The spam filter: false when the bucket is empty. */
-static bool report_token(struct report *r)
-{
-    double now = report_mono();
-    r->tokens += (now - r->tokens_at) / REPORT_REFILL_S;
-    r->tokens_at = now;
-    if (r->tokens > REPORT_BURST)
-        r->tokens = REPORT_BURST;
-    if (r->tokens < 1)
-        return false;
-    r->tokens -= 1;
-    return true;
-}
-
-static void report_drop(struct report *r, const char *why)
-{
-    r->dropped++;
-    if (!r->dropping)
-        log_warn("fault report: events dropped (%s); the condition still says it all", why);
-    r->dropping = true;
-}
-
-/* Queues an event: a like one waiting or sent in the last 10 minutes gets
- * its count bumped instead. */
-static void report_event(struct report *r, const char *type, const char *reason, const char *msg)
-{
-    char key[600], now[32];
-    snprintf(key, sizeof key, "%s %s", reason, msg);
-    report_now(now, sizeof now);
-    for (unsigned i = 0; i < r->nqueue; i++) {
-        struct report_event *q = &r->queue[i];
-        if (!strcmp(q->reason, reason) && !strcmp(q->message, msg)) {
-            q->count++;
-            snprintf(q->last, sizeof q->last, "%s", now);
-            if (report_recent_of(r, key))
-                report_recent_of(r, key)->count = q->count;
-            return;
-        }
-    }
-    if (!report_token(r)) {
-        report_drop(r, "more than 25 in a burst for this Node");
-        return;
-    }
-    if (r->nqueue == REPORT_QUEUE) {
-        memmove(r->queue, &r->queue[1], (REPORT_QUEUE - 1) * sizeof *r->queue);
-        r->nqueue--;
-        report_drop(r, "the API server is not answering");
-    }
-    r->dropping = false;
-    double mono = report_mono();
-    struct report_recent *seen = report_recent_of(r, key);
-    if (seen && mono - seen->at > REPORT_AGGREGATE_S)
-        seen->count = 0; /* too old to aggregate: a new event */
-    if (!seen || !seen->count) {
-        seen = &r->recent[0];
-        for (unsigned i = 1; i < REPORT_RECENT; i++) /* the slot used longest ago */
-            if (r->recent[i].at < seen->at)
-                seen = &r->recent[i];
-        memset(seen, 0, sizeof *seen);
-        snprintf(seen->key, sizeof seen->key, "%s", key);
-        snprintf(seen->name, sizeof seen->name, "%s.%llx%04x", r->node,
-                 (unsigned long long)time(NULL), r->serial++ & 0xffff);
-        snprintf(seen->first, sizeof seen->first, "%s", now);
-    }
-    seen->count++;
-    seen->at = mono;
-    struct report_event *ev = &r->queue[r->nqueue++];
-    memset(ev, 0, sizeof *ev);
-    snprintf(ev->name, sizeof ev->name, "%s", seen->name);
-    snprintf(ev->type, sizeof ev->type, "%s", type);
-    snprintf(ev->reason, sizeof ev->reason, "%s", reason);
-    snprintf(ev->message, sizeof ev->message, "%s", msg);
-    snprintf(ev->first, sizeof ev->first, "%s", seen->first);
-    snprintf(ev->last, sizeof ev->last, "%s", now);
-    ev->count = seen->count;
-    ev->create = !seen->created;
-}
-
-/* The events of what changed since the last update: a GPU that turned
- * unhealthy (or to another fault), or healthy again. */
-static void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count)
-{
-    for (unsigned i = 0; i < count; i++) {
-        const struct gpu_health *now = &gpus[i].health, *was = NULL;
-        /* By UUID: a new MIG layout moves the devices in the list. */
-        for (unsigned k = 0; r->told && k < r->count && !was; k++)
-            if (!strcmp(r->gpus[k].uuid, gpus[i].uuid))
-                was = &r->gpus[k].health;
-        bool was_bad = was && was->reason != HEALTH_OK;
-        char text[512];
-        report_gpu_text(&gpus[i], text, sizeof text);
-        if (now->reason != HEALTH_OK && (!was || was->reason != now->reason || was->xid != now->xid))
-            report_event(r, "Warning", "GPUUnhealthy", text);
-        else if (now->reason == HEALTH_OK && was_bad)
-            report_event(r, "Normal", "GPUHealthy", text);
-    }
 }
 
 void report_update(struct report *r, const struct report_gpu *gpus, unsigned count)
