@@ -1,9 +1,11 @@
 /* Shared pieces of the subcommands. */
 #include "cli/cli.h"
 
+#include "config/config.h"
 #include "gpu/device.h"
 #include "gpu/health.h"
 #include "gpu/inventory.h"
+#include "nvml/nvml.h"
 #include "util/dirs.h"
 #include "util/strbuf.h"
 #include "util/unixsock.h"
@@ -78,6 +80,20 @@ const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t le
     snprintf(buf, len, "; without a GPU, try `gpulet %s --simulate dgx-h100` (simulated GPUs; "
                        "`gpulet sim presets` lists the presets)", cmdline);
     return buf;
+}
+
+int cli_open(const char *cmd, const char *cmdline, const struct config *cfg, struct nvml *n,
+             struct gpu_inventory *inv)
+{
+    const char *sim = cfg->simulate[0] ? cfg->simulate : NULL;
+    const char *lib = cfg->nvml_path[0] ? cfg->nvml_path : NULL;
+    struct err e;
+    cli_simulator_quiet();
+    if (nvml_start(n, sim, lib, &e) == 0 && gpu_inventory_build(n, inv, &e) == 0)
+        return CLI_OK;
+    char hint[200];
+    nvml_close(n);
+    return cli_fail(cmd, &e, cli_no_gpu_hint(cmdline, !sim && !lib, hint, sizeof hint));
 }
 
 const char *cli_unreachable_hint(int errnum)

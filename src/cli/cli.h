@@ -39,6 +39,14 @@ int cli_agent_ask(const char *cmd, const char *socket_flag, const char *request,
  * no agent answered (do it locally). */
 int cli_agent_print(const char *cmd, const char *socket_flag, const char *request);
 
+/* Opens the GPUs cfg names (--simulate, --nvml, else the driver's NVML)
+ * and reads their inventory: CLI_OK, or the exit code after saying why
+ * (where no GPU is here, the hint to run `gpulet <cmdline> --simulate`). */
+struct config;
+struct nvml;
+int cli_open(const char *cmd, const char *cmdline, const struct config *cfg, struct nvml *n,
+             struct gpu_inventory *inv);
+
 /* The running agent's health (its "health" answer) into the records devs
  * (one per GPU of inv, by UUID; its MIG devices' too); false when no agent
  * answers at socket. */

@@ -87,15 +87,12 @@ int cmd_cdi(int argc, char **argv)
     }
     if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_fail("cdi", &e, NULL);
-    cli_simulator_quiet();
     struct nvml n;
     struct gpu_inventory inv;
+    rc = cli_open("cdi", "cdi generate", &cfg, &n, &inv);
+    if (rc != CLI_OK)
+        return rc;
     const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
-    const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
-    char hint[200];
-    if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0)
-        return cdi_fail(&e, cli_no_gpu_hint("cdi generate", !sim && !lib, hint, sizeof hint), &n,
-                        NULL);
     struct driver drv;
     if (config_driver(&cfg, NULL, inv.driver_version, &drv, &e) < 0)
         return cdi_fail(&e, sim ? "; simulated GPUs have no driver here: write a stand-in tree with "

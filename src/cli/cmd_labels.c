@@ -47,16 +47,11 @@ int cmd_labels(int argc, char **argv)
     if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_fail("labels", &e, NULL);
     config_user_paths(&cfg); /* a simulated agent's status socket */
-    cli_simulator_quiet();
     struct nvml n;
     struct gpu_inventory inv;
-    const char *sim = cfg.simulate[0] ? cfg.simulate : NULL;
-    const char *lib = cfg.nvml_path[0] ? cfg.nvml_path : NULL;
-    if (nvml_start(&n, sim, lib, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
-        char hint[200];
-        nvml_close(&n);
-        return cli_fail("labels", &e, cli_no_gpu_hint("labels", !sim && !lib, hint, sizeof hint));
-    }
+    int rc = cli_open("labels", "labels", &cfg, &n, &inv);
+    if (rc != CLI_OK)
+        return rc;
     char *machine = labels_read_machine(cfg.machine_type_file, &e);
     if (!machine)
         fprintf(stderr, "gpulet labels: %s; nvidia.com/gpu.machine is 'unknown'\n", e.msg);

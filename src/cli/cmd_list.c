@@ -2,7 +2,6 @@
  * running agent's (its GPUs, MIG layout and health) where one answers on
  * the status socket, else from NVML, with the agent's health when one
  * answers. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +9,7 @@
 #include "cli/cli.h"
 #include "gpu/inventory.h"
 #include "gpu/render.h"
-#include "sim/scenario.h"
-#include "util/opts.h"
+#include "config/config.h"
 #include "util/xmalloc.h"
 
 static const char list_usage[] =
@@ -25,60 +23,42 @@ static const char list_usage[] =
 
 int cmd_list(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},   {"simulate", required_argument, NULL, 's'},
-        {"nvml", required_argument, NULL, 'n'},     {"status-socket", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
-    };
-    struct { const char *simulate, *nvml_path; } no = {NULL, NULL};
-    const char *format = "table", *status = NULL;
+    const char *format = "table";
+    const struct cli_own_opt own[] = {{"-o", "--output", &format}};
+    if (cli_take_own("list", &argc, argv, own, 1) != 0)
+        return CLI_USAGE;
+    struct config_args args;
+    struct config cfg;
     struct err e;
-    if (opts_check_exact(argc, argv, "o:h", opts, &e) < 0)
+    if (config_parse_args(&args, argc, argv, &e) < 0)
         return cli_usage_error("list", "%s", e.msg);
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': format = optarg; break;
-        case 's': no.simulate = optarg; break;
-        case 'n': no.nvml_path = optarg; break;
-        case 'S': status = optarg; break;
-        case 'h':
-            fputs(list_usage, stdout);
-            cli_status_socket_help(stdout);
-            return CLI_OK;
-        default: return cli_usage_error("list", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    if (args.help) {
+        fputs(list_usage, stdout);
+        cli_status_socket_help(stdout);
+        return CLI_OK;
     }
-    if (optind < argc)
-        return cli_usage_error("list", "unexpected argument '%s'", argv[optind]);
     if (strcmp(format, "table") && strcmp(format, "wide") && strcmp(format, "json") &&
         strcmp(format, "topology"))
         return cli_usage_error("list", "output format must be table, wide, json or topology, not '%s'",
                                format);
-    if (no.simulate && no.nvml_path)
+    const char *sim = config_arg(&args, "simulate"), *lib = config_arg(&args, "nvml");
+    if (sim && lib)
         return cli_usage_error("list", "--simulate and --nvml cannot be combined");
-    if (no.simulate && scenario_check(no.simulate, &e) < 0)
-        return cli_fail("list", &e, NULL);
+    const char *status = config_arg(&args, "status-socket");
     char user[256], request[32];
     snprintf(request, sizeof request, "list %s", format);
-    int shown = no.simulate || no.nvml_path ? -1 : cli_agent_print("list", status, request);
+    int shown = sim || lib ? -1 : cli_agent_print("list", status, request);
     if (shown >= 0)
         return shown; /* the node gpulet serves, as it sees it */
-
-    cli_simulator_quiet();
+    if (config_load(&cfg, &args, NULL, &e) < 0)
+        return cli_fail("list", &e, NULL);
     struct nvml n;
     struct gpu_inventory inv;
-    if (nvml_start(&n, no.simulate, no.nvml_path, &e) < 0 || gpu_inventory_build(&n, &inv, &e) < 0) {
-        char hint[200];
-        nvml_close(&n);
-        return cli_fail("list", &e, cli_no_gpu_hint("list", !no.simulate && !no.nvml_path, hint,
-                                                    sizeof hint));
-    }
+    int rc = cli_open("list", "list", &cfg, &n, &inv);
+    if (rc != CLI_OK)
+        return rc;
     struct gpu_device *devs = gpu_devices_new(&inv, 0);
-    if (!cli_agent_health(cli_status_socket(status, no.simulate, user, sizeof user), &inv, devs,
-                          "list")) {
+    if (!cli_agent_health(cli_status_socket(status, sim, user, sizeof user), &inv, devs, "list")) {
         free(devs);
         devs = NULL;
     }
