@@ -2,7 +2,7 @@
  * or MIG device (in this node's pool, served through DRA, healthy), and
  * how it is shared (MPS's limits resolved per device, a time slice where
  * the claim holds its GPU whole). On the loop, reading the agent's
- * records; no I/O. */
+ * records; no I/O, so fuzzed (fuzz_dra, on a simulated node). */
 #include "dra/internal.h"
 
 #include <stdio.h>
