@@ -98,11 +98,48 @@ void dra_service_stop(struct dra *d);
 struct ProtobufCMessage;
 void dra_reply(struct grpc_call *call, const struct ProtobufCMessage *m);
 
+/* A prepare's (or a refresh's) work: its claims, read on the worker pool,
+ * then settled on the loop (prepare.c). */
+struct dra_job_claim {
+    char ns[256], name[256], uid[64];
+    bool known;                       /* prepared before: the checkpoint answers */
+    /* written by the job's thread */
+    struct dra_allocation alloc;
+    char error[1024];
+    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
+    unsigned nconsumers;
+    bool have_consumers;              /* the claim's pods were read */
+    struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
+    bool timeslice_set;               /* the second pass set p's intervals */
+};
+
+struct dra_job {
+    uv_work_t work;
+    uv_timer_t timer;                 /* waiting for MPS daemons */
+    bool timer_used;
+    struct dra *d;
+    struct grpc_call *call;           /* NULL once the kubelet went away */
+    unsigned n;
+    struct dra_job_claim *claims;
+    struct dra_job *next;             /* in d->waiting */
+    uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
+    enum dra_api api;                 /* the driver's; found by the job if not known yet */
+    bool mapped;                      /* its claims were mapped: a second pass sets time slices */
+    bool refresh;                     /* not the kubelet's: the claims' containers only */
+};
+
+/* Queues j on the worker pool (prepare.c): its claims read, then settled. */
+void dra_job_queue(struct dra *d, struct dra_job *j);
+
+/* Reads the containers of claim c's pods, from the claim's JSON (body),
+ * on the worker (refresh.c; a failure leaves them unknown). */
+void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, const struct strbuf *body);
+
 /* Prepares claims (prepare.c): answers call once each claim's allocation
  * is read from the API server; unprepares at once. */
 void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
-/* Reads the prepared claims' containers again (the refresh timer): a pod
- * that joins a shared claim later is not prepared for again. */
+/* Reads the prepared claims' containers again (refresh.c; the refresh
+ * timer): a pod that joins a shared claim later is not prepared for again. */
 void dra_refresh(uv_timer_t *t);
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
 

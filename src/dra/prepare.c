@@ -27,54 +27,6 @@ void dra_reply(struct grpc_call *call, const ProtobufCMessage *m)
 
 #define DRA_MPS_WAIT_MS 15000    /* a prepare waits this long for its claim's MPS daemon */
 
-struct dra_job_claim {
-    char ns[256], name[256], uid[64];
-    bool known;                       /* prepared before: the checkpoint answers */
-    /* written by the job's thread */
-    struct dra_allocation alloc;
-    char error[1024];
-    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
-    unsigned nconsumers;
-    bool have_consumers;              /* the claim's pods were read */
-    struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
-    bool timeslice_set;               /* the second pass set p's intervals */
-};
-
-struct dra_job {
-    uv_work_t work;
-    uv_timer_t timer;                 /* waiting for MPS daemons */
-    bool timer_used;
-    struct dra *d;
-    struct grpc_call *call;           /* NULL once the kubelet went away */
-    unsigned n;
-    struct dra_job_claim *claims;
-    struct dra_job *next;             /* in d->waiting */
-    uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
-    enum dra_api api;                 /* the driver's; found by the job if not known yet */
-    bool mapped;                      /* its claims were mapped: a second pass sets time slices */
-    bool refresh;                     /* not the kubelet's: the claims' containers only */
-};
-
-/* The containers of the claim's pods (for metrics; a failure only leaves
- * them unknown). */
-static void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, const struct strbuf *body)
-{
-    char pods[DRA_MAX_CONSUMERS][128], path[1024], error[512];
-    unsigned n = dra_claim_pods(body->data ? body->data : "", body->len, pods, DRA_MAX_CONSUMERS);
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "/api/v1/namespaces/%.255s/pods/%.127s", c->ns, pods[i]);
-        struct kube_response r = {0};
-        int rc = dra_get(d, path, &r, error, sizeof error);
-        if (rc == 0)
-            c->nconsumers = dra_pod_consumers(r.body.data ? r.body.data : "", r.body.len, c->name,
-                                              c->consumers, c->nconsumers, DRA_MAX_CONSUMERS);
-        kube_response_free(&r);
-        if (rc < 0)
-            return;
-    }
-    c->have_consumers = true;
-}
-
 /* On the worker: each claim from the API server; in a refresh, with its
  * pods (a prepare does not wait for those). A claim prepared before is
  * answered from the checkpoint: it is read only in a refresh. */
@@ -373,6 +325,12 @@ static void dra_job_done(uv_work_t *w, int status)
     d->waiting = j;
 }
 
+void dra_job_queue(struct dra *d, struct dra_job *j)
+{
+    d->jobs++;
+    uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
+}
+
 static void dra_job_cancelled(struct grpc_call *call, void *ctx)
 {
     (void)call;
@@ -405,31 +363,7 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     }
     drav1beta1__node_prepare_resources_request__free_unpacked(req, NULL);
     grpc_call_on_cancel(call, dra_job_cancelled, j);
-    d->jobs++;
-    uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
-}
-
-void dra_refresh(uv_timer_t *t)
-{
-    struct dra *d = t->data;
-    if (d->refreshing || !d->nprepared || d->stopping)
-        return;
-    struct dra_job *j = xcalloc(1, sizeof *j);
-    j->d = d;
-    j->api = d->api;
-    j->refresh = true;
-    j->work.data = j;
-    j->claims = xcalloc(d->nprepared, sizeof *j->claims);
-    for (unsigned i = 0; i < d->nprepared; i++) {
-        struct dra_job_claim *c = &j->claims[j->n++];
-        snprintf(c->ns, sizeof c->ns, "%s", d->prepared[i].ns);
-        snprintf(c->name, sizeof c->name, "%s", d->prepared[i].name);
-        snprintf(c->uid, sizeof c->uid, "%s", d->prepared[i].uid);
-        c->known = true;
-    }
-    d->refreshing = true;
-    d->jobs++;
-    uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
+    dra_job_queue(d, j);
 }
 
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len)
