@@ -127,6 +127,7 @@ void dra_maybe_free(struct dra *d)
     if (!d->stopping || d->jobs || d->handles)
         return;
     kube_creds_free(&d->creds);
+    strbuf_free(&d->applied_body);
     free(d->prepared);
     free(d->pcie_roots);
     free(d);

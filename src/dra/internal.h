@@ -59,6 +59,8 @@ struct dra {
     /* publishing the slice (publish.c): one request at a time */
     bool publishing, dirty;
     unsigned long long generation;
+    struct strbuf applied_body;           /* the slice as last applied: nothing is sent
+                                           * while it is what the server holds */
     uv_timer_t retry;
     unsigned backoff_ms;
     uv_timer_t refresh;                   /* the claims' containers, read again */
@@ -68,7 +70,8 @@ struct dra {
     struct kube_watch *watch;
     uv_async_t gone;
     atomic_bool slice_gone;               /* written by the watch's thread */
-    bool applied;                         /* a round applied the slice */
+    bool applied;                         /* the server holds applied_body */
+    unsigned deletions;                   /* of the slice, by another: counted on the loop */
     bool refreshing;
     unsigned handles;                     /* timers not yet closed */
     /* prepared claims */

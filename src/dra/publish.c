@@ -1,11 +1,14 @@
 /* The node's ResourceSlice on the API server: built on the loop from the
  * agent's records, sent by server-side apply (one request creates or
  * replaces it) on libuv's worker pool, one round at a time; a change
- * during a round makes one more. Failures retry with backoff. The first
+ * during a round makes one more, and a change that leaves the slice as the
+ * server holds it makes none (a new pool generation makes the scheduler
+ * drop and read the pool again). Failures retry with backoff. The first
  * round asks which version of resource.k8s.io the server speaks and reads
  * the Node's UID (the slice's owner); the last, at stop, deletes the
- * slice, also off the loop. The slice is watched from the first round on:
- * deleted by another, it is applied again. */
+ * slice, also off the loop. The slice is watched once it is applied, so
+ * that the watch's first answer comes after the slice exists: deleted by
+ * another, it is applied again. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -32,6 +35,7 @@ struct dra_publish_job {
     enum dra_api api;                 /* the version to speak; a DRA_ROUND_UID job finds it */
     char node_uid[64];                /* written by a DRA_ROUND_UID job */
     unsigned devices;
+    unsigned deletions;               /* d->deletions when the round began */
     char error[1024];
 };
 
@@ -110,10 +114,8 @@ static void dra_round_done(uv_work_t *w, int status)
     d->publishing = false;
     if (j->api)
         d->api = j->api;
-    if (j->node_uid[0]) {
+    if (j->node_uid[0])
         memcpy(d->node_uid, j->node_uid, sizeof d->node_uid);
-        dra_watch_start(d);
-    }
     if (j->kind == DRA_ROUND_DELETE)
         log_info("DRA: ResourceSlice %s%s%s", j->error[0] ? "not deleted: " : "deleted",
                  j->error, j->error[0] ? " (the kubelet removes it later)" : "");
@@ -124,7 +126,13 @@ static void dra_round_done(uv_work_t *w, int status)
                  d->generation);
     if (!j->error[0] && j->kind == DRA_ROUND_APPLY) {
         d->backoff_ms = 0;
-        d->applied = true;
+        /* A deletion seen meanwhile may have come after this apply: the
+         * next round applies again. */
+        d->applied = j->deletions == d->deletions;
+        strbuf_free(&d->applied_body);
+        d->applied_body = j->body; /* d owns it now */
+        j->body = (struct strbuf){0};
+        dra_watch_start(d);
     }
     enum dra_round kind = j->kind;
     strbuf_free(&j->body);
@@ -144,6 +152,7 @@ static void dra_round_start(struct dra *d, enum dra_round kind)
     j->d = d;
     j->kind = kind;
     j->api = d->api;
+    j->deletions = d->deletions;
     j->work.data = j;
     d->publishing = true;
     d->jobs++;
@@ -157,6 +166,21 @@ static void dra_round_start(struct dra *d, enum dra_round kind)
     uv_queue_work(d->loop, &j->work, dra_round_work, dra_round_done);
 }
 
+/* Whether the slice, built now at the generation last applied, is the one
+ * the server holds. */
+static bool dra_slice_unchanged(const struct dra *d)
+{
+    if (!d->applied)
+        return false;
+    struct strbuf now = {0};
+    struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation,
+                              d->api, d->pcie_roots};
+    dra_slice_json(&in, &now);
+    bool same = now.len == d->applied_body.len && !memcmp(now.data, d->applied_body.data, now.len);
+    strbuf_free(&now);
+    return same;
+}
+
 void dra_publish(struct dra *d)
 {
     if (d->stopping)
@@ -165,8 +189,11 @@ void dra_publish(struct dra *d)
     if (d->publishing)
         return; /* one more round once this one ends */
     /* The first round reads the Node's UID; the slice itself comes next. */
-    if (d->node_uid[0])
+    if (d->node_uid[0]) {
         d->dirty = false;
+        if (dra_slice_unchanged(d))
+            return;
+    }
     dra_round_start(d, d->node_uid[0] ? DRA_ROUND_APPLY : DRA_ROUND_UID);
 }
 
@@ -190,10 +217,14 @@ static void dra_on_watch_failure(void *ctx, const char *msg)
 void dra_on_gone(uv_async_t *h)
 {
     struct dra *d = h->data;
-    if (!atomic_exchange(&d->slice_gone, false) || d->stopping || !d->applied)
-        return; /* not published yet: the first round is under way */
+    /* The watch starts once the slice was applied: every absence it
+     * reports is a deletion. */
+    if (!atomic_exchange(&d->slice_gone, false) || d->stopping)
+        return;
     log_warn("DRA: the ResourceSlice was deleted (the kubelet does so when a driver's socket "
              "goes); publishing it again");
+    d->applied = false; /* the server holds none */
+    d->deletions++;
     dra_publish(d);
 }
 

@@ -48,6 +48,9 @@ class FakeAPI:
         self.configmaps = {}        # (namespace, name) -> object
         self.events = []            # (version, collection, name, type, object)
         self.closing = False
+        self.list_lag = 0.0         # seconds a LIST's answer comes after the state it read,
+        self.apply_lag = 0.0        # and a slice's apply takes effect after it came, as on
+                                    # a busy API server
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,6 +133,10 @@ class FakeAPI:
                 """DRA's objects, and the pods a claim is reserved for. Called with api.cond held."""
                 m = re.fullmatch(re.escape(api.slices_path) + r"/([^/]+)", path)
                 if m and method == "PATCH":
+                    if api.apply_lag:
+                        api.cond.release()
+                        time.sleep(api.apply_lag)
+                        api.cond.acquire()
                     obj = json.loads(body)
                     created = m.group(1) not in api.slices
                     api.slices[m.group(1)] = obj
@@ -155,8 +162,13 @@ class FakeAPI:
                 if obj is False:
                     return self.answer(404, {"kind": "Status", "code": 404})
                 if query.get("watch") not in ("1", "true"):
-                    return self.answer(200, {"kind": "List", "items": [obj] if obj else [],
-                                             "metadata": {"resourceVersion": str(api.version)}})
+                    listed = {"kind": "List", "items": [obj] if obj else [],
+                              "metadata": {"resourceVersion": str(api.version)}}
+                    if api.list_lag:
+                        api.cond.release()
+                        time.sleep(api.list_lag)
+                        api.cond.acquire()
+                    return self.answer(200, listed)
                 since = int(query.get("resourceVersion") or 0)
                 deadline = time.monotonic() + int(query.get("timeoutSeconds") or 60)
                 self.send_response(200)

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -223,6 +224,14 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
                  pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="six", name="c-6")]),
                  pb.NodePrepareResourcesResponse)
         assert "the device plugin's here, not DRA's" in r.claims["six"].error
+        # A fault on the device plugin's GPU 6 leaves the slice as it is: nothing
+        # is sent (a new pool generation makes the scheduler read the pool again).
+        applied = sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p)
+        subprocess.run([GPULET, "sim", "xid", "6", "79"], check=True, env=sim_env, timeout=10)
+        a.wait_log("GPU 6 (")
+        time.sleep(1)
+        assert sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p) == applied
+        assert api.slices["n1-gpu.nvidia.com"]["spec"]["pool"]["generation"] == 1
         assert a.stop() == 0
         labels = subprocess.run([GPULET, "labels", "--simulate", "dgx-h100", "--dra", "all", "--dra-gpus",
                                  "0,1,2,3"], capture_output=True, text=True, env=sim_env).stdout
@@ -450,6 +459,28 @@ def test_dra_api_versions(agent, sim_env, tmp_path, version):
             assert check["status"] == "FAIL", check
             assert "which version of resource.k8s.io" in check["message"], check
             assert not api.slices
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+def test_dra_slice_watch_after_a_slow_list(agent, tmp_path):
+    """A busy API server answers a LIST sent before the slice was created
+    after it was, with what it read before: that is no deletion. The slice
+    is applied once, and its pool generation stays 1 (a new one makes the
+    scheduler drop and read the pool again)."""
+    api = FakeAPI("n1")
+    api.apply_lag, api.list_lag = 1.0, 2.0
+    try:
+        a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"))
+        api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice", timeout=30)
+        time.sleep(api.list_lag + 1)
+        assert sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p) == 1
+        assert "was deleted" not in a.log()
+        assert api.slices["n1-gpu.nvidia.com"]["spec"]["pool"]["generation"] == 1
         assert a.stop() == 0
     finally:
         api.stop()
