@@ -38,9 +38,10 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
         return -1;
     config_user_paths(&next);
     if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
-        strcmp(next.nvml_path, a->cfg.nvml_path) || strcmp(next.config_map, a->cfg.config_map))
-        log_warn("reload: kubelet-root, simulate, nvml and config-map changes take effect at "
-                 "restart");
+        strcmp(next.nvml_path, a->cfg.nvml_path) || strcmp(next.config_map, a->cfg.config_map) ||
+        strcmp(next.kubeconfig, a->cfg.kubeconfig) || strcmp(next.node_name, a->cfg.node_name))
+        log_warn("reload: kubelet-root, simulate, nvml, config-map, kubeconfig and node-name "
+                 "changes take effect at restart");
     if (strcmp(next.metrics_listen, a->cfg.metrics_listen) || strcmp(next.collectors, a->cfg.collectors) ||
         next.metrics_interval_ms != a->cfg.metrics_interval_ms || next.no_metrics != a->cfg.no_metrics)
         log_warn("reload: metrics settings take effect at restart");
@@ -48,6 +49,8 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
     strcpy(next.simulate, a->cfg.simulate);
     strcpy(next.nvml_path, a->cfg.nvml_path);
     strcpy(next.config_map, a->cfg.config_map);
+    strcpy(next.kubeconfig, a->cfg.kubeconfig); /* the agent's one API client's */
+    strcpy(next.node_name, a->cfg.node_name);
     struct config old = a->cfg;
     a->cfg = next;
     struct plugin_resource *check = NULL;
@@ -142,6 +145,7 @@ static void agent_shutdown(struct agent *a)
     agent_mig_stop(a);
     agent_status_stop(a);
     agent_nodeconfig_stop(a);
+    agent_kube_stop(a);       /* after all that use it */
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
@@ -204,6 +208,7 @@ int agent_run(const struct config_args *args)
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
     agent_config_applied(a, NULL);
+    agent_kube_start(a);
     agent_nodeconfig_start(a);
     rc = agent_start(a);
     if (rc == 0)

@@ -123,6 +123,20 @@ static void answer_cdi(struct agent *a, const char *format, struct strbuf *out)
         strbuf_printf(out, "error: %s\n", e.msg);
 }
 
+/* "api": the API server's client, counted since start: "<server>
+ * requests N connections N failures N", or "none". */
+static void answer_api(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    if (!a->kube) {
+        strbuf_puts(out, "none\n");
+        return;
+    }
+    struct kube_client_stats st = kube_client_stats(a->kube);
+    strbuf_printf(out, "%s requests %llu connections %llu failures %llu\n",
+                  kube_client_creds(a->kube)->server, st.requests, st.connections, st.failures);
+}
+
 /* "config": the configuration the agent runs with, as flags, then the
  * named config it applied, if any ("named NAME", then its text). */
 static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
@@ -144,7 +158,7 @@ static const struct agent_request {
     {"dra", false, answer_dra},         {"pid", false, answer_pid},
     {"clear", true, answer_clear},      {"list", true, answer_list},
     {"labels", true, answer_labels},    {"cdi", true, answer_cdi},
-    {"config", false, answer_config},
+    {"config", false, answer_config},   {"api", false, answer_api},
 };
 
 void agent_answer(struct agent *a, const char *line, struct strbuf *out)

@@ -36,9 +36,7 @@ void agent_dra_holders(struct agent *a)
 /* The settings a reload must compare. */
 static bool agent_dra_same(const struct config *a, const struct config *b)
 {
-    return a->dra == b->dra && !strcmp(a->kubeconfig, b->kubeconfig) &&
-           !strcmp(a->node_name, b->node_name) &&
-           !strcmp(a->kubelet_registry_dir, b->kubelet_registry_dir) &&
+    return a->dra == b->dra && !strcmp(a->kubelet_registry_dir, b->kubelet_registry_dir) &&
            !strcmp(a->dra_plugin_dir, b->dra_plugin_dir);
 }
 
@@ -56,7 +54,7 @@ void agent_dra_start(struct agent *a, const struct config *old)
         return;
     struct err e;
     struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .ctx = a};
-    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &hooks, &e) == 0) {
+    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, a->kube, a->node, &hooks, &e) == 0) {
         agent_dra_holders(a); /* the checkpoint's */
     } else if (!old) {
         /* An agent that cannot serve the GPUs it was told DRA serves

@@ -67,6 +67,11 @@ struct agent {
     struct agent_status *status;
     struct metrics *metrics;             /* NULL with --no-metrics or when it could not start */
     bool facts_known;                    /* the inventory's slow half is in (names, memory) */
+    /* the API server (kube.c): one client, and the Node watched, shared by
+     * labels, the report, DRA and the node config; NULL without
+     * credentials or NODE_NAME */
+    struct kube_client *kube;
+    struct kube_watch *node;
     struct labels_publisher *labels;     /* NULL when labels go nowhere */
     struct report *report;               /* NULL without the API server, or --fault-report none */
     struct dra *dra;                     /* NULL unless --dra all */
@@ -104,6 +109,12 @@ void agent_mig_free(struct agent *a);
 
 /* Takes the MIG checks the lanes have finished (probe.c calls it). */
 void agent_mig_collect(struct agent *a);
+
+/* The agent's client of the API server and its watch of the Node
+ * (kube.c): made at start where there are credentials (a kubeconfig, or
+ * in-cluster) and NODE_NAME; stop after the modules that use them. */
+void agent_kube_start(struct agent *a);
+void agent_kube_stop(struct agent *a);
 
 /* Per-node configuration (nodeconfig.c): with --config-map, watches the
  * Node's label and the ConfigMap and applies the chosen named config. start

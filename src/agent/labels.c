@@ -23,8 +23,7 @@ void agent_labels_refresh(struct agent *a)
 static bool agent_labels_same_output(const struct config *a, const struct config *b)
 {
     return a->labels_output == b->labels_output && !strcmp(a->output_file, b->output_file) &&
-           a->keep_labels_file == b->keep_labels_file && !strcmp(a->kubeconfig, b->kubeconfig) &&
-           !strcmp(a->node_name, b->node_name);
+           a->keep_labels_file == b->keep_labels_file;
 }
 
 /* Starts publishing, or after a reload (old: the configuration before it)
@@ -41,7 +40,7 @@ void agent_labels_start(struct agent *a, const struct config *old)
     if (!old || !a->labels || !agent_labels_same_output(old, &a->cfg)) {
         labels_publisher_stop(a->labels);
         a->labels = NULL;
-        if (labels_publisher_start(&a->labels, &a->loop, &a->cfg, &e) < 0) {
+        if (labels_publisher_start(&a->labels, &a->loop, &a->cfg, a->kube, a->node, &e) < 0) {
             log_error("%s; node labels are off", e.msg);
             return;
         }

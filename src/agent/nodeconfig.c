@@ -1,8 +1,8 @@
-/* Per-node configuration without a sidecar: gpulet watches its own Node
- * (for the label that names a config) and the ConfigMap of named configs,
- * each through one API watch on its own thread, and applies the chosen
- * config by the same path as SIGHUP. A config that fails keeps the running
- * one, with one error in the log and the gpulet_config_* series. */
+/* Per-node configuration without a sidecar: gpulet reads its own Node (the
+ * label that names a config) from the agent's watch of it and watches the
+ * ConfigMap of named configs, both on the agent's client, and applies the
+ * chosen config by the same path as SIGHUP. A config that fails keeps the
+ * running one, with one error in the log and the gpulet_config_* series. */
 #include "agent/internal.h"
 
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define NODECONFIG_FIRST_WAIT_NS (10ull * 1000000000ull) /* start-up waits this for the API */
+#define NODECONFIG_FIRST_WAIT_MS 10000 /* start-up waits this for the API */
 
 /* A named config, owned. */
 struct nodeconfig_choice {
@@ -24,24 +24,20 @@ struct nodeconfig_choice {
 
 struct agent_nodeconfig {
     struct agent *a;
-    struct kube_creds creds;
     char ns[128], map[256], label_key[128];
     char source[512];                /* "ConfigMap ns/name", for messages */
-    struct kube_watch *node_watch, *map_watch;
-    uv_async_t async;
-    bool async_on;
-    /* written by the watch threads, under lock */
-    uv_mutex_t lock;
-    uv_cond_t answered;
-    bool node_known, map_known;      /* each watch has answered once */
+    struct kube_watch *node_watch;   /* the agent's */
+    struct kube_watch *map_watch;
     char label[128];                 /* the label's value; empty: none */
     struct config_named_set set;
     bool map_exists;
     char map_error[512];             /* the ConfigMap's data cannot be read */
-    /* on the loop */
     struct nodeconfig_choice running; /* the named config in the running configuration */
     struct nodeconfig_choice refused; /* the last one that failed: not tried again */
     char last_error[768];            /* reported once until it changes */
+    bool starting;                   /* waiting for both watches' first answers, */
+    uv_timer_t deadline;             /* for this long */
+    bool deadline_on, late;
 };
 
 static bool nodeconfig_same(const struct nodeconfig_choice *c, const struct config_named *n)
@@ -64,45 +60,37 @@ static void nodeconfig_set(struct nodeconfig_choice *c, const struct config_name
     c->len = n->len;
 }
 
-/* --- the watch threads --------------------------------------------------------------- */
+/* --- what the watches bring ----------------------------------------------------------- */
 
-static void nodeconfig_on_node(void *ctx, const char *json, size_t len)
+static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first);
+
+static void nodeconfig_on_node(void *ctx, struct kube_watch *w)
 {
     struct agent_nodeconfig *nc = ctx;
+    size_t len;
+    const char *json = kube_watch_object(w, &len);
     char label[sizeof nc->label] = "";
     struct err e;
     if (json && config_node_label(json, len, nc->label_key, label, sizeof label, &e) < 0)
         log_warn("node config: %s", e.msg);
-    uv_mutex_lock(&nc->lock);
+    if (!strcmp(label, nc->label))
+        return; /* the Node changed, not its label */
     snprintf(nc->label, sizeof nc->label, "%s", label);
-    nc->node_known = true;
-    uv_cond_broadcast(&nc->answered);
-    uv_mutex_unlock(&nc->lock);
-    uv_async_send(&nc->async);
+    nodeconfig_apply(nc, false);
 }
 
-static void nodeconfig_on_map(void *ctx, const char *json, size_t len)
+static void nodeconfig_on_map(void *ctx, struct kube_watch *w)
 {
     struct agent_nodeconfig *nc = ctx;
-    struct config_named_set set = {0};
+    size_t len;
+    const char *json = kube_watch_object(w, &len);
     struct err e = {.msg = ""};
-    if (json)
-        config_named_parse(&set, json, len, &e);
-    uv_mutex_lock(&nc->lock);
     config_named_free(&nc->set);
-    nc->set = set;
+    if (json)
+        config_named_parse(&nc->set, json, len, &e);
     nc->map_exists = json != NULL;
     snprintf(nc->map_error, sizeof nc->map_error, "%s", e.msg);
-    nc->map_known = true;
-    uv_cond_broadcast(&nc->answered);
-    uv_mutex_unlock(&nc->lock);
-    uv_async_send(&nc->async);
-}
-
-static void nodeconfig_on_failure(void *ctx, const char *msg)
-{
-    (void)ctx;
-    log_warn("node config: %s; retrying", msg);
+    nodeconfig_apply(nc, false);
 }
 
 /* --- on the loop ------------------------------------------------------------------- */
@@ -124,14 +112,11 @@ static void nodeconfig_report(struct agent_nodeconfig *nc, const char *msg)
 static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
 {
     char msg[768];
-    uv_mutex_lock(&nc->lock);
-    if (!(nc->node_known && nc->map_known)) {
+    if (nc->starting || !kube_watch_known(nc->node_watch) || !kube_watch_known(nc->map_watch))
         /* Choosing on half the facts would apply a config (the ConfigMap's
          * default, with the label still unknown) only to replace it when
          * the other watch answers: two re-registrations instead of one. */
-        uv_mutex_unlock(&nc->lock);
         return;
-    }
     struct config_named_set *set = &nc->set;
     const struct config_named *named = NULL;
     const char *why = "";
@@ -153,7 +138,6 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
     if (rc < 0 || nodeconfig_same(&nc->running, named) ||
         (named && nodeconfig_same(&nc->refused, named))) {
         bool none = rc == 0 && !named, exists = nc->map_exists;
-        uv_mutex_unlock(&nc->lock);
         if (rc < 0)
             nodeconfig_report(nc, msg);
         else if (first && none)
@@ -164,7 +148,6 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
     struct nodeconfig_choice next = {0};
     nodeconfig_set(&next, named);
     bool exists = nc->map_exists;
-    uv_mutex_unlock(&nc->lock);
 
     snprintf(next.source, sizeof next.source, "%s key %s", nc->source, next.name);
     const struct config_text text = {next.name, next.source, next.text, next.len};
@@ -184,11 +167,6 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
     else
         log_info("node config: none applies now (%s); running on flags and --config-file",
                  exists ? why : "the ConfigMap does not exist");
-}
-
-static void nodeconfig_on_async(uv_async_t *h)
-{
-    nodeconfig_apply(h->data, false);
 }
 
 const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf)
@@ -215,19 +193,25 @@ static void nodeconfig_names(struct agent_nodeconfig *nc, const char *spec)
     snprintf(nc->source, sizeof nc->source, "ConfigMap %s/%s", nc->ns, nc->map);
 }
 
-/* Waits (at start-up only) until both watches answered, or the limit; on
- * the limit, names in `missing` what did not answer. */
+static void nodeconfig_deadline(uv_timer_t *t)
+{
+    struct agent_nodeconfig *nc = t->data;
+    nc->late = true;
+}
+
+/* Runs the loop (at start-up only, before anything else is on it) until
+ * both watches answered, or the limit; on the limit, names in `missing`
+ * what did not answer. */
 static bool nodeconfig_wait(struct agent_nodeconfig *nc, char *missing, size_t size)
 {
-    uint64_t until = uv_hrtime() + NODECONFIG_FIRST_WAIT_NS;
-    uv_mutex_lock(&nc->lock);
-    while (!(nc->node_known && nc->map_known)) {
-        uint64_t now = uv_hrtime();
-        if (now >= until || uv_cond_timedwait(&nc->answered, &nc->lock, until - now) != 0)
-            break;
-    }
-    bool node = nc->node_known, map = nc->map_known;
-    uv_mutex_unlock(&nc->lock);
+    uv_timer_init(&nc->a->loop, &nc->deadline);
+    nc->deadline.data = nc;
+    nc->deadline_on = true;
+    uv_timer_start(&nc->deadline, nodeconfig_deadline, NODECONFIG_FIRST_WAIT_MS, 0);
+    while (!nc->late && !(kube_watch_known(nc->node_watch) && kube_watch_known(nc->map_watch)))
+        uv_run(&nc->a->loop, UV_RUN_ONCE);
+    uv_timer_stop(&nc->deadline);
+    bool node = kube_watch_known(nc->node_watch), map = kube_watch_known(nc->map_watch);
     snprintf(missing, size, "%s%.127s%s%.400s", node ? "" : "Node ",
              node ? "" : nc->a->cfg.node_name, node || map ? "" : " and ", map ? "" : nc->source);
     return node && map;
@@ -237,41 +221,35 @@ void agent_nodeconfig_start(struct agent *a)
 {
     if (!a->cfg.config_map[0])
         return;
+    if (!a->kube) {
+        log_error("node config is off: --config-map needs the API server's credentials and "
+                  "NODE_NAME");
+        return;
+    }
     struct agent_nodeconfig *nc = xcalloc(1, sizeof *nc);
     nc->a = a;
     snprintf(nc->label_key, sizeof nc->label_key, "%s", a->cfg.config_label);
     nodeconfig_names(nc, a->cfg.config_map);
-    uv_mutex_init(&nc->lock);
-    uv_cond_init(&nc->answered);
-    uv_async_init(&a->loop, &nc->async, nodeconfig_on_async);
-    nc->async.data = nc;
-    nc->async_on = true;
     a->nodeconfig = nc;
-    struct err e;
-    if (kube_creds_load(&nc->creds, a->cfg.kubeconfig, &e) < 0) {
-        log_error("node config is off: %s", e.msg);
-        return;
-    }
-    char nodes[64], maps[KUBE_PATH_MAX];
-    snprintf(nodes, sizeof nodes, "/api/v1/nodes");
+    char maps[KUBE_PATH_MAX];
     snprintf(maps, sizeof maps, "/api/v1/namespaces/%s/configmaps", nc->ns);
-    const struct kube_watch_spec node = {nodes, a->cfg.node_name, nodeconfig_on_node,
-                                         nodeconfig_on_failure, nc};
-    const struct kube_watch_spec map = {maps, nc->map, nodeconfig_on_map, nodeconfig_on_failure, nc};
-    if (kube_watch_start(&nc->node_watch, &nc->creds, &node, &e) < 0 ||
-        kube_watch_start(&nc->map_watch, &nc->creds, &map, &e) < 0) {
-        log_error("node config is off: %s", e.msg);
-        return;
-    }
+    struct err e;
+    const struct kube_watch_spec map = {maps, nc->map, nc->source};
+    kube_watch_start(&nc->map_watch, a->kube, &map, &e);
+    nc->node_watch = a->node;
+    nc->starting = true;
+    kube_watch_listen(nc->node_watch, nodeconfig_on_node, nc);
+    kube_watch_listen(nc->map_watch, nodeconfig_on_map, nc);
     log_info("node config: label %s on Node %s chooses from %s at %s", nc->label_key,
-             a->cfg.node_name, nc->source, nc->creds.server);
+             a->cfg.node_name, nc->source, kube_client_creds(a->kube)->server);
     /* As NVIDIA's config-manager init container does, start on the node's
      * config rather than re-registering moments later with another. */
     char missing[700];
     if (!nodeconfig_wait(nc, missing, sizeof missing))
-        log_error("node config: no answer from the API server in %llu s for %s; starting on "
+        log_error("node config: no answer from the API server in %d s for %s; starting on "
                   "flags and --config-file, and applying the node's config when it answers",
-                  NODECONFIG_FIRST_WAIT_NS / 1000000000ull, missing);
+                  NODECONFIG_FIRST_WAIT_MS / 1000, missing);
+    nc->starting = false;
     nodeconfig_apply(nc, true);
 }
 
@@ -280,12 +258,12 @@ void agent_nodeconfig_stop(struct agent *a)
     struct agent_nodeconfig *nc = a->nodeconfig;
     if (!nc)
         return;
-    kube_watch_stop(nc->node_watch);
+    kube_watch_unlisten(nc->node_watch, nodeconfig_on_node, nc);
     kube_watch_stop(nc->map_watch);
+    if (nc->deadline_on)
+        uv_close((uv_handle_t *)&nc->deadline, NULL); /* nc is freed after the loop */
+    nc->deadline_on = false;
     nc->node_watch = nc->map_watch = NULL;
-    if (nc->async_on)
-        uv_close((uv_handle_t *)&nc->async, NULL);
-    nc->async_on = false;
 }
 
 void agent_nodeconfig_free(struct agent *a)
@@ -293,12 +271,9 @@ void agent_nodeconfig_free(struct agent *a)
     struct agent_nodeconfig *nc = a->nodeconfig;
     if (!nc)
         return;
-    kube_creds_free(&nc->creds);
     config_named_free(&nc->set);
     free(nc->running.text);
     free(nc->refused.text);
-    uv_cond_destroy(&nc->answered);
-    uv_mutex_destroy(&nc->lock);
     free(nc);
     a->nodeconfig = NULL;
 }

@@ -36,8 +36,7 @@ void agent_report_refresh(struct agent *a)
 static bool agent_report_same(const struct config *a, const struct config *b)
 {
     return a->fault_report == b->fault_report && a->fault_taint == b->fault_taint &&
-           !strcmp(a->fault_taint_on, b->fault_taint_on) && !strcmp(a->kubeconfig, b->kubeconfig) &&
-           !strcmp(a->node_name, b->node_name);
+           !strcmp(a->fault_taint_on, b->fault_taint_on);
 }
 
 /* Starts reporting, or after a reload (old: the configuration before it)
@@ -49,7 +48,7 @@ void agent_report_start(struct agent *a, const struct config *old)
         report_stop(a->report);
         a->report = NULL;
         struct err e;
-        if (report_start(&a->report, &a->loop, &a->cfg, &e) < 0) {
+        if (report_start(&a->report, &a->loop, &a->cfg, a->kube, a->node, &e) < 0) {
             log_error("%s; GPU faults go to the Node's allocatable and labels only", e.msg);
             return;
         }

@@ -85,7 +85,7 @@ static int api_allowed(const struct kube_creds *creds, const struct config *c,
     json_decref(req);
     struct kube_response resp = {0};
     int rc = kube_request(creds, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                          "application/json", body.data, &resp, NULL, e);
+                          "application/json", body.data, &resp, e);
     strbuf_free(&body);
     if (rc == 0 && resp.status != 201 && resp.status != 200)
         rc = err_set(e, "SelfSubjectAccessReview: HTTP %ld", resp.status);

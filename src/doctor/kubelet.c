@@ -363,7 +363,7 @@ void doctor_node(struct doctor *d, struct doctor_result *r)
     snprintf(path, sizeof path, "/api/v1/nodes/%s", c->node_name);
     doctor_step(d, "GET %s from the API server", path);
     if (kube_creds_load(&creds, c->kubeconfig, &e) < 0 ||
-        kube_request(&creds, "GET", path, NULL, NULL, &resp, NULL, &e) < 0) {
+        kube_request(&creds, "GET", path, NULL, NULL, &resp, &e) < 0) {
         doctor_set(r, DOCTOR_WARN, "check the kubeconfig or the pod's service account",
                    "cannot read the Node: %s", e.msg);
     } else if (resp.status != 200) {

@@ -1,25 +1,20 @@
-/* What the DRA driver reads from the API server, on a worker thread: one
- * GET with any failure as one message (the worker jobs of prepare.c and
- * publish.c), and which version of resource.k8s.io to speak. */
+/* Which version of resource.k8s.io the API server speaks, asked once
+ * through the agent's client (newest first), and again with backoff while
+ * it cannot be told; the slice and the prepares wait for it. */
 #include "dra/internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
-int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
-            size_t len)
-{
-    struct err e;
-    if (kube_request(&d->creds, "GET", path, NULL, NULL, r, NULL, &e) < 0)
-        snprintf(error, len, "%s", e.msg);
-    else if (r->status != 200)
-        snprintf(error, len, "GET %.400s: HTTP %ld", path, r->status);
-    else
-        return 0;
-    return -1;
-}
+#include "util/backoff.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define DRA_API_BACKOFF_MIN_MS 500
+#define DRA_API_BACKOFF_MAX_MS 30000
 
 bool dra_api_serves_slices(const char *json, size_t len)
 {
@@ -34,33 +29,78 @@ bool dra_api_serves_slices(const char *json, size_t len)
     return found;
 }
 
-enum dra_api dra_api_discover(const struct dra *d, char *error, size_t len)
+static void dra_api_ask(struct dra *d, enum dra_api api);
+
+static void dra_api_again(uv_timer_t *t)
 {
+    dra_api_ask(t->data, DRA_API_V1);
+}
+
+static void dra_api_failed(struct dra *d, const char *why)
+{
+    unsigned wait = backoff_next(&d->backoff_ms, DRA_API_BACKOFF_MIN_MS, DRA_API_BACKOFF_MAX_MS);
+    if (strcmp(why, d->api_error))
+        log_warn("DRA: %s; asking again with backoff", why);
+    snprintf(d->api_error, sizeof d->api_error, "%s", why);
+    uv_timer_start(&d->retry, dra_api_again, wait, 0);
+    dra_job_api(d); /* the prepares waiting get the reason */
+}
+
+struct dra_api_ask {
+    struct dra *d;
+    enum dra_api api;
+};
+
+static void dra_api_answer(void *ctx, const struct kube_answer *a)
+{
+    struct dra_api_ask q = *(struct dra_api_ask *)ctx;
+    free(ctx);
+    struct dra *d = q.d;
+    d->jobs--;
+    if (d->stopping) {
+        dra_maybe_free(d);
+        return;
+    }
+    char why[sizeof d->api_error];
+    if (a->status == 200 && dra_api_serves_slices(a->body, a->len)) {
+        d->api = q.api;
+        d->api_error[0] = '\0';
+        d->backoff_ms = 0;
+        dra_publish_start(d);
+        dra_job_api(d);
+        return;
+    }
     /* Newest first: 1.34+ serves v1 (and from 1.35 warns that v1beta1
      * goes in 1.38); 1.33 v1beta2; 1.32 only v1beta1. A version can be
      * served with other resources only (1.36's v1beta2: DeviceTaintRule). */
-    for (enum dra_api api = DRA_API_V1; api <= DRA_API_V1BETA1; api++) {
-        char path[64];
-        snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s", dra_api_name(api));
-        struct kube_response r = {0};
-        struct err e;
-        int rc = kube_request(&d->creds, "GET", path, NULL, NULL, &r, NULL, &e);
-        bool found = rc == 0 && r.status == 200 && dra_api_serves_slices(r.body.data, r.body.len);
-        long status = r.status;
-        kube_response_free(&r);
-        if (rc < 0) {
-            snprintf(error, len, "%s", e.msg);
-            return DRA_API_NONE;
-        }
-        if (found)
-            return api;
-        if (status != 200 && status != 404) {
-            snprintf(error, len, "GET %s: HTTP %ld", path, status);
-            return DRA_API_NONE;
-        }
+    if ((a->status == 200 || a->status == 404) && q.api < DRA_API_V1BETA1) {
+        dra_api_ask(d, q.api + 1);
+        return;
     }
-    snprintf(error, len, "the API server serves no ResourceSlices in " DRA_GROUP
-                         " v1, v1beta2 or v1beta1: DRA needs Kubernetes 1.32 or later (1.32 and "
-                         "1.33 with the DynamicResourceAllocation gate and the beta API on)");
-    return DRA_API_NONE;
+    if (!a->status)
+        snprintf(why, sizeof why, "%.500s", a->error);
+    else if (a->status != 200 && a->status != 404)
+        snprintf(why, sizeof why, "GET /apis/" DRA_GROUP "/%s: HTTP %ld", dra_api_name(q.api),
+                 a->status);
+    else
+        snprintf(why, sizeof why, "the API server serves no ResourceSlices in " DRA_GROUP
+                 " v1, v1beta2 or v1beta1: DRA needs Kubernetes 1.32 or later (1.32 and 1.33 "
+                 "with the DynamicResourceAllocation gate and the beta API on)");
+    dra_api_failed(d, why);
+}
+
+static void dra_api_ask(struct dra *d, enum dra_api api)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s", dra_api_name(api));
+    struct dra_api_ask *q = xmalloc(sizeof *q);
+    *q = (struct dra_api_ask){d, api};
+    d->jobs++;
+    kube_call(d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
+                                              .done = dra_api_answer, .ctx = q, .owner = d});
+}
+
+void dra_api_search(struct dra *d)
+{
+    dra_api_ask(d, DRA_API_V1);
 }

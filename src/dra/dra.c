@@ -1,7 +1,7 @@
-/* The DRA driver's start and stop: credentials and the Node's name, the
- * checkpoint of prepared claims, the gRPC services, and the slice. It is
- * freed once stopped, its handles closed and its last worker job (a
- * publish round, a prepare) back. */
+/* The DRA driver's start and stop: the Node's name, the checkpoint of
+ * prepared claims, the gRPC services, and the slice. It is freed once
+ * stopped, its handles closed and its last job (a prepare, the slice's
+ * delete) back. */
 #include "dra/internal.h"
 
 #include <limits.h>
@@ -33,17 +33,23 @@ static void dra_read_pcie_roots(struct dra *d)
 
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
-              const struct dra_hooks *hooks, struct err *e)
+              struct kube_client *kc, struct kube_watch *node, const struct dra_hooks *hooks,
+              struct err *e)
 {
     *out = NULL;
     if (!cfg->node_name[0])
         return err_usage(e, "--dra needs the Node's name: set NODE_NAME (from the downward API, "
                             "spec.nodeName) or --node-name");
+    if (!kc || !node)
+        return err_set(e, "--dra needs the API server: a kubeconfig (--kubeconfig) or the pod's "
+                          "service account");
     struct dra *d = xcalloc(1, sizeof *d);
     d->loop = loop;
     d->cfg = cfg;
     d->inv = inv;
     d->devs = devs;
+    d->kc = kc;
+    d->node_watch = node;
     if (hooks)
         d->hooks = *hooks;
     snprintf(d->node, sizeof d->node, "%s", cfg->node_name);
@@ -61,13 +67,11 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     snprintf(d->checkpoint, sizeof d->checkpoint, "%s/checkpoint.json", d->plugin_dir);
     uv_timer_init(loop, &d->retry);
     uv_timer_init(loop, &d->refresh);
-    uv_async_init(loop, &d->gone, dra_on_gone);
-    d->retry.data = d->refresh.data = d->gone.data = d;
-    d->handles = 3;
+    d->retry.data = d->refresh.data = d;
+    d->handles = 2;
     dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
-    if (kube_creds_load(&d->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0 ||
-        dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
+    if (dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
         dra_stop(d);
         return -1;
     }
@@ -79,7 +83,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
             log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
                       d->prepared[i].uid, me.msg);
     }
-    dra_publish(d);
+    dra_api_search(d); /* then the slice */
     uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
     *out = d;
     return 0;
@@ -117,17 +121,18 @@ void dra_stop(struct dra *d)
     dra_service_stop(d);
     dra_prepare_stop(d);
     dra_mps_stop_all(d);
+    kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
+    dra_job_api(d);               /* prepares waiting for it end (d->stopping) */
     dra_unpublish(d);
     uv_close((uv_handle_t *)&d->retry, dra_closed);
-    uv_close((uv_handle_t *)&d->refresh, dra_closed); /* d->gone: once the watch is joined */
+    uv_close((uv_handle_t *)&d->refresh, dra_closed);
 }
 
 void dra_maybe_free(struct dra *d)
 {
     if (!d->stopping || d->jobs || d->handles)
         return;
-    kube_creds_free(&d->creds);
-    strbuf_free(&d->applied_body);
+    strbuf_free(&d->applied);
     free(d->prepared);
     free(d->pcie_roots);
     free(d);

@@ -15,6 +15,7 @@
 #include "gpu/device.h"
 #include "gpu/inventory.h"
 #include "gpu/sharing.h"
+#include "kube/kube.h"
 #include "util/err.h"
 #include "util/strbuf.h"
 
@@ -161,11 +162,12 @@ void dra_holders(const struct dra *d,
 
 /* Starts publishing the slice and serving the kubelet's DRA plugin API for
  * the GPUs of inv, whose health is read in devs (the agent's records,
- * which outlive the driver). cdi: where the CDI spec's devices are named by
- * UUID, "nvidia.com/gpu". */
+ * which outlive the driver), through the agent's API client kc and its
+ * watch of the Node (the slice's owner). */
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
-              const struct dra_hooks *hooks, struct err *e);
+              struct kube_client *kc, struct kube_watch *node, const struct dra_hooks *hooks,
+              struct err *e);
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims

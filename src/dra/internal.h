@@ -3,8 +3,6 @@
 #ifndef GPULET_DRA_INTERNAL_H
 #define GPULET_DRA_INTERNAL_H
 
-#include <stdatomic.h>
-
 #include "dra/dra.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
@@ -43,10 +41,12 @@ struct dra {
     const struct config *cfg;
     const struct gpu_inventory *inv;
     const struct gpu_device *devs;        /* the agent's records: health */
-    struct kube_creds creds;
+    struct kube_client *kc;               /* the agent's */
+    struct kube_watch *node_watch;        /* the agent's: the Node's UID, the slice's owner */
     char node[256];
-    char node_uid[64];                    /* written by a publish job, read after it */
-    enum dra_api api;                     /* the version the API server speaks; set by a job */
+    enum dra_api api;                     /* the version the API server speaks; 0 until found */
+    char api_error[512];                  /* why it is not known: set once a search failed */
+    struct dra_job *api_waiting;          /* prepares waiting for the first search's end */
     char (*pcie_roots)[32];               /* per GPU, from sysfs; NULL when simulated */
     char registry_socket[CONFIG_PATH_MAX + 64];
     char plugin_dir[CONFIG_PATH_MAX + 64];
@@ -56,22 +56,15 @@ struct dra {
     struct grpc_method registration_methods[2], service_methods[4]; /* v1 and v1beta1 */
     char service_paths[4][80];
     bool registered;
-    /* publishing the slice (publish.c): one request at a time */
-    bool publishing, dirty;
-    unsigned long long generation;
-    struct strbuf applied_body;           /* the slice as last applied: nothing is sent
-                                           * while it is what the server holds */
-    uv_timer_t retry;
+    /* the slice (publish.c), kept in step by kube/sync.c from its watch */
+    struct kube_watch *slice_watch;
+    struct kube_sync *slice_sync;
+    unsigned long long generation;        /* the pool's, as the server holds it or last applied */
+    struct strbuf applied;                /* the slice as last applied, at generation */
+    unsigned published;                   /* devices in it */
+    uv_timer_t retry;                     /* the API's version, searched again */
     unsigned backoff_ms;
     uv_timer_t refresh;                   /* the claims' containers, read again */
-    /* the slice watched (publish.c): one deleted by another (the kubelet
-     * wipes a driver's slices when its socket goes, as at a restart) is
-     * applied again */
-    struct kube_watch *watch;
-    uv_async_t gone;
-    atomic_bool slice_gone;               /* written by the watch's thread */
-    bool applied;                         /* the server holds applied_body */
-    unsigned deletions;                   /* of the slice, by another: counted on the loop */
     bool refreshing;
     unsigned handles;                     /* timers not yet closed */
     /* prepared claims */
@@ -85,13 +78,11 @@ struct dra {
     bool stopping;
 };
 
-/* GETs path (api.c, on a worker thread): 0 with the answer in r (the
- * caller frees it), or -1 with why in error. */
-int dra_get(const struct dra *d, const char *path, struct kube_response *r, char *error,
-            size_t len);
-/* The newest version of resource.k8s.io the API server serves slices in
- * (api.c, on a worker thread), or DRA_API_NONE with why in error. */
-enum dra_api dra_api_discover(const struct dra *d, char *error, size_t len);
+/* Finds the newest version of resource.k8s.io the API server serves
+ * slices in (api.c, on the agent's client), trying again with backoff;
+ * then the slice is published (dra_publish_start) and the prepares waiting
+ * are read (dra_job_api). */
+void dra_api_search(struct dra *d);
 
 /* The gRPC services (service.c): registration and the DRA plugin API. */
 int dra_service_start(struct dra *d, struct err *e);
@@ -101,12 +92,12 @@ void dra_service_stop(struct dra *d);
 struct ProtobufCMessage;
 void dra_reply(struct grpc_call *call, const struct ProtobufCMessage *m);
 
-/* A prepare's (or a refresh's) work: its claims, read on the worker pool,
- * then settled on the loop (prepare.c). */
+/* A prepare's (or a refresh's) work: its claims, read through the agent's
+ * client (read.c), then settled on the loop (prepare.c). */
 struct dra_job_claim {
+    struct dra_job *job;
     char ns[256], name[256], uid[64];
     bool known;                       /* prepared before: the checkpoint answers */
-    /* written by the job's thread */
     struct dra_allocation alloc;
     char error[1024];
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
@@ -124,19 +115,22 @@ struct dra_job {
     struct grpc_call *call;           /* NULL once the kubelet went away */
     unsigned n;
     struct dra_job_claim *claims;
-    struct dra_job *next;             /* in d->waiting */
+    struct dra_job *next;             /* in d->waiting, or d->api_waiting */
+    unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
-    enum dra_api api;                 /* the driver's; found by the job if not known yet */
     bool mapped;                      /* its claims were mapped: a second pass sets time slices */
     bool refresh;                     /* not the kubelet's: the claims' containers only */
 };
 
-/* Queues j on the worker pool (prepare.c): its claims read, then settled. */
+/* Reads j's claims (read.c): each claim not prepared before, and in a
+ * refresh each claim with its pods; then dra_job_next. Waits for the API's
+ * version where its first search is still on. */
 void dra_job_queue(struct dra *d, struct dra_job *j);
-
-/* Reads the containers of claim c's pods, from the claim's JSON (body),
- * on the worker (refresh.c; a failure leaves them unknown). */
-void dra_job_consumers(const struct dra *d, struct dra_job_claim *c, const struct strbuf *body);
+/* The API's version is known, or its first search failed: the waiting
+ * jobs go on (read.c). */
+void dra_job_api(struct dra *d);
+/* A job's claims are read (prepare.c): mapped, settled and answered. */
+void dra_job_next(struct dra_job *j);
 
 /* Prepares claims (prepare.c): answers call once each claim's allocation
  * is read from the API server; unprepares at once. */
@@ -146,15 +140,12 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
 void dra_refresh(uv_timer_t *t);
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
 
-/* The slice (publish.c): a round now, or as soon as the one in flight ends. */
+/* The slice (publish.c): watched and kept in step once the API's version
+ * is known (start); a device changed (publish); deleted at stop, the
+ * request going out after d is stopped (unpublish). */
+void dra_publish_start(struct dra *d);
 void dra_publish(struct dra *d);
-/* Deletes the slice on the worker pool, after a round in flight (at stop,
- * with d->stopping set; d stays until it is done), and stops watching it
- * there too, closing d->gone after. */
 void dra_unpublish(struct dra *d);
-/* Watches the slice (with d->gone initialised and d->api known), once. */
-void dra_watch_start(struct dra *d);
-void dra_on_gone(uv_async_t *h);
 
 /* MPS daemons of claims (claim_mps.c): one per claim with an MPS device, its
  * CDI spec (DRA_CLAIM_CDI_KIND=<uid>: the pipe directory and /dev/shm)

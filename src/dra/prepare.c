@@ -1,6 +1,6 @@
 /* NodePrepareResources and NodeUnprepareResources. The kubelet names the
- * claims only: their allocations are read from the API server on libuv's
- * worker pool, then mapped to the node's GPUs and answered with the CDI
+ * claims only: their allocations are read from the API server (read.c),
+ * then mapped to the node's GPUs and answered with the CDI
  * device of each (nvidia.com/gpu=<uuid>, from gpulet's own spec). A claim
  * prepared before (the checkpoint) is answered the same without asking. */
 #include "dra/internal.h"
@@ -26,43 +26,6 @@ void dra_reply(struct grpc_call *call, const ProtobufCMessage *m)
 }
 
 #define DRA_MPS_WAIT_MS 15000    /* a prepare waits this long for its claim's MPS daemon */
-
-/* On the worker: each claim from the API server; in a refresh, with its
- * pods (a prepare does not wait for those). A claim prepared before is
- * answered from the checkpoint: it is read only in a refresh. */
-static void dra_job_work(uv_work_t *w)
-{
-    struct dra_job *j = w->data;
-    char error[1024];
-    if (!j->api && !(j->api = dra_api_discover(j->d, error, sizeof error))) {
-        /* a prepare before the slice's first round, as after a restart */
-        for (unsigned i = 0; i < j->n; i++)
-            if (!j->claims[i].known)
-                snprintf(j->claims[i].error, sizeof j->claims[i].error, "%s", error);
-        return;
-    }
-    for (unsigned i = 0; i < j->n; i++) {
-        struct dra_job_claim *c = &j->claims[i];
-        if (c->known && !j->refresh)
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/namespaces/%s/resourceclaims/%s",
-                 dra_api_name(j->api), c->ns, c->name);
-        struct kube_response r = {0};
-        struct err e;
-        int rc = dra_get(j->d, path, &r, error, sizeof error);
-        if (rc == 0 && dra_claim_parse(r.body.data ? r.body.data : "", r.body.len, &c->alloc, &e) < 0)
-            rc = -1, snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
-        else if (rc == 0 && strcmp(c->alloc.uid, c->uid))
-            rc = -1, snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns,
-                              c->name, c->alloc.uid, c->uid);
-        if (rc == 0 && j->refresh)
-            dra_job_consumers(j->d, c, &r.body);
-        else if (rc < 0 && !c->known)
-            snprintf(c->error, sizeof c->error, "%s", error);
-        kube_response_free(&r);
-    }
-}
 
 static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, const struct dra *d,
                                                            const struct dra_prepared *p,
@@ -283,15 +246,17 @@ static void dra_claims_changed(struct dra *d)
         d->hooks.on_claims(d->hooks.ctx);
 }
 
-static void dra_job_done(uv_work_t *w, int status)
+static void dra_job_timesliced(uv_work_t *w, int status)
 {
     (void)status;
-    struct dra_job *j = w->data;
+    dra_job_next(w->data);
+}
+
+void dra_job_next(struct dra_job *j)
+{
     struct dra *d = j->d;
     if (j->refresh)
         d->refreshing = false;
-    if (!d->api)
-        d->api = j->api;
     if ((!j->call && !j->refresh && !j->mapped) || d->stopping) {
         dra_job_free(j);
         return;
@@ -299,7 +264,7 @@ static void dra_job_done(uv_work_t *w, int status)
     if (!j->refresh && !j->mapped) {
         j->mapped = true;
         if (dra_job_map_all(d, j)) {
-            uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_done);
+            uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_timesliced);
             return;
         }
     }
@@ -325,12 +290,6 @@ static void dra_job_done(uv_work_t *w, int status)
     d->waiting = j;
 }
 
-void dra_job_queue(struct dra *d, struct dra_job *j)
-{
-    d->jobs++;
-    uv_queue_work(d->loop, &j->work, dra_job_work, dra_job_done);
-}
-
 static void dra_job_cancelled(struct grpc_call *call, void *ctx)
 {
     (void)call;
@@ -349,7 +308,6 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     struct dra_job *j = xcalloc(1, sizeof *j);
     j->d = d;
     j->call = call;
-    j->api = d->api;
     j->begun_ns = uv_hrtime();
     j->work.data = j;
     j->claims = xcalloc(req->n_claims + 1, sizeof *j->claims);

@@ -1,14 +1,13 @@
-/* The node's ResourceSlice on the API server: built on the loop from the
- * agent's records, sent by server-side apply (one request creates or
- * replaces it) on libuv's worker pool, one round at a time; a change
- * during a round makes one more, and a change that leaves the slice as the
- * server holds it makes none (a new pool generation makes the scheduler
- * drop and read the pool again). Failures retry with backoff. The first
- * round asks which version of resource.k8s.io the server speaks and reads
- * the Node's UID (the slice's owner); the last, at stop, deletes the
- * slice, also off the loop. The slice is watched once it is applied, so
- * that the watch's first answer comes after the slice exists: deleted by
- * another, it is applied again. */
+/* The node's ResourceSlice on the API server, kept in step by kube/sync.c:
+ * the slice is watched (once the API's version is known) and applied by
+ * server-side apply (one request creates or replaces it) only where the
+ * server's differs from the one built from the agent's records. A slice
+ * the same as the server's sends nothing, and keeps its pool generation: a
+ * new generation makes the scheduler drop and read the pool again. So a
+ * restarted agent whose GPUs did not change writes nothing, and a slice
+ * deleted by another (the kubelet does so when a driver's socket goes) is
+ * applied again as soon as the watch says so. At stop the slice is
+ * deleted. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -17,267 +16,182 @@
 
 #include <jansson.h>
 
-#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define DRA_BACKOFF_MIN_MS 500
-#define DRA_BACKOFF_MAX_MS 30000
-
-/* What a round does. */
-enum dra_round { DRA_ROUND_UID, DRA_ROUND_APPLY, DRA_ROUND_DELETE };
-
-struct dra_publish_job {
-    uv_work_t work;
-    struct dra *d;
-    enum dra_round kind;
-    struct strbuf body;               /* the slice, for DRA_ROUND_APPLY */
-    enum dra_api api;                 /* the version to speak; a DRA_ROUND_UID job finds it */
-    char node_uid[64];                /* written by a DRA_ROUND_UID job */
-    unsigned devices;
-    unsigned deletions;               /* d->deletions when the round began */
-    char error[1024];
-};
-
-/* The API's version, and the Node's UID, which the slice's owner
- * reference needs. */
-static void dra_node_uid(struct dra_publish_job *j)
+/* Whether every field of want is in have, the same (have may hold more: the
+ * server's defaults). */
+static bool dra_json_within(const json_t *want, const json_t *have)
 {
-    if (!j->api && !(j->api = dra_api_discover(j->d, j->error, sizeof j->error)))
-        return;
-    char path[512];
-    snprintf(path, sizeof path, "/api/v1/nodes/%s", j->d->node);
-    struct kube_response r = {0};
-    if (dra_get(j->d, path, &r, j->error, sizeof j->error) == 0) {
-        json_t *node = json_loadb(r.body.data ? r.body.data : "", r.body.len, 0, NULL);
-        const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
-        if (uid && strlen(uid) < sizeof j->node_uid)
-            memcpy(j->node_uid, uid, strlen(uid) + 1);
-        else
-            snprintf(j->error, sizeof j->error, "GET %.400s: no metadata.uid", path);
-        json_decref(node);
+    if (json_is_object(want)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)want, key, v)
+            if (!dra_json_within(v, json_object_get(have, key)))
+                return false;
+        return json_is_object(have);
     }
-    kube_response_free(&r);
-}
-
-/* Applies the slice, or deletes it (a missing slice is deleted already). */
-static void dra_slice_request(struct dra_publish_job *j)
-{
-    char name[320], path[512];
-    dra_slice_name(j->d->node, name, sizeof name);
-    bool apply = j->kind == DRA_ROUND_APPLY;
-    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s%s", dra_api_name(j->api),
-             name, apply ? "?fieldManager=gpulet&force=true" : "");
-    struct kube_response r = {0};
-    struct err e;
-    if (kube_request(&j->d->creds, apply ? "PATCH" : "DELETE", path,
-                     apply ? "application/apply-patch+yaml" : NULL, apply ? j->body.data : NULL, &r,
-                     NULL, &e) < 0)
-        snprintf(j->error, sizeof j->error, "%s", e.msg);
-    else if (r.status != 200 && r.status != 201 && !(!apply && r.status == 404))
-        snprintf(j->error, sizeof j->error, "%s ResourceSlice %.300s: HTTP %ld: %.300s",
-                 apply ? "apply" : "delete", name, r.status, r.body.data ? r.body.data : "");
-    kube_response_free(&r);
-}
-
-static void dra_round_work(uv_work_t *w)
-{
-    struct dra_publish_job *j = w->data;
-    if (j->kind == DRA_ROUND_UID)
-        dra_node_uid(j);
-    else
-        dra_slice_request(j);
-}
-
-static void dra_retry(uv_timer_t *t)
-{
-    dra_publish(t->data);
-}
-
-static void dra_round_start(struct dra *d, enum dra_round kind);
-
-/* A failed round: the slice is due again after a backoff. */
-static void dra_round_failed(struct dra *d, const char *error)
-{
-    unsigned wait = backoff_next(&d->backoff_ms, DRA_BACKOFF_MIN_MS, DRA_BACKOFF_MAX_MS);
-    log_warn("DRA: %s; again in %u ms", error, wait);
-    d->dirty = true;
-    uv_timer_start(&d->retry, dra_retry, wait, 0);
-}
-
-static void dra_round_done(uv_work_t *w, int status)
-{
-    (void)status;
-    struct dra_publish_job *j = w->data;
-    struct dra *d = j->d;
-    d->jobs--;
-    d->publishing = false;
-    if (j->api)
-        d->api = j->api;
-    if (j->node_uid[0])
-        memcpy(d->node_uid, j->node_uid, sizeof d->node_uid);
-    if (j->kind == DRA_ROUND_DELETE)
-        log_info("DRA: ResourceSlice %s%s%s", j->error[0] ? "not deleted: " : "deleted",
-                 j->error, j->error[0] ? " (the kubelet removes it later)" : "");
-    else if (j->error[0] && !d->stopping)
-        dra_round_failed(d, j->error);
-    else if (j->kind == DRA_ROUND_APPLY && !j->error[0])
-        log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", j->devices,
-                 d->generation);
-    if (!j->error[0] && j->kind == DRA_ROUND_APPLY) {
-        d->backoff_ms = 0;
-        /* A deletion seen meanwhile may have come after this apply: the
-         * next round applies again. */
-        d->applied = j->deletions == d->deletions;
-        strbuf_free(&d->applied_body);
-        d->applied_body = j->body; /* d owns it now */
-        j->body = (struct strbuf){0};
-        dra_watch_start(d);
+    if (json_is_array(want)) {
+        if (!json_is_array(have) || json_array_size(want) != json_array_size(have))
+            return false;
+        for (size_t i = 0; i < json_array_size(want); i++)
+            if (!dra_json_within(json_array_get(want, i), json_array_get(have, i)))
+                return false;
+        return true;
     }
-    enum dra_round kind = j->kind;
-    strbuf_free(&j->body);
-    free(j);
-    if (d->stopping && kind != DRA_ROUND_DELETE)
-        dra_round_start(d, DRA_ROUND_DELETE); /* the stop waited for this round */
-    else if (!d->stopping && d->dirty && !uv_is_active((uv_handle_t *)&d->retry))
-        dra_publish(d);
-    dra_maybe_free(d);
+    return have && json_equal(want, have);
 }
 
-static void dra_round_start(struct dra *d, enum dra_round kind)
+static unsigned long long dra_generation(const json_t *slice)
 {
-    if (kind == DRA_ROUND_DELETE && !d->node_uid[0])
-        return; /* nothing was ever published */
-    struct dra_publish_job *j = xcalloc(1, sizeof *j);
-    j->d = d;
-    j->kind = kind;
-    j->api = d->api;
-    j->deletions = d->deletions;
-    j->work.data = j;
-    d->publishing = true;
-    d->jobs++;
-    if (kind == DRA_ROUND_APPLY) {
-        d->generation++;
-        struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation,
-                                  d->api, d->pcie_roots};
-        dra_slice_json(&in, &j->body);
-        j->devices = dra_count(d->cfg, d->inv, d->devs);
-    }
-    uv_queue_work(d->loop, &j->work, dra_round_work, dra_round_done);
+    json_t *g = json_object_get(json_object_get(json_object_get(slice, "spec"), "pool"),
+                                "generation");
+    return json_is_integer(g) && json_integer_value(g) > 0 ? (unsigned long long)json_integer_value(g)
+                                                            : 0;
 }
 
-/* Whether the slice, built now at the generation last applied, is the one
- * the server holds. */
-static bool dra_slice_unchanged(const struct dra *d)
+static void dra_build(const struct dra *d, const char *uid, unsigned long long generation,
+                      struct strbuf *out)
 {
-    if (!d->applied)
-        return false;
+    struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
+                              d->pcie_roots};
+    dra_slice_json(&in, out);
+}
+
+/* Whether the server's slice (text) is ours as built now at its generation:
+ * the one last applied, or one whose every field we set it holds (after a
+ * restart). */
+static bool dra_slice_holds(struct dra *d, const char *uid, const char *json, size_t len)
+{
+    json_t *have = json_loadb(json, len, 0, NULL);
+    unsigned long long g = dra_generation(have);
     struct strbuf now = {0};
-    struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, d->node_uid, d->generation,
-                              d->api, d->pcie_roots};
-    dra_slice_json(&in, &now);
-    bool same = now.len == d->applied_body.len && !memcmp(now.data, d->applied_body.data, now.len);
+    dra_build(d, uid, g, &now);
+    bool same = g == d->generation && now.len == d->applied.len &&
+                !memcmp(now.data, d->applied.data, now.len);
+    if (!same) {
+        json_t *want = json_loadb(now.data, now.len, 0, NULL);
+        same = dra_json_within(json_object_get(want, "spec"), json_object_get(have, "spec"));
+        json_decref(want);
+    }
+    if (same && g > d->generation)
+        d->generation = g; /* a restart: the server's generation goes on */
     strbuf_free(&now);
+    json_decref(have);
     return same;
 }
 
-void dra_publish(struct dra *d)
+static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_write *w,
+                          struct err *e)
 {
-    if (d->stopping)
-        return;
-    d->dirty = true;
-    if (d->publishing)
-        return; /* one more round once this one ends */
-    /* The first round reads the Node's UID; the slice itself comes next. */
-    if (d->node_uid[0]) {
-        d->dirty = false;
-        if (dra_slice_unchanged(d))
-            return;
-    }
-    dra_round_start(d, d->node_uid[0] ? DRA_ROUND_APPLY : DRA_ROUND_UID);
-}
-
-/* On the watch's thread: the slice as it is now. */
-static void dra_on_slice(void *ctx, const char *json, size_t len)
-{
-    (void)len;
+    (void)e;
     struct dra *d = ctx;
-    if (json)
-        return;
-    atomic_store(&d->slice_gone, true);
-    uv_async_send(&d->gone);
+    size_t nlen;
+    const char *node = kube_watch_object(d->node_watch, &nlen);
+    json_t *n = node ? json_loadb(node, nlen, 0, NULL) : NULL;
+    const char *uid = json_string_value(json_object_get(json_object_get(n, "metadata"), "uid"));
+    char owner[64] = "";
+    snprintf(owner, sizeof owner, "%s", uid ? uid : "");
+    json_decref(n);
+    if (!owner[0]) /* the Node's watch pokes when it has it */
+        return 0;
+    if (json && dra_slice_holds(d, owner, json, len))
+        return 0;
+    if (!json && d->applied.len)
+        log_warn("DRA: the ResourceSlice was deleted (the kubelet does so when a driver's socket "
+                 "goes); publishing it again");
+    if (json) {
+        json_t *have = json_loadb(json, len, 0, NULL);
+        unsigned long long g = dra_generation(have);
+        json_decref(have);
+        if (g > d->generation)
+            d->generation = g;
+    }
+    d->generation++;
+    strbuf_free(&d->applied);
+    dra_build(d, owner, d->generation, &d->applied);
+    strbuf_append(&w->body, d->applied.data, d->applied.len);
+    char name[320];
+    dra_slice_name(d->node, name, sizeof name);
+    w->method = "PATCH";
+    snprintf(w->path, sizeof w->path, "/apis/" DRA_GROUP "/%s/resourceslices/%s"
+             "?fieldManager=gpulet&force=true", dra_api_name(d->api), name);
+    w->content_type = "application/apply-patch+yaml";
+    return 0;
 }
 
-static void dra_on_watch_failure(void *ctx, const char *msg)
+static void dra_slice_took(void *ctx, const struct kube_answer *a)
 {
-    (void)ctx;
-    log_warn("DRA: cannot watch the ResourceSlice: %s", msg);
+    (void)a;
+    struct dra *d = ctx;
+    d->published = dra_count(d->cfg, d->inv, d->devs);
+    log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", d->published,
+             d->generation);
 }
 
-void dra_on_gone(uv_async_t *h)
+static void dra_on_node(void *ctx, struct kube_watch *w)
 {
-    struct dra *d = h->data;
-    /* The watch starts once the slice was applied: every absence it
-     * reports is a deletion. */
-    if (!atomic_exchange(&d->slice_gone, false) || d->stopping)
-        return;
-    log_warn("DRA: the ResourceSlice was deleted (the kubelet does so when a driver's socket "
-             "goes); publishing it again");
-    d->applied = false; /* the server holds none */
-    d->deletions++;
-    dra_publish(d);
+    (void)w;
+    dra_publish(ctx); /* the Node's UID may be there now */
 }
 
-void dra_watch_start(struct dra *d)
+void dra_publish_start(struct dra *d)
 {
-    if (d->watch || d->stopping)
+    if (d->slice_sync || d->stopping)
         return;
-    char name[320], collection[128];
+    char name[320], collection[128], what[400];
     struct err e;
     dra_slice_name(d->node, name, sizeof name);
     snprintf(collection, sizeof collection, "/apis/" DRA_GROUP "/%s/resourceslices",
              dra_api_name(d->api));
-    struct kube_watch_spec spec = {.collection = collection, .name = name, .on_object = dra_on_slice,
-                                   .on_failure = dra_on_watch_failure, .ctx = d};
-    if (kube_watch_start(&d->watch, &d->creds, &spec, &e) < 0)
-        log_error("DRA: cannot watch the ResourceSlice: %s; one deleted by another comes back "
-                  "only with the next change", e.msg);
+    snprintf(what, sizeof what, "ResourceSlice %s", name);
+    const struct kube_watch_spec ws = {collection, name, what};
+    kube_watch_start(&d->slice_watch, d->kc, &ws, &e);
+    const struct kube_sync_spec ss = {.what = what, .rbac = "get, list, watch, patch and delete "
+                                      "on resourceslices (deploy/dra/rbac.yaml)",
+                                      .watch = d->slice_watch, .next = dra_slice_next,
+                                      .took = dra_slice_took, .ctx = d};
+    kube_sync_start(&d->slice_sync, d->kc, &ss, &e);
+    kube_watch_listen(d->node_watch, dra_on_node, d);
 }
 
-/* The watch's thread may be in a request for up to a second: it is joined
- * on the worker pool, and the handle it wakes the loop with closed after. */
-struct dra_unwatch {
-    uv_work_t work;
-    struct dra *d;
-    struct kube_watch *watch;
-};
-
-static void dra_unwatch_work(uv_work_t *w)
+void dra_publish(struct dra *d)
 {
-    struct dra_unwatch *u = w->data;
-    kube_watch_stop(u->watch);
+    if (!d->stopping)
+        kube_sync_poke(d->slice_sync);
 }
 
-static void dra_unwatch_done(uv_work_t *w, int status)
+static void dra_deleted(void *ctx, const struct kube_answer *a)
 {
-    (void)status;
-    struct dra_unwatch *u = w->data;
-    struct dra *d = u->d;
-    free(u);
+    struct dra *d = ctx;
+    char why[600] = "";
+    if (a->status != 200 && a->status != 404)
+        snprintf(why, sizeof why, "not deleted: %.500s (the kubelet removes it later)",
+                 a->status ? "HTTP error" : a->error);
+    if (a->status && !why[0])
+        log_info("DRA: ResourceSlice deleted");
+    else
+        log_info("DRA: ResourceSlice %s%s", why, a->status ? "" : "");
     d->jobs--;
-    uv_close((uv_handle_t *)&d->gone, dra_closed);
+    dra_maybe_free(d);
 }
 
 void dra_unpublish(struct dra *d)
 {
-    struct dra_unwatch *u = xcalloc(1, sizeof *u);
-    u->d = d;
-    u->watch = d->watch; /* our own delete is no news */
-    u->work.data = u;
-    d->watch = NULL;
+    kube_watch_unlisten(d->node_watch, dra_on_node, d);
+    kube_sync_stop(d->slice_sync);
+    kube_watch_stop(d->slice_watch);
+    d->slice_sync = NULL;
+    d->slice_watch = NULL;
+    if (!d->api)
+        return; /* nothing was ever published */
+    char name[320], path[512];
+    dra_slice_name(d->node, name, sizeof name);
+    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s", dra_api_name(d->api),
+             name);
     d->jobs++;
-    uv_queue_work(d->loop, &u->work, dra_unwatch_work, dra_unwatch_done);
-    /* A round in flight deletes when it ends (dra_round_done). */
-    if (!d->publishing)
-        dra_round_start(d, DRA_ROUND_DELETE);
+    /* No owner: the agent's stop does not cancel it; the client stays
+     * until it is answered. */
+    kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
+                                              .done = dra_deleted, .ctx = d});
 }

@@ -1,285 +1,429 @@
-/* Requests to the API server through libcurl, loaded with dlopen so that
- * the binary needs only glibc, and nodes without the API mode need no curl. */
-#include "kube/kube.h"
+/* The agent's one client of the API server: libcurl's multi interface
+ * driven by the agent's libuv loop (curl_multi_socket_action with a
+ * uv_poll_t per socket and one uv_timer_t: libcurl's event-loop
+ * integration), HTTP/2 with multiplexing, so that every request and watch
+ * of the agent shares one connection and nothing about the API server
+ * waits on a thread. Answers come back on the loop, to the caller's done;
+ * a stream's lines to its on_line, after libcurl's callbacks have
+ * returned (libcurl refuses a new request from inside them). */
+#include "kube/internal.h"
 
-#include <curl/curl.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* OpenSSL's build first, then GnuTLS's (the image's: it shares GnuTLS with
- * libmicrohttpd). Same API; GnuTLS's takes CA and client certificates as
- * files only, which is what in-cluster credentials are. */
-static const char *const kube_curl_libs[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};
-#define KUBE_CONNECT_TIMEOUT_S 5L
-#define KUBE_TIMEOUT_S 15L
-#define KUBE_MAX_BODY (8u << 20)   /* a Node object is a few KiB; this is a runaway answer */
+#include "util/xmalloc.h"
 
-#define KUBE_CURL_FUNCS(X)                                                               \
-    X(global_init, curl_global_init) X(easy_init, curl_easy_init)                         \
-    X(setopt, curl_easy_setopt) X(perform, curl_easy_perform)                             \
-    X(getinfo, curl_easy_getinfo) X(cleanup, curl_easy_cleanup)                           \
-    X(strerror, curl_easy_strerror) X(slist_append, curl_slist_append)                    \
-    X(slist_free, curl_slist_free_all)
-
-static struct {
-    void *dl;
-#define KUBE_FIELD(field, sym) __typeof__(&sym) field;
-    KUBE_CURL_FUNCS(KUBE_FIELD)
-#undef KUBE_FIELD
-    const char *lib;
-    char error[512];
-} curl;
-
-static pthread_once_t kube_once = PTHREAD_ONCE_INIT;
-
-static void kube_load(void)
-{
-    for (size_t i = 0; i < sizeof kube_curl_libs / sizeof *kube_curl_libs && !curl.dl; i++)
-        curl.dl = dlopen(curl.lib = kube_curl_libs[i], RTLD_NOW | RTLD_LOCAL);
-    if (!curl.dl) {
-        snprintf(curl.error, sizeof curl.error, "cannot load libcurl.so.4 or libcurl-gnutls.so.4 "
-                 "for the Kubernetes API (install libcurl4): %s", dlerror());
-        return;
-    }
-#define KUBE_RESOLVE(field, sym)                                                        \
-    if (!(curl.field = (__typeof__(curl.field))dlsym(curl.dl, #sym))) {                 \
-        snprintf(curl.error, sizeof curl.error, "%s lacks %s", curl.lib, #sym);          \
-        return;                                                                         \
-    }
-    KUBE_CURL_FUNCS(KUBE_RESOLVE)
-#undef KUBE_RESOLVE
-    if (curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        snprintf(curl.error, sizeof curl.error, "curl_global_init failed");
-}
-
-int kube_client_init(struct err *e)
-{
-    pthread_once(&kube_once, kube_load);
-    return curl.error[0] ? err_set(e, "%s", curl.error) : 0;
-}
-
-void kube_response_free(struct kube_response *r)
-{
-    strbuf_free(&r->body);
-}
-
-struct kube_transfer {
-    struct kube_response *r;
-    bool too_big;
-};
-
-static size_t kube_write(char *data, size_t size, size_t n, void *ctx)
-{
-    struct kube_transfer *t = ctx;
-    if (t->r->body.len + size * n > KUBE_MAX_BODY) {
-        t->too_big = true;
-        return 0;
-    }
-    strbuf_append(&t->r->body, data, size * n);
-    return size * n;
-}
-
-static int kube_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-    (void)dt, (void)dn, (void)ut, (void)un;
-    atomic_bool *stop = ctx;
-    return stop && atomic_load(stop) ? 1 : 0;
-}
-
-/* The bearer token: the kubeconfig's, else the token file's current content. */
-static int kube_token(const struct kube_creds *c, char *out, size_t len, struct err *e)
-{
-    out[0] = '\0';
-    if (c->token.len) {
-        snprintf(out, len, "%s", c->token.data);
-        return 0;
-    }
-    if (!c->token_file[0])
-        return 0;
-    FILE *f = fopen(c->token_file, "r");
-    if (!f)
-        return err_set(e, "token file %s: %s", c->token_file, strerror(errno));
-    size_t n = fread(out, 1, len - 1, f);
-    fclose(f);
-    out[n] = '\0';
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\r'))
-        out[--n] = '\0';
-    return 0;
-}
-
-static void kube_blob(CURL *h, CURLoption opt, const struct strbuf *pem)
-{
-    struct curl_blob blob = {pem->data, pem->len, CURL_BLOB_COPY};
-    curl.setopt(h, opt, &blob);
-}
-
-static void kube_tls(CURL *h, const struct kube_creds *c)
-{
-    if (c->ca_file[0])
-        curl.setopt(h, CURLOPT_CAINFO, c->ca_file);
-    else if (c->ca_pem.len)
-        kube_blob(h, CURLOPT_CAINFO_BLOB, &c->ca_pem);
-    if (c->cert_file[0])
-        curl.setopt(h, CURLOPT_SSLCERT, c->cert_file);
-    else if (c->cert_pem.len)
-        kube_blob(h, CURLOPT_SSLCERT_BLOB, &c->cert_pem);
-    if (c->key_file[0])
-        curl.setopt(h, CURLOPT_SSLKEY, c->key_file);
-    else if (c->key_pem.len)
-        kube_blob(h, CURLOPT_SSLKEY_BLOB, &c->key_pem);
-    if (c->insecure) {
-        curl.setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl.setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-}
-
-/* curl says how long it waited ("after 3 ms", "after 5001 milliseconds"):
- * taken out, so that the same failure reads the same each time and its
- * callers, which log a failure once until it changes, log it once. */
-static void kube_steady_message(char *s)
-{
-    for (char *at = strstr(s, " after "); at; at = strstr(at + 1, " after ")) {
-        char *p = at + 7;
-        while (*p >= '0' && *p <= '9')
-            p++;
-        if (p == at + 7)
-            continue;
-        if (!strncmp(p, " milliseconds", 13))
-            p += 13;
-        else if (!strncmp(p, " ms", 3))
-            p += 3;
-        else
-            continue;
-        memmove(at, p, strlen(p) + 1);
-    }
-}
-
-/* One transfer: the common part of kube_request and kube_stream. write
- * takes the body as it comes; timeout_s 0 is no limit (a watch). */
-static int kube_perform(const struct kube_creds *c, const char *method, const char *path,
-                        const char *content_type, const char *body, curl_write_callback write,
-                        void *write_ctx, atomic_bool *stop, long timeout_s, long *status,
-                        char *curl_err, struct err *e)
-{
-    *status = 0;
-    if (kube_client_init(e) < 0)
-        return -1;
-    char token[8192], url[1536], header[8300];
-    if (kube_token(c, token, sizeof token, e) < 0)
-        return -1;
-    snprintf(url, sizeof url, "%s%s", c->server, path);
-    CURL *h = curl.easy_init();
-    if (!h)
-        return err_set(e, "curl_easy_init failed");
-    struct curl_slist *headers = curl.slist_append(NULL, "Accept: application/json");
-    if (token[0]) {
-        snprintf(header, sizeof header, "Authorization: Bearer %s", token);
-        headers = curl.slist_append(headers, header);
-    }
-    if (content_type) {
-        snprintf(header, sizeof header, "Content-Type: %s", content_type);
-        headers = curl.slist_append(headers, header);
-    }
-    curl_err[0] = '\0';
-    curl.setopt(h, CURLOPT_URL, url);
-    curl.setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl.setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl.setopt(h, CURLOPT_USERAGENT, "gpulet");
-    curl.setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl.setopt(h, CURLOPT_CONNECTTIMEOUT, KUBE_CONNECT_TIMEOUT_S);
-    curl.setopt(h, CURLOPT_TIMEOUT, timeout_s);
-    curl.setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-    curl.setopt(h, CURLOPT_WRITEFUNCTION, write);
-    curl.setopt(h, CURLOPT_WRITEDATA, write_ctx);
-    curl.setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl.setopt(h, CURLOPT_XFERINFOFUNCTION, kube_progress);
-    curl.setopt(h, CURLOPT_XFERINFODATA, stop);
-    curl.setopt(h, CURLOPT_ERRORBUFFER, curl_err);
-    if (body)
-        curl.setopt(h, CURLOPT_POSTFIELDS, body);
-    kube_tls(h, c);
-    CURLcode rc = curl.perform(h);
-    if (rc == CURLE_OK)
-        curl.getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    else if (!curl_err[0])
-        snprintf(curl_err, CURL_ERROR_SIZE, "%s", curl.strerror(rc));
-    kube_steady_message(curl_err);
-    curl.cleanup(h);
-    curl.slist_free(headers);
-    return rc == CURLE_OK ? 0 : -1;
-}
-
-int kube_request(const struct kube_creds *c, const char *method, const char *path,
-                 const char *content_type, const char *body, struct kube_response *r,
-                 atomic_bool *stop, struct err *e)
-{
-    memset(r, 0, sizeof *r);
-    struct kube_transfer t = {r, false};
-    char curl_err[CURL_ERROR_SIZE];
-    struct err pe = {.msg = ""};
-    if (kube_perform(c, method, path, content_type, body, kube_write, &t, stop, KUBE_TIMEOUT_S,
-                     &r->status, curl_err, &pe) < 0) {
-        kube_response_free(r);
-        r->status = 0;
-        if (pe.msg[0])
-            return err_set(e, "%s", pe.msg);
-        if (t.too_big)
-            return err_set(e, "%s %s%s: the answer is over %u bytes", method, c->server, path,
-                           KUBE_MAX_BODY);
-        return err_set(e, "%s %s%s: %s", method, c->server, path, curl_err);
-    }
-    if (!r->body.data)
-        strbuf_append(&r->body, "", 0);
-    return 0;
-}
-
-/* A stream's lines, handed on one at a time. */
-struct kube_lines {
-    struct strbuf line;
+struct kube_call {
+    struct kube_client *kc;
+    CURL *h;
+    struct curl_slist *headers;
+    char what[600];                 /* "GET https://host/path", for messages */
+    struct strbuf body;             /* the answer, or a stream's unread bytes */
+    struct strbuf lines;            /* a stream's whole lines, not yet handed on */
+    bool stream, too_big, stopped;  /* stopped: cancelled, or ended by its reader */
+    bool busy;                      /* in a callback of its own: a cancel only marks it */
+    bool unsent;                    /* no handle: answered with curl_err on the next turn */
     kube_line_fn on_line;
+    kube_done_fn done;
     void *ctx;
-    bool too_big;
+    const void *owner;
+    char curl_err[CURL_ERROR_SIZE];
+    struct kube_call *prev, *next;  /* in kc->calls */
 };
 
-static size_t kube_write_lines(char *data, size_t size, size_t n, void *arg)
+struct kube_client {
+    uv_loop_t *loop;
+    struct kube_creds creds;
+    CURLM *multi;
+    uv_timer_t timer;               /* libcurl's */
+    uv_timer_t unsent;              /* answers the calls that could not be sent */
+    struct kube_call *calls;
+    struct kube_socket *sockets;
+    struct kube_client_stats stats;
+    unsigned handles;               /* the timer and the sockets' polls, not yet closed */
+    bool closing;
+};
+
+/* A socket libcurl asked us to watch. */
+struct kube_socket {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct kube_client *kc;
+    struct kube_socket *next;       /* in kc->sockets, until closed */
+};
+
+static void kube_maybe_free(struct kube_client *kc);
+static void kube_closed(uv_handle_t *h);
+
+static void kube_socket_closed(uv_handle_t *h)
 {
-    struct kube_lines *l = arg;
-    for (size_t i = 0; i < size * n; i++) {
-        if (data[i] != '\n') {
-            if (l->line.len >= KUBE_MAX_BODY) {
-                l->too_big = true;
-                return 0;
+    struct kube_socket *s = h->data;
+    struct kube_client *kc = s->kc;
+    free(s);
+    kc->handles--;
+    kube_maybe_free(kc);
+}
+
+static void kube_socket_close(struct kube_client *kc, struct kube_socket *s)
+{
+    struct kube_socket **at = &kc->sockets;
+    while (*at != s)
+        at = &(*at)->next;
+    *at = s->next;
+    uv_poll_stop(&s->poll);
+    uv_close((uv_handle_t *)&s->poll, kube_socket_closed);
+}
+
+/* Once closing with no call left: the kept connections closed, then the
+ * client freed when libuv has closed the last of its handles. */
+static void kube_maybe_free(struct kube_client *kc)
+{
+    if (!kc->closing || kc->calls)
+        return;
+    if (kc->multi) {
+        CURLM *m = kc->multi;
+        kc->multi = NULL;
+        kube_curl.multi_cleanup(m);
+        while (kc->sockets)
+            kube_socket_close(kc, kc->sockets);
+        uv_close((uv_handle_t *)&kc->timer, kube_closed);
+        uv_close((uv_handle_t *)&kc->unsent, kube_closed);
+    }
+    if (kc->handles)
+        return;
+    kube_creds_free(&kc->creds);
+    free(kc);
+}
+
+/* The close callback of the client's two timers. */
+static void kube_closed(uv_handle_t *h)
+{
+    struct kube_client *kc = h->data;
+    kc->handles--;
+    kube_maybe_free(kc);
+}
+
+/* --- a call's end ----------------------------------------------------------------- */
+
+static void kube_unlink(struct kube_call *c)
+{
+    struct kube_client *kc = c->kc;
+    if (!c->unsent)
+        kube_curl.multi_remove(kc->multi, c->h);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        kc->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+}
+
+static void kube_call_free(struct kube_call *c)
+{
+    struct kube_client *kc = c->kc;
+    if (c->h)
+        kube_curl.cleanup(c->h);
+    kube_curl.slist_free(c->headers);
+    strbuf_free(&c->body);
+    strbuf_free(&c->lines);
+    free(c);
+    kube_maybe_free(kc);
+}
+
+/* Hands lines (whole, each ending in a newline but maybe the last) to the
+ * reader; false when it ended the stream. A cancel of c from inside a
+ * callback of its own only marks it (busy). */
+static bool kube_deliver(struct kube_call *c, struct strbuf *lines)
+{
+    bool was_busy = c->busy, go_on = true;
+    c->busy = true;
+    for (size_t at = 0; go_on && !c->stopped && at < lines->len;) {
+        char *nl = memchr(lines->data + at, '\n', lines->len - at);
+        size_t len = nl ? (size_t)(nl - (lines->data + at)) : lines->len - at;
+        if (len && c->on_line(c->ctx, lines->data + at, len) < 0)
+            go_on = false;
+        at += len + 1;
+    }
+    c->busy = was_busy;
+    strbuf_free(lines);
+    return go_on && !c->stopped;
+}
+
+static void kube_finish(struct kube_call *c, CURLcode rc)
+{
+    struct kube_client *kc = c->kc;
+    c->busy = true;
+    if (c->stream && rc == CURLE_OK && !c->stopped) {
+        struct strbuf rest = c->lines;
+        c->lines = (struct strbuf){0};
+        if (kube_deliver(c, &rest) && c->body.len)
+            kube_deliver(c, &c->body);
+    }
+    struct kube_answer a = {.error = ""};
+    long connects = 0;
+    if (c->h)
+        kube_curl.getinfo(c->h, CURLINFO_NUM_CONNECTS, &connects);
+    kc->stats.connections += (unsigned long long)connects;
+    char error[sizeof c->what + CURL_ERROR_SIZE + 64];
+    if (rc == CURLE_OK && !c->stopped) {
+        kube_curl.getinfo(c->h, CURLINFO_RESPONSE_CODE, &a.status);
+    } else {
+        if (!c->unsent)
+            kube_curl_message(rc, c->curl_err);
+        if (c->too_big)
+            snprintf(error, sizeof error, "%s: the answer is over %u bytes", c->what, KUBE_MAX_BODY);
+        else
+            snprintf(error, sizeof error, "%s: %s", c->what, c->stopped ? "cancelled" : c->curl_err);
+        a.error = error;
+        kc->stats.failures += !c->stopped;
+    }
+    if (!c->body.data)
+        strbuf_append(&c->body, "", 0);
+    a.body = c->stream ? "" : c->body.data;
+    a.len = c->stream ? 0 : c->body.len;
+    kube_unlink(c);
+    c->done(c->ctx, &a);
+    kube_call_free(c);
+}
+
+static void kube_hand_lines(struct kube_call *c)
+{
+    struct strbuf lines = c->lines;
+    c->lines = (struct strbuf){0};
+    if (!kube_deliver(c, &lines)) {
+        c->stopped = true;
+        kube_finish(c, CURLE_ABORTED_BY_CALLBACK);
+    }
+}
+
+/* What libcurl finished, and the streams' lines, after it returned. */
+static void kube_check(struct kube_client *kc)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = kube_curl.multi_info(kc->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        struct kube_call *c;
+        kube_curl.getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+        kube_finish(c, msg->data.result);
+    }
+    /* From the head again after each: a reader may end other calls. */
+    for (bool more = true; more;) {
+        more = false;
+        for (struct kube_call *c = kc->calls; c; c = c->next)
+            if (c->lines.len) {
+                kube_hand_lines(c);
+                more = true;
+                break;
             }
-            strbuf_append(&l->line, &data[i], 1);
+    }
+}
+
+/* --- libcurl's event-loop integration -------------------------------------------- */
+
+static void kube_on_poll(uv_poll_t *p, int status, int events)
+{
+    struct kube_socket *s = p->data;
+    struct kube_client *kc = s->kc;
+    int flags = status < 0 ? CURL_CSELECT_ERR
+                           : (events & UV_READABLE ? CURL_CSELECT_IN : 0) |
+                                 (events & UV_WRITABLE ? CURL_CSELECT_OUT : 0);
+    int running;
+    kube_curl.multi_action(kc->multi, s->fd, flags, &running);
+    kube_check(kc);
+}
+
+static int kube_on_socket(CURL *h, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)h;
+    struct kube_client *kc = userp;
+    struct kube_socket *s = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            if (kc->multi)
+                kube_curl.multi_assign(kc->multi, fd, NULL);
+            kube_socket_close(kc, s);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = xcalloc(1, sizeof *s);
+        s->fd = fd;
+        s->kc = kc;
+        if (uv_poll_init_socket(kc->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1;
+        }
+        s->poll.data = s;
+        s->next = kc->sockets;
+        kc->sockets = s;
+        kc->handles++;
+        kube_curl.multi_assign(kc->multi, fd, s);
+    }
+    int events = (what & CURL_POLL_IN ? UV_READABLE : 0) | (what & CURL_POLL_OUT ? UV_WRITABLE : 0);
+    uv_poll_start(&s->poll, events, kube_on_poll);
+    return 0;
+}
+
+static void kube_on_timeout(uv_timer_t *t)
+{
+    struct kube_client *kc = t->data;
+    int running;
+    kube_curl.multi_action(kc->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    kube_check(kc);
+}
+
+static int kube_on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    struct kube_client *kc = userp;
+    if (timeout_ms < 0)
+        uv_timer_stop(&kc->timer);
+    else /* 0 too: libcurl may not be called back from inside its own callback */
+        uv_timer_start(&kc->timer, kube_on_timeout, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+/* --- the answer as it comes ------------------------------------------------------- */
+
+static size_t kube_on_data(char *data, size_t size, size_t n, void *arg)
+{
+    struct kube_call *c = arg;
+    size_t len = size * n;
+    if (c->body.len + len > KUBE_MAX_BODY) {
+        c->too_big = true;
+        return 0;
+    }
+    strbuf_append(&c->body, data, len);
+    if (!c->stream)
+        return len;
+    /* Whole lines move on to be handed over once libcurl returns. */
+    char *last = memrchr(c->body.data, '\n', c->body.len);
+    if (last) {
+        size_t whole = (size_t)(last - c->body.data) + 1;
+        strbuf_append(&c->lines, c->body.data, whole);
+        memmove(c->body.data, c->body.data + whole, c->body.len - whole + 1);
+        c->body.len -= whole;
+    }
+    return len;
+}
+
+static void kube_on_unsent(uv_timer_t *t)
+{
+    struct kube_client *kc = t->data;
+    for (struct kube_call *c = kc->calls; c;) {
+        if (!c->unsent) {
+            c = c->next;
             continue;
         }
-        if (l->line.len && l->on_line(l->ctx, l->line.data, l->line.len) < 0)
-            return 0;
-        l->line.len = 0;
+        kube_finish(c, CURLE_FAILED_INIT);
+        c = kc->calls;
     }
-    return size * n;
 }
 
-int kube_stream(const struct kube_creds *c, const char *path, kube_line_fn on_line, void *ctx,
-                atomic_bool *stop, long *status, struct err *e)
+/* --- the client ----------------------------------------------------------------------- */
+
+int kube_client_start(struct kube_client **out, uv_loop_t *loop, const char *kubeconfig,
+                      struct err *e)
 {
-    struct kube_lines l = {{0}, on_line, ctx, false};
-    char curl_err[CURL_ERROR_SIZE];
-    struct err pe = {.msg = ""};
-    int rc = kube_perform(c, "GET", path, NULL, NULL, kube_write_lines, &l, stop, 0, status,
-                          curl_err, &pe);
-    if (rc == 0 && l.line.len && *status == 200)
-        on_line(ctx, l.line.data, l.line.len);
-    strbuf_free(&l.line);
-    if (rc < 0) {
-        if (pe.msg[0])
-            return err_set(e, "%s", pe.msg);
-        if (l.too_big)
-            return err_set(e, "GET %s%s: a line is over %u bytes", c->server, path, KUBE_MAX_BODY);
-        return err_set(e, "GET %s%s: %s", c->server, path, curl_err);
+    *out = NULL;
+    struct kube_client *kc = xcalloc(1, sizeof *kc);
+    if (kube_creds_load(&kc->creds, kubeconfig, e) < 0 || kube_client_init(e) < 0 ||
+        (!(kc->multi = kube_curl.multi_init()) && err_set(e, "curl_multi_init failed") < 0)) {
+        kube_creds_free(&kc->creds);
+        free(kc);
+        return -1;
     }
+    kc->loop = loop;
+    kube_curl.multi_setopt(kc->multi, CURLMOPT_SOCKETFUNCTION, kube_on_socket);
+    kube_curl.multi_setopt(kc->multi, CURLMOPT_SOCKETDATA, kc);
+    kube_curl.multi_setopt(kc->multi, CURLMOPT_TIMERFUNCTION, kube_on_timer);
+    kube_curl.multi_setopt(kc->multi, CURLMOPT_TIMERDATA, kc);
+    kube_curl.multi_setopt(kc->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    uv_timer_init(loop, &kc->timer);
+    uv_timer_init(loop, &kc->unsent);
+    kc->timer.data = kc->unsent.data = kc;
+    kc->handles = 2;
+    *out = kc;
     return 0;
+}
+
+uv_loop_t *kube_client_loop(const struct kube_client *kc)
+{
+    return kc->loop;
+}
+
+const struct kube_creds *kube_client_creds(const struct kube_client *kc)
+{
+    return &kc->creds;
+}
+
+struct kube_client_stats kube_client_stats(const struct kube_client *kc)
+{
+    return kc->stats;
+}
+
+struct kube_call *kube_call(struct kube_client *kc, const struct kube_call_spec *s)
+{
+    struct kube_call *c = xcalloc(1, sizeof *c);
+    c->kc = kc;
+    c->stream = s->on_line != NULL;
+    c->on_line = s->on_line;
+    c->done = s->done;
+    c->ctx = s->ctx;
+    c->owner = s->owner;
+    snprintf(c->what, sizeof c->what, "%s %.300s%.250s", s->method, kc->creds.server, s->path);
+    struct err e = {.msg = ""};
+    c->h = kube_easy(&kc->creds, s->method, s->path, s->content_type, s->body, &c->headers,
+                     c->curl_err, &e);
+    c->next = kc->calls;
+    if (kc->calls)
+        kc->calls->prev = c;
+    kc->calls = c;
+    kc->stats.requests++;
+    if (c->h) {
+        kube_curl.setopt(c->h, CURLOPT_PRIVATE, (char *)c);
+        kube_curl.setopt(c->h, CURLOPT_WRITEFUNCTION, kube_on_data);
+        kube_curl.setopt(c->h, CURLOPT_WRITEDATA, c);
+        kube_curl.setopt(c->h, CURLOPT_TIMEOUT_MS,
+                         c->stream ? 0L : s->timeout_ms ? (long)s->timeout_ms : KUBE_TIMEOUT_MS);
+        if (kube_curl.multi_add(kc->multi, c->h) == CURLM_OK)
+            return c;
+        snprintf(e.msg, sizeof e.msg, "curl_multi_add_handle failed");
+    }
+    c->unsent = true;
+    snprintf(c->curl_err, sizeof c->curl_err, "%.250s", e.msg);
+    uv_timer_start(&kc->unsent, kube_on_unsent, 0, 0);
+    return c;
+}
+
+void kube_call_cancel(struct kube_call *c)
+{
+    if (!c || c->stopped)
+        return;
+    c->stopped = true;
+    if (!c->busy)
+        kube_finish(c, CURLE_ABORTED_BY_CALLBACK);
+}
+
+void kube_client_cancel(struct kube_client *kc, const void *owner)
+{
+    for (struct kube_call *c = kc->calls; c;) {
+        if (c->owner != owner || c->stopped) {
+            c = c->next;
+            continue;
+        }
+        kube_call_cancel(c);
+        c = kc->calls; /* a done may have ended others */
+    }
+}
+
+void kube_client_close(struct kube_client *kc)
+{
+    if (!kc)
+        return;
+    kc->closing = true;
+    kube_maybe_free(kc); /* or when the last call ends */
 }

@@ -1,233 +1,338 @@
-/* Watching one object through the API server: a list with a field
+/* Watching one object through the agent's client: a list with a field
  * selector on its name gives the object and a resourceVersion, then a
- * watch from there streams its changes, one JSON event a line. This is
- * client-go's list-and-watch, for one object: no polling, and the API
- * server's cost is one open stream per node. */
+ * watch from there streams its changes, one JSON event a line, on the
+ * client's one connection. The watch asks no timeout: the API server ends
+ * it after 30 to 60 minutes (--min-request-timeout), and a new one
+ * resumes from the last version, so that a node at rest costs the API
+ * server one request every half hour or more. */
 #include "kube/kube.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <uv.h>
+
+#include <jansson.h>
 
 #include "util/backoff.h"
 #include "util/jsonx.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 #define WATCH_BACKOFF_MIN_MS 1000
 #define WATCH_BACKOFF_MAX_MS 30000
-#define WATCH_TIMEOUT_S 240         /* the server ends each watch; a new one follows */
+#define WATCH_SHORT_NS 1000000000ull  /* a watch that ends sooner, empty, is a failure */
 
 struct kube_watch {
-    const struct kube_creds *creds;
+    struct kube_client *kc;
     char collection[KUBE_PATH_MAX];
     char name[256];
-    kube_object_fn on_object;
-    kube_failure_fn on_failure;
-    void *ctx;
-    uv_thread_t thread;
-    uv_mutex_t lock;
-    uv_cond_t wake;                 /* stop, during a backoff */
-    atomic_bool stop;
-    char version[64];               /* resourceVersion to watch from */
-    bool relist;                    /* the watch expired: list again now */
-    char last_failure[512];
+    char what[300];
+    struct { kube_object_fn fn; void *ctx; } listeners[KUBE_WATCH_LISTENERS];
+    unsigned nlisteners;
+    struct kube_call *call;          /* the list or the watch in flight */
+    uv_timer_t retry;
+    unsigned backoff_ms;
+    char version[64];                /* resourceVersion to watch from */
+    bool known, relist, news;        /* news: the stream brought something */
+    bool relisted;                   /* the last list came of a 410: one more backs off */
+    uint64_t stream_begun;
+    struct strbuf object;            /* the object's JSON; len 0: none */
+    unsigned long long object_rv;
+    char last_failure[1200];         /* logged once until it changes */
+    bool stopping, closed;
 };
 
-static void watch_failure(struct kube_watch *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* Reports a failure once until a different one, or a success, comes. */
-static void watch_failure(struct kube_watch *w, const char *fmt, ...)
+static void watch_maybe_free(struct kube_watch *w)
 {
-    char msg[sizeof w->last_failure];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (!strcmp(msg, w->last_failure))
+    if (!w->stopping || w->call || !w->closed)
         return;
+    strbuf_free(&w->object);
+    free(w);
+}
+
+static void watch_closed(uv_handle_t *h)
+{
+    struct kube_watch *w = h->data;
+    w->closed = true;
+    watch_maybe_free(w);
+}
+
+static void watch_failed(struct kube_watch *w, const char *msg)
+{
+    if (strcmp(msg, w->last_failure))
+        log_warn("watch %s: %s; trying again with backoff", w->what, msg);
     snprintf(w->last_failure, sizeof w->last_failure, "%s", msg);
-    w->on_failure(w->ctx, msg);
+}
+
+static void watch_answering(struct kube_watch *w)
+{
+    if (w->last_failure[0])
+        log_info("watch %s: the API server answers again", w->what);
+    w->last_failure[0] = '\0';
 }
 
 static void watch_status_failure(struct kube_watch *w, const char *verb, long status)
 {
-    const char *why = status == 401 ? ": the API server does not accept the credentials"
-                      : status == 403 ? ": the service account may not do this (RBAC: get, list "
-                                        "and watch on it)"
-                                      : "";
-    watch_failure(w, "%s %s?fieldSelector=metadata.name=%s: HTTP %ld%s", verb, w->collection,
-                  w->name, status, why);
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s %s?fieldSelector=metadata.name=%s: HTTP %ld%s", verb,
+             w->collection, w->name, status,
+             status == 401 ? ": the API server does not accept the credentials"
+             : status == 403 ? ": the service account may not do this (RBAC: get, list and watch "
+                               "on it)"
+                             : "");
+    watch_failed(w, msg);
 }
 
-/* Hands on the object (or its absence) and notes its resourceVersion. */
-static void watch_deliver(struct kube_watch *w, json_t *obj)
+static unsigned long long watch_rv(const json_t *obj)
 {
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
                                                        "resourceVersion"));
-    if (rv)
-        snprintf(w->version, sizeof w->version, "%s", rv);
-    if (!obj) {
-        w->on_object(w->ctx, NULL, 0);
-        return;
-    }
-    struct strbuf text = {0};
-    jsonx_dump(obj, JSON_COMPACT, &text);
-    w->on_object(w->ctx, text.data, text.len);
-    strbuf_free(&text);
+    return rv ? strtoull(rv, NULL, 10) : 0;
 }
 
-static int watch_list(struct kube_watch *w)
+static void watch_tell(struct kube_watch *w)
+{
+    /* By index, and again from the start where one left: a listener may
+     * go (unlisten) while it hears. */
+    for (unsigned i = 0; i < w->nlisteners && !w->stopping; i++)
+        w->listeners[i].fn(w->listeners[i].ctx, w);
+}
+
+/* The object is now obj (NULL: none); the listeners hear where it changed. */
+static void watch_set(struct kube_watch *w, const json_t *obj)
+{
+    struct strbuf text = {0};
+    if (obj)
+        jsonx_dump(obj, JSON_COMPACT, &text);
+    bool first = !w->known, same = text.len == w->object.len &&
+                                   (!text.len || !memcmp(text.data, w->object.data, text.len));
+    w->known = true;
+    if (same && !first) {
+        strbuf_free(&text);
+        return;
+    }
+    strbuf_free(&w->object);
+    w->object = text;
+    w->object_rv = obj ? watch_rv(obj) : 0;
+    watch_tell(w);
+}
+
+static void watch_list(struct kube_watch *w);
+static void watch_stream(struct kube_watch *w);
+
+static void watch_again(uv_timer_t *t)
+{
+    watch_list(t->data);
+}
+
+static void watch_backoff(struct kube_watch *w)
+{
+    uv_timer_start(&w->retry, watch_again,
+                   backoff_next(&w->backoff_ms, WATCH_BACKOFF_MIN_MS, WATCH_BACKOFF_MAX_MS), 0);
+}
+
+static void watch_listed(void *ctx, const struct kube_answer *a)
+{
+    struct kube_watch *w = ctx;
+    w->call = NULL;
+    if (w->stopping) {
+        watch_maybe_free(w);
+        return;
+    }
+    json_t *list = a->status == 200 ? json_loadb(a->body, a->len, 0, NULL) : NULL;
+    json_t *items = json_object_get(list, "items");
+    if (!a->status)
+        watch_failed(w, a->error);
+    else if (a->status != 200)
+        watch_status_failure(w, "list", a->status);
+    else if (!json_is_array(items))
+        watch_failed(w, "the list's answer is not a list");
+    if (!json_is_array(items)) {
+        json_decref(list);
+        watch_backoff(w);
+        return;
+    }
+    watch_answering(w);
+    const char *rv = json_string_value(json_object_get(json_object_get(list, "metadata"),
+                                                       "resourceVersion"));
+    snprintf(w->version, sizeof w->version, "%s", rv ? rv : "");
+    json_t *obj = json_array_size(items) ? json_array_get(items, 0) : NULL;
+    watch_set(w, json_is_object(obj) ? obj : NULL);
+    json_decref(list);
+    if (!w->stopping)
+        watch_stream(w);
+}
+
+static void watch_list(struct kube_watch *w)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s?fieldSelector=metadata.name%%3D%s", w->collection, w->name);
-    struct kube_response r;
-    struct err e;
-    if (kube_request(w->creds, "GET", path, NULL, NULL, &r, &w->stop, &e) < 0) {
-        watch_failure(w, "%s", e.msg);
-        return -1;
-    }
-    int rc = -1;
-    json_t *list = NULL;
-    if (r.status != 200) {
-        watch_status_failure(w, "list", r.status);
-    } else if (!(list = json_loadb(r.body.data, r.body.len, 0, NULL)) ||
-               !json_is_array(json_object_get(list, "items"))) {
-        watch_failure(w, "list %s: the answer is not a list", w->collection);
-    } else {
-        w->last_failure[0] = '\0';
-        json_t *items = json_object_get(list, "items");
-        watch_deliver(w, json_array_size(items) ? json_array_get(items, 0) : NULL);
-        const char *rv = json_string_value(json_object_get(json_object_get(list, "metadata"),
-                                                           "resourceVersion"));
-        snprintf(w->version, sizeof w->version, "%s", rv ? rv : "");
-        rc = 0;
-    }
-    json_decref(list);
-    kube_response_free(&r);
-    return rc;
+    w->relist = false;
+    w->call = kube_call(w->kc, &(struct kube_call_spec){.method = "GET", .path = path,
+                                                         .done = watch_listed, .ctx = w, .owner = w});
 }
 
-/* One watch event: {"type": ..., "object": {...}}. */
+enum kube_event kube_event_parse(const char *line, size_t len, json_t **obj)
+{
+    static const struct { const char *type; enum kube_event kind; } kinds[] = {
+        {"ADDED", KUBE_EVENT_SET},         {"MODIFIED", KUBE_EVENT_SET},
+        {"DELETED", KUBE_EVENT_DELETED},   {"BOOKMARK", KUBE_EVENT_BOOKMARK},
+        {"ERROR", KUBE_EVENT_ERROR},
+    };
+    *obj = NULL;
+    json_t *ev = json_loadb(line, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *o = json_object_get(ev, "object");
+    enum kube_event kind = KUBE_EVENT_BAD;
+    for (size_t i = 0; type && json_is_object(o) && i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(type, kinds[i].type))
+            kind = kinds[i].kind;
+    if (kind != KUBE_EVENT_BAD)
+        *obj = json_incref(o);
+    json_decref(ev);
+    return kind;
+}
+
+/* One line of the stream. */
 static int watch_event(void *ctx, const char *line, size_t len)
 {
     struct kube_watch *w = ctx;
-    json_t *ev = json_loadb(line, len, 0, NULL);
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    json_t *obj = json_object_get(ev, "object");
+    json_t *obj;
+    enum kube_event kind = kube_event_parse(line, len, &obj);
+    const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
+                                                       "resourceVersion"));
     int rc = 0;
-    if (!type || !json_is_object(obj)) {
-        watch_failure(w, "watch %s: an event that is not one", w->collection);
-        rc = -1;
-    } else if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
-        watch_deliver(w, obj);
-    } else if (!strcmp(type, "DELETED")) {
-        watch_deliver(w, NULL);
-    } else if (!strcmp(type, "BOOKMARK")) {
-        const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
-                                                           "resourceVersion"));
-        if (rv)
-            snprintf(w->version, sizeof w->version, "%s", rv);
-    } else {
-        /* ERROR: mostly 410 Gone, the version is too old to watch from. */
+    switch (kind) {
+    case KUBE_EVENT_BAD:
+        watch_failed(w, "an event that is not one: listing again");
+        /* fall through */
+    case KUBE_EVENT_ERROR: /* mostly 410 Gone: the version is too old to watch from */
         w->relist = true;
         rc = -1;
+        break;
+    case KUBE_EVENT_SET:
+    case KUBE_EVENT_DELETED:
+    case KUBE_EVENT_BOOKMARK:
+        w->news = true;
+        if (rv)
+            snprintf(w->version, sizeof w->version, "%s", rv);
+        /* An event older than a write's answer already taken is no news. */
+        if (kind == KUBE_EVENT_DELETED)
+            watch_set(w, NULL);
+        else if (kind == KUBE_EVENT_SET && watch_rv(obj) >= w->object_rv)
+            watch_set(w, obj);
+        break;
     }
-    json_decref(ev);
+    json_decref(obj);
     return rc;
 }
 
-/* 0 when the server ended the watch (watch again), -1 otherwise. */
-static int watch_stream(struct kube_watch *w)
+static void watch_ended(void *ctx, const struct kube_answer *a)
+{
+    struct kube_watch *w = ctx;
+    w->call = NULL;
+    if (w->stopping) {
+        watch_maybe_free(w);
+        return;
+    }
+    bool quick = uv_hrtime() - w->stream_begun < WATCH_SHORT_NS && !w->news;
+    if (!quick)
+        w->relisted = false;
+    if (w->relist && !w->relisted) {
+        w->relisted = true;
+        watch_list(w); /* at once: the list says where to watch from */
+    } else if (w->relist) {
+        watch_failed(w, "the watch expires as soon as it starts (410 Gone after a list)");
+        watch_backoff(w);
+    } else if (a->status == 200 && !quick) {
+        w->backoff_ms = 0;
+        watch_stream(w); /* the server ended it: a new one from the last version */
+    } else {
+        if (!a->status)
+            watch_failed(w, a->error);
+        else if (a->status != 200)
+            watch_status_failure(w, "watch", a->status);
+        watch_backoff(w);
+    }
+}
+
+static void watch_stream(struct kube_watch *w)
 {
     char path[1024];
     snprintf(path, sizeof path,
              "%s?fieldSelector=metadata.name%%3D%s&watch=1&allowWatchBookmarks=true"
-             "&resourceVersion=%s&timeoutSeconds=%d",
-             w->collection, w->name, w->version, WATCH_TIMEOUT_S);
-    long status;
-    struct err e;
-    w->relist = false;
-    if (kube_stream(w->creds, path, watch_event, w, &w->stop, &status, &e) < 0) {
-        if (!w->relist && !atomic_load(&w->stop))
-            watch_failure(w, "%s", e.msg);
-        return -1;
-    }
-    if (status != 200) {
-        watch_status_failure(w, "watch", status);
-        return -1;
-    }
-    return w->relist ? -1 : 0;
+             "&resourceVersion=%s",
+             w->collection, w->name, w->version);
+    w->news = false;
+    w->stream_begun = uv_hrtime();
+    w->call = kube_call(w->kc, &(struct kube_call_spec){.method = "GET", .path = path,
+                                                         .on_line = watch_event,
+                                                         .done = watch_ended, .ctx = w, .owner = w});
 }
 
-/* Waits ms, or less when stopped. */
-static void watch_sleep(struct kube_watch *w, unsigned ms)
-{
-    uint64_t until = uv_hrtime() + (uint64_t)ms * 1000000, now;
-    uv_mutex_lock(&w->lock);
-    while (!atomic_load(&w->stop) && (now = uv_hrtime()) < until)
-        uv_cond_timedwait(&w->wake, &w->lock, until - now);
-    uv_mutex_unlock(&w->lock);
-}
-
-static void watch_main(void *arg)
-{
-    struct kube_watch *w = arg;
-    unsigned backoff = 0;
-    while (!atomic_load(&w->stop)) {
-        if (watch_list(w) == 0) {
-            backoff = 0;
-            while (!atomic_load(&w->stop) && watch_stream(w) == 0)
-                ;
-            if (w->relist)
-                continue;
-        }
-        if (atomic_load(&w->stop))
-            break;
-        watch_sleep(w, backoff_next(&backoff, WATCH_BACKOFF_MIN_MS, WATCH_BACKOFF_MAX_MS));
-    }
-}
-
-int kube_watch_start(struct kube_watch **out, const struct kube_creds *c,
+int kube_watch_start(struct kube_watch **out, struct kube_client *kc,
                      const struct kube_watch_spec *spec, struct err *e)
 {
-    *out = NULL;
-    if (kube_client_init(e) < 0)
-        return -1;
+    (void)e;
     struct kube_watch *w = xcalloc(1, sizeof *w);
-    w->creds = c;
+    w->kc = kc;
     snprintf(w->collection, sizeof w->collection, "%s", spec->collection);
     snprintf(w->name, sizeof w->name, "%s", spec->name);
-    w->on_object = spec->on_object;
-    w->on_failure = spec->on_failure;
-    w->ctx = spec->ctx;
-    uv_mutex_init(&w->lock);
-    uv_cond_init(&w->wake);
-    int rc = uv_thread_create(&w->thread, watch_main, w);
-    if (rc) {
-        uv_cond_destroy(&w->wake);
-        uv_mutex_destroy(&w->lock);
-        free(w);
-        return err_set(e, "watch %s/%s: cannot start a thread: %s", spec->collection, spec->name,
-                       uv_strerror(rc));
-    }
+    snprintf(w->what, sizeof w->what, "%s", spec->what);
+    /* The loop of the client's: its first handle's. */
+    uv_timer_init(kube_client_loop(kc), &w->retry);
+    w->retry.data = w;
+    watch_list(w);
     *out = w;
     return 0;
 }
 
-void kube_watch_stop(struct kube_watch *w)
+void kube_watch_listen(struct kube_watch *w, kube_object_fn fn, void *ctx)
+{
+    if (w->nlisteners == KUBE_WATCH_LISTENERS)
+        abort(); /* a fixed number of readers, each known at build time */
+    w->listeners[w->nlisteners].fn = fn;
+    w->listeners[w->nlisteners++].ctx = ctx;
+}
+
+void kube_watch_unlisten(struct kube_watch *w, kube_object_fn fn, void *ctx)
 {
     if (!w)
         return;
-    uv_mutex_lock(&w->lock);
-    atomic_store(&w->stop, true);
-    uv_cond_signal(&w->wake);
-    uv_mutex_unlock(&w->lock);
-    uv_thread_join(&w->thread);
-    uv_cond_destroy(&w->wake);
-    uv_mutex_destroy(&w->lock);
-    free(w);
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].fn == fn && w->listeners[i].ctx == ctx) {
+            memmove(&w->listeners[i], &w->listeners[i + 1],
+                    (w->nlisteners - i - 1) * sizeof *w->listeners);
+            w->nlisteners--;
+            return;
+        }
+}
+
+bool kube_watch_known(const struct kube_watch *w)
+{
+    return w->known;
+}
+
+const char *kube_watch_object(const struct kube_watch *w, size_t *len)
+{
+    *len = w->object.len;
+    return w->object.len ? w->object.data : NULL;
+}
+
+void kube_watch_offer(struct kube_watch *w, const char *json, size_t len)
+{
+    json_t *obj = json_loadb(json, len, 0, NULL);
+    if (json_is_object(obj) && w->known && watch_rv(obj) > w->object_rv)
+        watch_set(w, obj);
+    json_decref(obj);
+}
+
+void kube_watch_stop(struct kube_watch *w)
+{
+    if (!w || w->stopping)
+        return;
+    w->stopping = true;
+    w->nlisteners = 0;
+    uv_close((uv_handle_t *)&w->retry, watch_closed);
+    kube_call_cancel(w->call);
 }

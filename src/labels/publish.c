@@ -1,9 +1,9 @@
-/* The label publisher: NFD's feature file, or the Node object through the
- * API server, written only on change, retried with backoff. */
+/* The label publisher: NFD's feature file, written on change and retried
+ * with backoff; or the Node object, kept in step by kube/sync.c from the
+ * agent's watch of it. */
 #include "labels/publish.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,186 +17,100 @@
 #define PUBLISH_BACKOFF_MIN_MS 500
 #define PUBLISH_BACKOFF_MAX_MS 30000
 
-/* One API round (GET, then PATCH if needed), run off the loop. */
-struct publish_job {
-    uv_work_t work;
-    struct labels_publisher *p;
-    struct label_set want;          /* the job's own copy */
-    int rc;
-    long status;                    /* the failing answer's HTTP status, 0 none */
-    unsigned changes;
-    struct err err;
-};
-
 struct labels_publisher {
-    uv_loop_t *loop;
     int mode;                       /* CONFIG_LABELS_FILE or _API */
     char path[CONFIG_PATH_MAX];     /* the feature file */
     bool keep_file;
     char node[128];
-    struct kube_creds creds;
+    struct kube_sync *sync;         /* the Node's labels (API) */
     struct label_set want;          /* the latest labels */
-    struct label_set sent;          /* what the Node or file holds, as far as we know */
-    bool published;                 /* sent is valid */
-    struct publish_job *job;        /* in flight, or NULL */
-    bool again;                     /* want changed while a job ran */
-    atomic_bool stop;
-    uv_timer_t retry;
+    struct label_set sent;          /* what the file holds (file) */
+    bool published;                 /* sent is valid; the Node had them once (API) */
+    unsigned changes;               /* in the write in flight (API) */
+    uv_timer_t retry;               /* the file's */
     unsigned backoff_ms;
     char last_error[768];           /* logged once until it changes */
-    int handles;
     bool stopping;
 };
 
-/* --- the Node object --------------------------------------------------------------- */
+/* --- the Node object, kept in step by kube/sync.c ------------------------------------ */
 
-static void publish_round(struct publish_job *j, const char *node_path)
+static int publish_next(void *ctx, const char *json, size_t len, struct kube_write *w,
+                        struct err *e)
 {
-    struct labels_publisher *p = j->p;
-    struct kube_response r;
-    if (kube_request(&p->creds, "GET", node_path, NULL, NULL, &r, &p->stop, &j->err) < 0) {
-        j->rc = -1;
-        return;
-    }
-    if (r.status != 200) {
-        j->status = r.status;
-        err_set(&j->err, "GET nodes/%s", p->node);
-        kube_response_free(&r);
-        j->rc = -1;
-        return;
-    }
+    struct labels_publisher *p = ctx;
+    if (!json)
+        return err_set(e, "no Node %s (check NODE_NAME)", p->node);
     struct strbuf patch = {0};
-    j->rc = labels_node_patch(r.body.data, r.body.len, &j->want, &patch, &j->changes, &j->err);
-    kube_response_free(&r);
-    if (j->rc == 0 && patch.len) {
-        j->rc = kube_request(&p->creds, "PATCH", node_path, "application/merge-patch+json",
-                             patch.data, &r, &p->stop, &j->err);
-        if (j->rc == 0 && r.status != 200) {
-            j->status = r.status;
-            err_set(&j->err, "PATCH nodes/%s", p->node);
-            j->rc = -1;
-        }
-        kube_response_free(&r);
+    if (labels_node_patch(json, len, &p->want, &patch, &p->changes, e) < 0)
+        return -1;
+    if (!patch.len) {
+        if (!p->published)
+            log_info("labels: %u on Node %s already", p->want.count, p->node);
+        p->published = true;
+        return 0;
     }
-    strbuf_free(&patch);
+    w->method = "PATCH";
+    snprintf(w->path, sizeof w->path, "/api/v1/nodes/%s", p->node);
+    w->content_type = "application/merge-patch+json";
+    w->body = patch;
+    return 0;
 }
 
-static void publish_work(uv_work_t *w)
+static void publish_took(void *ctx, const struct kube_answer *a)
 {
-    struct publish_job *j = w->data;
-    char path[256];
-    snprintf(path, sizeof path, "/api/v1/nodes/%s", j->p->node);
-    publish_round(j, path);
+    (void)a;
+    struct labels_publisher *p = ctx;
+    if (!p->published)
+        log_info("labels: %u published to Node %s (%u changed)", p->want.count, p->node, p->changes);
+    else
+        log_debug("labels: %u changed", p->changes);
+    p->published = true;
 }
 
-/* The one line an operator needs for an answer that is not 200. */
-static void publish_explain(const struct publish_job *j, char *out, size_t len)
-{
-    const char *what = j->err.msg;
-    switch (j->status) {
-    case 0: snprintf(out, len, "%.500s", what); break;
-    case 401:
-        snprintf(out, len, "%.300s: 401 Unauthorized: the API server does not accept the credentials "
-                 "(expired or wrong token, or a client certificate it does not trust)", what);
-        break;
-    case 403:
-        snprintf(out, len, "%.300s: 403 Forbidden: the service account needs get and patch on nodes "
-                 "(ClusterRole rule: apiGroups [\"\"], resources [nodes], verbs [get, patch])", what);
-        break;
-    case 404:
-        snprintf(out, len, "%.300s: 404 Not Found: no Node of that name (check NODE_NAME)", what);
-        break;
-    default: snprintf(out, len, "%.300s: HTTP %ld", what, j->status); break;
-    }
-}
+/* --- the feature file ------------------------------------------------------------------ */
 
-static void publish_start(struct labels_publisher *p);
+static void publish_file(struct labels_publisher *p);
 
 static void publish_retry(uv_timer_t *t)
 {
-    publish_start(t->data);
+    publish_file(t->data);
 }
 
-static void publish_maybe_free(struct labels_publisher *p)
+static void publish_closed(uv_handle_t *h)
 {
-    if (!p->stopping || p->handles || p->job)
-        return;
-    kube_creds_free(&p->creds);
+    struct labels_publisher *p = h->data;
     label_set_free(&p->want);
     label_set_free(&p->sent);
     free(p);
 }
 
-/* After a write or an API round: remember what was published, or log
- * the failure (once until it changes) and retry with backoff. */
-static void publish_result(struct labels_publisher *p, const struct label_set *done, int rc,
-                           const char *failure, unsigned changes)
+/* Writes the file; on a failure logs it (once until it changes) and
+ * retries with backoff. */
+static void publish_file(struct labels_publisher *p)
 {
-    if (rc == 0) {
+    struct err e;
+    unsigned changes = p->published ? 0 : p->want.count;
+    for (unsigned i = 0; p->published && i < p->want.count; i++) {
+        const char *had = label_set_get(&p->sent, p->want.items[i].key);
+        changes += !had || strcmp(had, p->want.items[i].value);
+    }
+    if (labels_write_file(p->path, &p->want, &e) == 0) {
         if (p->last_error[0] || !p->published)
-            log_info("labels: %u published to %s%s (%u changed)", done->count,
-                     p->mode == CONFIG_LABELS_API ? "Node " : "",
-                     p->mode == CONFIG_LABELS_API ? p->node : p->path, changes);
+            log_info("labels: %u published to %s (%u changed)", p->want.count, p->path, changes);
         else if (changes)
             log_debug("labels: %u changed", changes);
         p->last_error[0] = '\0';
         p->backoff_ms = 0;
-        label_set_copy(&p->sent, done);
+        label_set_copy(&p->sent, &p->want);
         p->published = true;
         return;
     }
-    if (strcmp(failure, p->last_error))
-        log_error("labels not published: %s; retrying with backoff", failure);
-    snprintf(p->last_error, sizeof p->last_error, "%s", failure);
+    if (strcmp(e.msg, p->last_error))
+        log_error("labels not published: %s; retrying with backoff", e.msg);
+    snprintf(p->last_error, sizeof p->last_error, "%s", e.msg);
     uv_timer_start(&p->retry, publish_retry,
                    backoff_next(&p->backoff_ms, PUBLISH_BACKOFF_MIN_MS, PUBLISH_BACKOFF_MAX_MS), 0);
-}
-
-static void publish_done(uv_work_t *w, int status)
-{
-    struct publish_job *j = w->data;
-    struct labels_publisher *p = j->p;
-    p->job = NULL;
-    if (p->stopping || status == UV_ECANCELED) {
-        label_set_free(&j->want);
-        free(j);
-        publish_maybe_free(p);
-        return;
-    }
-    char msg[sizeof p->last_error] = "";
-    if (j->rc < 0)
-        publish_explain(j, msg, sizeof msg);
-    publish_result(p, &j->want, j->rc, msg, j->changes);
-    label_set_free(&j->want);
-    free(j);
-    if (p->again && !uv_is_active((uv_handle_t *)&p->retry))
-        publish_start(p);
-}
-
-static void publish_start(struct labels_publisher *p)
-{
-    if (p->mode == CONFIG_LABELS_FILE) {
-        struct err e;
-        unsigned changes = p->published ? 0 : p->want.count;
-        for (unsigned i = 0; p->published && i < p->want.count; i++) {
-            const char *had = label_set_get(&p->sent, p->want.items[i].key);
-            changes += !had || strcmp(had, p->want.items[i].value);
-        }
-        int rc = labels_write_file(p->path, &p->want, &e);
-        publish_result(p, &p->want, rc, rc < 0 ? e.msg : "", changes);
-        return;
-    }
-    if (p->job) {
-        p->again = true;
-        return;
-    }
-    struct publish_job *j = xcalloc(1, sizeof *j);
-    j->p = p;
-    j->work.data = j;
-    label_set_copy(&j->want, &p->want);
-    p->job = j;
-    p->again = false;
-    uv_queue_work(p->loop, &j->work, publish_work, publish_done);
 }
 
 /* --- the publisher ------------------------------------------------------------------ */
@@ -211,7 +125,8 @@ static int publish_mode(const struct config *cfg)
 }
 
 int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
-                           const struct config *cfg, struct err *e)
+                           const struct config *cfg, struct kube_client *kc,
+                           struct kube_watch *node, struct err *e)
 {
     *out = NULL;
     int mode = publish_mode(cfg);
@@ -221,29 +136,27 @@ int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
                      "--labels api or file to choose)");
         return 0;
     }
+    if (mode == CONFIG_LABELS_API && (!cfg->node_name[0] || !kc))
+        return err_set(e, "labels: --labels api needs NODE_NAME (or --node-name) and the API "
+                       "server's credentials");
     struct labels_publisher *p = xcalloc(1, sizeof *p);
-    p->loop = loop;
     p->mode = mode;
+    uv_timer_init(loop, &p->retry);
+    p->retry.data = p;
     if (mode == CONFIG_LABELS_API) {
-        if (!cfg->node_name[0]) {
-            free(p);
-            return err_set(e, "labels: --labels api needs NODE_NAME or --node-name");
-        }
-        if (kube_creds_load(&p->creds, cfg->kubeconfig, e) < 0 || kube_client_init(e) < 0) {
-            kube_creds_free(&p->creds);
-            free(p);
-            return -1;
-        }
         snprintf(p->node, sizeof p->node, "%s", cfg->node_name);
+        char what[200];
+        snprintf(what, sizeof what, "labels on Node %s", p->node);
+        const struct kube_sync_spec spec = {.what = what, .rbac = "get, list, watch and patch on nodes",
+                                            .watch = node, .next = publish_next,
+                                            .took = publish_took, .ctx = p};
+        kube_sync_start(&p->sync, kc, &spec, e);
         log_info("labels: publishing to Node %s at %s (credentials: %s)", p->node,
-                 p->creds.server, p->creds.source);
+                 kube_client_creds(kc)->server, kube_client_creds(kc)->source);
     } else {
         snprintf(p->path, sizeof p->path, "%s", cfg->output_file);
         p->keep_file = cfg->keep_labels_file;
     }
-    uv_timer_init(loop, &p->retry);
-    p->retry.data = p;
-    p->handles = 1;
     *out = p;
     return 0;
 }
@@ -252,23 +165,13 @@ void labels_publisher_update(struct labels_publisher *p, const struct label_set 
 {
     if (!p || p->stopping)
         return;
+    if (p->published && label_set_equal(&p->want, want))
+        return; /* on its way, or there */
     label_set_copy(&p->want, want);
-    /* Already on its way, or already there: nothing to send. */
-    const struct label_set *ahead = p->job ? &p->job->want : p->published ? &p->sent : NULL;
-    if (ahead && label_set_equal(ahead, &p->want)) {
-        p->again = false;
-        return;
-    }
-    /* While backing off, the retry takes the newest labels. */
-    if (!uv_is_active((uv_handle_t *)&p->retry))
-        publish_start(p);
-}
-
-static void publish_closed(uv_handle_t *h)
-{
-    struct labels_publisher *p = h->data;
-    p->handles--;
-    publish_maybe_free(p);
+    if (p->mode == CONFIG_LABELS_API)
+        kube_sync_poke(p->sync);
+    else if (!uv_is_active((uv_handle_t *)&p->retry)) /* a retry takes the newest labels */
+        publish_file(p);
 }
 
 void labels_publisher_stop(struct labels_publisher *p)
@@ -276,12 +179,10 @@ void labels_publisher_stop(struct labels_publisher *p)
     if (!p)
         return;
     p->stopping = true;
-    atomic_store(&p->stop, true);
     if (p->mode == CONFIG_LABELS_FILE && p->published && !p->keep_file) {
         if (unlink(p->path) < 0 && errno != ENOENT)
             log_warn("labels file %s not removed: %s", p->path, strerror(errno));
     }
-    if (p->job)
-        uv_cancel((uv_req_t *)&p->job->work);
+    kube_sync_stop(p->sync);
     uv_close((uv_handle_t *)&p->retry, publish_closed);
 }

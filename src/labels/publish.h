@@ -1,14 +1,15 @@
 /* Publishing the node's labels where the configuration says: the Node
- * object through the API server, or NFD's local feature file. The
- * publisher runs on the agent's loop; API requests run off it, one at a
- * time. It writes only when the labels changed, and retries with backoff
- * until the API server takes them (docs/labels.md). */
+ * object through the agent's API client, or NFD's local feature file. The
+ * publisher runs on the agent's loop. It writes only what differs from
+ * what the Node (its watch) or the file holds, and retries with backoff
+ * until it is there (docs/labels.md). */
 #ifndef GPULET_LABELS_PUBLISH_H
 #define GPULET_LABELS_PUBLISH_H
 
 #include <uv.h>
 
 #include "config/config.h"
+#include "kube/kube.h"
 #include "labels/labels.h"
 #include "util/strbuf.h"
 
@@ -18,11 +19,13 @@
 struct labels_publisher;
 
 /* Chooses the output (--labels; auto is api where credentials are there
- * and NODE_NAME is set, else none) and loads what it needs. *out stays
- * NULL for none. Fails on a bad kubeconfig or a missing NODE_NAME: the
- * caller logs it and runs on without labels. */
+ * and NODE_NAME is set, else none). The API output needs the agent's
+ * client and its watch of the Node. *out stays NULL for none. Fails on a
+ * missing NODE_NAME or client: the caller logs it and runs on without
+ * labels. */
 int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
-                           const struct config *cfg, struct err *e);
+                           const struct config *cfg, struct kube_client *kc,
+                           struct kube_watch *node, struct err *e);
 
 /* The labels as they should be now: written (or sent) if they differ from
  * what was last published. p may be NULL. */

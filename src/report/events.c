@@ -1,7 +1,7 @@
 /* The Node's GPU Events: queued from what changed, aggregated as the
  * kubelet's recorder does (a like event in the last 10 minutes bumps that
- * one's count), rate limited by a token bucket, and sent with the
- * reporter's next round (report.c). */
+ * one's count), rate limited by a token bucket, and sent one at a time by
+ * report.c. */
 #include "report/internal.h"
 
 #include <stdio.h>
@@ -17,21 +17,12 @@ static struct report_recent *report_recent_of(struct report *r, const char *key)
     return NULL;
 }
 
-/* What the API server took: each event sent is now one it has. */
-void report_took(struct report *r, const struct report_job *j)
+/* The API server has ev now: a like event bumps it (PATCH) from here on. */
+void report_sent(struct report *r, const struct report_event *ev)
 {
-    for (unsigned k = 0; k < j->sent; k++) {
-        const struct report_event *ev = &j->events[k];
-        for (unsigned i = 0; i < REPORT_RECENT; i++)
-            if (!strcmp(r->recent[i].name, ev->name))
-                r->recent[i].created = true;
-    }
-    /* The ones not sent go back to the front, in order. */
-    unsigned left = j->nevents - j->sent, room = REPORT_QUEUE - r->nqueue;
-    left = left < room ? left : room;
-    memmove(&r->queue[left], r->queue, r->nqueue * sizeof *r->queue);
-    memcpy(r->queue, &j->events[j->sent], left * sizeof *r->queue);
-    r->nqueue += left;
+    for (unsigned i = 0; i < REPORT_RECENT; i++)
+        if (!strcmp(r->recent[i].name, ev->name))
+            r->recent[i].created = true;
 }
 
 /* The spam filter: false when the bucket is empty. */

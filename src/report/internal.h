@@ -3,7 +3,6 @@
 #ifndef GPULET_REPORT_INTERNAL_H
 #define GPULET_REPORT_INTERNAL_H
 
-#include <stdatomic.h>
 #include <time.h>
 
 #include "kube/kube.h"
@@ -14,10 +13,8 @@
 #define REPORT_AGGREGATE_S 600       /* the kubelet's recorder: 10 minutes */
 #define REPORT_BURST 25.0            /* and its spam filter: 25, one more each 300 s */
 #define REPORT_REFILL_S 300.0
-#define REPORT_PER_ROUND 8           /* events sent per round */
-#define REPORT_RETRY_MIN_MS 250
-#define REPORT_RETRY_MAX_MS 1000
-#define REPORT_RESYNC_MS 60000
+#define REPORT_RETRY_MIN_MS 250      /* an event not sent: tried again */
+#define REPORT_RETRY_MAX_MS 30000
 
 /* An event sent lately: a like one bumps its count. */
 struct report_recent {
@@ -29,21 +26,9 @@ struct report_recent {
     double at;                       /* monotonic seconds of its last send */
 };
 
-struct report_job {
-    uv_work_t work;
-    struct report *r;
-    struct report_condition cond;
-    char taint[64];                  /* "" none wanted */
-    struct report_event events[REPORT_PER_ROUND];
-    unsigned nevents, sent;          /* sent: how many of them the API server took */
-    int rc;
-    long status;
-    struct err err;
-};
-
 struct report {
-    uv_loop_t *loop;
-    struct kube_creds creds;
+    struct kube_client *kc;
+    struct kube_sync *sync;          /* the condition and the taint on the Node */
     char node[128];
     bool taint_on;                   /* --fault-taint */
     struct health_faults taint_faults;
@@ -61,15 +46,12 @@ struct report {
     struct report_recent recent[REPORT_RECENT];
     double tokens, tokens_at;
     unsigned serial;
-    /* rounds */
-    struct report_job *job;
-    bool again;
-    uv_timer_t retry, resync;
+    struct report_event sending;     /* the event in flight (out of the queue) */
+    struct kube_call *call;
+    uv_timer_t retry;                /* events, after a failure */
     unsigned backoff_ms;
     char last_error[768];
-    atomic_bool stop;
-    int handles;
-    bool stopping;
+    bool stopping, closed;
 };
 
 static inline double report_mono(void)
@@ -87,9 +69,9 @@ static inline void report_now(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Events (events.c): what changed since the last update, queued; what the
- * API server took of a round's. */
+/* Events (events.c): what changed since the last update, queued; an
+ * event the API server has now. */
 void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count);
-void report_took(struct report *r, const struct report_job *j);
+void report_sent(struct report *r, const struct report_event *ev);
 
 #endif

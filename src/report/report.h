@@ -4,9 +4,9 @@
  * unhealthy); Events on the Node when a GPU turns unhealthy or healthy,
  * aggregated and rate-limited as the kubelet's event recorder does; and,
  * opt-in, a NoSchedule taint while a fault that needs a reset or a reboot
- * stands. The reporter runs on the agent's loop, its API requests off it,
- * one at a time; it keeps only the latest wanted state and a bounded queue
- * of events, so nothing grows while the API server is down. */
+ * stands. The reporter runs on the agent's loop, its requests on the
+ * agent's client; it keeps only the latest wanted state and a bounded
+ * queue of events, so nothing grows while the API server is down. */
 #ifndef GPULET_REPORT_H
 #define GPULET_REPORT_H
 
@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "gpu/health.h"
+#include "kube/kube.h"
 #include "util/err.h"
 #include "util/strbuf.h"
 
@@ -92,9 +93,10 @@ void report_event_json(const struct report_event *ev, const char *node, struct s
 
 struct report;
 
-/* Starts where the API server can be reached (--fault-report auto: where
- * labels could be published through it). *out stays NULL otherwise. */
-int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg, struct err *e);
+/* Starts where the agent has a client of the API server and a watch of
+ * its Node (--fault-report auto). *out stays NULL otherwise. */
+int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg,
+                 struct kube_client *kc, struct kube_watch *node, struct err *e);
 
 /* The GPUs as they are now: the condition, the taint and the events follow
  * within a request's time, or once the API server answers again. r may be

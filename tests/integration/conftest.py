@@ -31,7 +31,8 @@ def tmp_path():
     test's name (/tmp/pytest-of-<user>/pytest-N/<test>/kubelet/...)."""
     d = Path(tempfile.mkdtemp(prefix="gpulet-"))
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    if not os.environ.get("GPULET_KEEP_TMP"):  # set it to read the agents' logs after a test
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def ctypes_env(env):

@@ -4,9 +4,10 @@ of nodes/status with a strategic merge patch of its conditions, merged by
 type), Events (POST, PATCH) and ConfigMaps, with list and watch by name
 (fieldSelector), DRA's ResourceSlices (server-side apply, DELETE) and
 ResourceClaims (GET) in one version of resource.k8s.io (v1 unless told, with
-its discovery answer), over plain HTTP, counting requests and able to fail on
-demand: for what the real one cannot be made to do in a test (go down,
-answer 500, be counted)."""
+its discovery answer), over plain HTTP/1.1 with keep-alive, counting requests
+and connections and able to fail on demand: for what the real one cannot be
+made to do in a test (go down, answer 500, forget old versions (410), be
+counted)."""
 import json
 import re
 import threading
@@ -48,14 +49,25 @@ class FakeAPI:
         self.configmaps = {}        # (namespace, name) -> object
         self.events = []            # (version, collection, name, type, object)
         self.closing = False
+        self.connections = 0        # TCP connections accepted
+        self.compacted = 0          # a watch from a version below this gets 410 Gone
+        self.hold = 0.0             # seconds each answer waits (an API server that hangs)
+        self.watch_epoch = 0        # end_watches() ends the watches of earlier epochs
         self.list_lag = 0.0         # seconds a LIST's answer comes after the state it read,
         self.apply_lag = 0.0        # and a slice's apply takes effect after it came, as on
                                     # a busy API server
         api = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"   # keep-alive, as a real API server
+
             def log_message(self, *args):
                 pass
+
+            def setup(self):
+                super().setup()
+                with api.cond:
+                    api.connections += 1
 
             def answer(self, status, body):
                 data = json.dumps(body).encode()
@@ -68,6 +80,8 @@ class FakeAPI:
             def handle_one(self, method):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if api.hold:
+                    time.sleep(api.hold)
                 with api.cond:
                     api.requests.append((method, self.path, self.headers.get("Content-Type")))
                     api.cond.notify_all()
@@ -173,9 +187,17 @@ class FakeAPI:
                 deadline = time.monotonic() + int(query.get("timeoutSeconds") or 60)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")   # the body ends with the connection
                 self.end_headers()
+                self.close_connection = True
+                if since < api.compacted:
+                    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410,
+                                                        "reason": "Expired"}}
+                    self.wfile.write(json.dumps(gone).encode() + b"\n")
+                    return
                 self.wfile.flush()
-                while not api.closing and time.monotonic() < deadline:
+                epoch = api.watch_epoch
+                while not api.closing and time.monotonic() < deadline and epoch == api.watch_epoch:
                     for v, coll, n, kind, o in api.events:
                         if v > since and coll == path and n == name:
                             since = v
@@ -202,7 +224,11 @@ class FakeAPI:
             def do_DELETE(self):
                 self.handle_one("DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128   # many connections at once (HTTP/1.1): no SYN dropped
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -296,6 +322,12 @@ class FakeAPI:
                 if left <= 0:
                     raise AssertionError(f"node labels: {self.node['metadata'].get('labels')}")
                 self.cond.wait(left)
+
+    def end_watches(self):
+        """Ends every watch open now, as an API server does when it restarts."""
+        with self.cond:
+            self.watch_epoch += 1
+            self.cond.notify_all()
 
     def stop(self):
         with self.cond:

@@ -137,7 +137,7 @@ static void test_request_unreachable(void **state)
     if (kube_client_init(&e) < 0)
         skip();
     struct kube_response r;
-    assert_int_equal(kube_request(&c, "GET", "/api/v1/nodes/x", NULL, NULL, &r, NULL, &e), -1);
+    assert_int_equal(kube_request(&c, "GET", "/api/v1/nodes/x", NULL, NULL, &r, &e), -1);
     assert_contains(e.msg, "GET http://127.0.0.1:1/api/v1/nodes/x");
     assert_int_equal(r.status, 0);
     kube_creds_free(&c);

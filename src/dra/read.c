@@ -1,0 +1,116 @@
+/* A job's claims read through the agent's client, all at once: each claim
+ * a prepare has not prepared before (one prepared before is answered from
+ * the checkpoint), and in a refresh each claim with its pods (for the
+ * metrics' pod labels; a failure only leaves them unknown). The job goes
+ * on (dra_job_next) when the last answer is in. */
+#include "dra/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void dra_read_claim(struct dra_job_claim *c);
+
+static void dra_read_end(struct dra_job *j)
+{
+    if (--j->pending == 0)
+        dra_job_next(j);
+}
+
+static void dra_pod_answer(void *ctx, const struct kube_answer *a)
+{
+    struct dra_job_claim *c = ctx;
+    if (a->status == 200)
+        c->nconsumers = dra_pod_consumers(a->body, a->len, c->name, c->consumers, c->nconsumers,
+                                          DRA_MAX_CONSUMERS);
+    else
+        c->have_consumers = false;
+    dra_read_end(c->job);
+}
+
+/* The containers of the claim's pods, from the claim's JSON. */
+static void dra_read_pods(struct dra_job_claim *c, const char *json, size_t len)
+{
+    char pods[DRA_MAX_CONSUMERS][128], path[1024];
+    unsigned n = dra_claim_pods(json, len, pods, DRA_MAX_CONSUMERS);
+    c->have_consumers = true;
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/api/v1/namespaces/%.255s/pods/%.127s", c->ns, pods[i]);
+        c->job->pending++;
+        kube_call(c->job->d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
+                                                          .done = dra_pod_answer, .ctx = c,
+                                                          .owner = c->job->d});
+    }
+}
+
+static void dra_claim_answer(void *ctx, const struct kube_answer *a)
+{
+    struct dra_job_claim *c = ctx;
+    struct dra_job *j = c->job;
+    char error[1024] = "";
+    struct err e;
+    if (!a->status)
+        snprintf(error, sizeof error, "%s", a->error);
+    else if (a->status != 200)
+        snprintf(error, sizeof error, "GET resourceclaim %.200s/%.200s: HTTP %ld", c->ns, c->name,
+                 a->status);
+    else if (dra_claim_parse(a->body, a->len, &c->alloc, &e) < 0)
+        snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
+    else if (strcmp(c->alloc.uid, c->uid))
+        snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns, c->name,
+                 c->alloc.uid, c->uid);
+    if (!error[0] && j->refresh && !j->d->stopping)
+        dra_read_pods(c, a->body, a->len);
+    else if (error[0] && !c->known)
+        snprintf(c->error, sizeof c->error, "%s", error);
+    dra_read_end(j);
+}
+
+static void dra_read_claim(struct dra_job_claim *c)
+{
+    struct dra_job *j = c->job;
+    char path[1024];
+    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/namespaces/%s/resourceclaims/%s",
+             dra_api_name(j->d->api), c->ns, c->name);
+    j->pending++;
+    kube_call(j->d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
+                                                 .done = dra_claim_answer, .ctx = c,
+                                                 .owner = j->d});
+}
+
+static void dra_read(struct dra_job *j)
+{
+    struct dra *d = j->d;
+    j->pending = 1; /* this loop's own: no answer ends the job before it is through */
+    for (unsigned i = 0; i < j->n; i++) {
+        struct dra_job_claim *c = &j->claims[i];
+        c->job = j;
+        if (c->known && !j->refresh)
+            continue;
+        if (!d->api) /* the search failed: its reason */
+            snprintf(c->error, sizeof c->error, "%s", d->api_error);
+        else
+            dra_read_claim(c);
+    }
+    dra_read_end(j);
+}
+
+void dra_job_queue(struct dra *d, struct dra_job *j)
+{
+    d->jobs++;
+    if (!d->api && !d->api_error[0]) {
+        j->next = d->api_waiting; /* the first search is on */
+        d->api_waiting = j;
+        return;
+    }
+    dra_read(j);
+}
+
+void dra_job_api(struct dra *d)
+{
+    while (d->api_waiting) {
+        struct dra_job *j = d->api_waiting;
+        d->api_waiting = j->next;
+        j->next = NULL;
+        dra_read(j);
+    }
+}

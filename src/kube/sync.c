@@ -1,0 +1,232 @@
+/* Keeping one object in step with what gpulet wants, the one way (labels,
+ * the fault report and the DRA slice use it):
+ *
+ * - The server's object comes from a watch (kube_watch): nothing is read
+ *   to decide a write, and a write is made only where the object differs
+ *   from what is wanted (the owner's next() says what differs).
+ * - Changes fold: a poke arms a short timer, and the changes that come
+ *   while it runs or while a write is in flight make one write after.
+ * - A write's answer is the object now (kube_watch_offer), so a second
+ *   write (the condition, then the taint) is built on it at once.
+ * - A change by another is news from the watch: the object is compared
+ *   again and repaired.
+ * - Failures back off with jitter (one backoff, util/backoff.c); one error
+ *   line per outage, one line when it is over. A 409 (the object changed
+ *   since it was read) waits for the watch's newer object. */
+#include "kube/kube.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "util/backoff.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define SYNC_FOLD_MS 20              /* changes within this make one write */
+#define SYNC_BACKOFF_MIN_MS 250
+#define SYNC_BACKOFF_MAX_MS 30000
+#define SYNC_WRITES_MAX 8            /* writes in a row with no news: the server keeps none */
+
+struct kube_sync {
+    struct kube_client *kc;
+    struct kube_sync_spec spec;
+    char what[300], rbac[200];
+    struct kube_call *call;          /* the write in flight */
+    uv_timer_t timer;                /* the fold, or the backoff */
+    unsigned backoff_ms;
+    bool due;                        /* something may differ: compare again */
+    bool failing;                    /* the last try failed */
+    unsigned writes;                 /* in a row, since the last poke or news */
+    char request[KUBE_PATH_MAX + 16]; /* the write in flight: "PATCH /api/v1/nodes/n1" */
+    char last_error[900];
+    bool stopping, closed;
+};
+
+static void sync_run(struct kube_sync *s);
+
+static void sync_maybe_free(struct kube_sync *s)
+{
+    if (!s->stopping || s->call || !s->closed)
+        return;
+    free(s);
+}
+
+static void sync_closed(uv_handle_t *h)
+{
+    struct kube_sync *s = h->data;
+    s->closed = true;
+    sync_maybe_free(s);
+}
+
+static void sync_on_timer(uv_timer_t *t)
+{
+    sync_run(t->data);
+}
+
+static void sync_failed(struct kube_sync *s, const char *msg)
+{
+    if (strcmp(msg, s->last_error))
+        log_error("%s: not written: %s; trying again with backoff", s->what, msg);
+    snprintf(s->last_error, sizeof s->last_error, "%s", msg);
+    s->failing = true;
+    s->due = true;
+    uv_timer_start(&s->timer, sync_on_timer,
+                   backoff_next(&s->backoff_ms, SYNC_BACKOFF_MIN_MS, SYNC_BACKOFF_MAX_MS), 0);
+}
+
+static void sync_settled(struct kube_sync *s)
+{
+    if (s->failing)
+        log_info("%s: up to date again", s->what);
+    s->failing = false;
+    s->last_error[0] = '\0';
+    s->backoff_ms = 0;
+}
+
+/* The one line an operator needs for an answer that is not 2xx. */
+static void sync_explain(const struct kube_sync *s, const char *what, const struct kube_answer *a,
+                         char *out, size_t len)
+{
+    json_t *st = json_loadb(a->body, a->len, 0, NULL);
+    const char *why = json_string_value(json_object_get(st, "message"));
+    switch (a->status) {
+    case 401:
+        snprintf(out, len, "%s: 401 Unauthorized: the API server does not accept the credentials "
+                 "(expired or wrong token, or a client certificate it does not trust)", what);
+        break;
+    case 403:
+        snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
+                 what, s->rbac);
+        break;
+    default:
+        snprintf(out, len, "%s: HTTP %ld%s%.300s", what, a->status, why ? ": " : "", why ? why : "");
+        break;
+    }
+    json_decref(st);
+}
+
+static void sync_wrote(void *ctx, const struct kube_answer *a)
+{
+    struct kube_sync *s = ctx;
+    s->call = NULL;
+    if (s->stopping) {
+        sync_maybe_free(s);
+        return;
+    }
+    if (a->status >= 200 && a->status < 300) {
+        s->due = true;
+        if (a->len)
+            kube_watch_offer(s->spec.watch, a->body, a->len); /* may poke: due already */
+        if (s->spec.took)
+            s->spec.took(s->spec.ctx, a);
+        sync_run(s); /* the next write, if any, at once */
+        return;
+    }
+    if (a->status == 409) {
+        /* The object changed since it was read: the watch brings the new
+         * one (a poke), or the backoff tries again. */
+        s->due = true;
+        uv_timer_start(&s->timer, sync_on_timer,
+                       backoff_next(&s->backoff_ms, SYNC_BACKOFF_MIN_MS, SYNC_BACKOFF_MAX_MS), 0);
+        return;
+    }
+    char msg[sizeof s->last_error];
+    if (!a->status)
+        snprintf(msg, sizeof msg, "%s", a->error);
+    else
+        sync_explain(s, s->request, a, msg, sizeof msg);
+    sync_failed(s, msg);
+}
+
+static void sync_run(struct kube_sync *s)
+{
+    if (s->stopping || s->call || !s->due || !kube_watch_known(s->spec.watch))
+        return; /* the watch's first answer pokes */
+    uv_timer_stop(&s->timer);
+    s->due = false;
+    size_t len;
+    const char *json = kube_watch_object(s->spec.watch, &len);
+    struct kube_write w = {0};
+    struct err e = {.msg = ""};
+    if (s->spec.next(s->spec.ctx, json, len, &w, &e) < 0) {
+        strbuf_free(&w.body);
+        sync_failed(s, e.msg);
+        return;
+    }
+    if (!w.method) {
+        strbuf_free(&w.body);
+        s->writes = 0;
+        sync_settled(s);
+        return;
+    }
+    if (++s->writes > SYNC_WRITES_MAX) {
+        strbuf_free(&w.body);
+        s->writes = 0;
+        sync_failed(s, "the API server does not keep what is written (the same write again)");
+        return;
+    }
+    snprintf(s->request, sizeof s->request, "%s %s", w.method, w.path);
+    log_debug("%s: %s", s->what, s->request);
+    s->call = kube_call(s->kc, &(struct kube_call_spec){
+        .method = w.method, .path = w.path, .content_type = w.content_type, .body = w.body.data,
+        .done = sync_wrote, .ctx = s, .owner = s});
+    strbuf_free(&w.body);
+}
+
+void kube_sync_poke(struct kube_sync *s)
+{
+    if (!s || s->stopping)
+        return;
+    s->due = true;
+    s->writes = 0;
+    /* While backing off, the retry takes the newest state. */
+    if (!s->call && !uv_is_active((uv_handle_t *)&s->timer))
+        uv_timer_start(&s->timer, sync_on_timer, SYNC_FOLD_MS, 0);
+}
+
+static void sync_on_news(void *ctx, struct kube_watch *w)
+{
+    (void)w;
+    struct kube_sync *s = ctx;
+    if (s->call)
+        return; /* the write's answer makes it compare again */
+    s->due = true;
+    if (!uv_is_active((uv_handle_t *)&s->timer))
+        uv_timer_start(&s->timer, sync_on_timer, SYNC_FOLD_MS, 0);
+}
+
+int kube_sync_start(struct kube_sync **out, struct kube_client *kc,
+                    const struct kube_sync_spec *spec, struct err *e)
+{
+    (void)e;
+    struct kube_sync *s = xcalloc(1, sizeof *s);
+    s->kc = kc;
+    s->spec = *spec;
+    snprintf(s->what, sizeof s->what, "%s", spec->what);
+    snprintf(s->rbac, sizeof s->rbac, "%s", spec->rbac ? spec->rbac : "the right to write it");
+    s->spec.what = s->what;
+    s->spec.rbac = s->rbac;
+    uv_timer_init(kube_client_loop(kc), &s->timer);
+    s->timer.data = s;
+    kube_watch_listen(spec->watch, sync_on_news, s);
+    *out = s;
+    return 0;
+}
+
+bool kube_sync_settled(const struct kube_sync *s)
+{
+    return s && !s->due && !s->call && !s->failing;
+}
+
+void kube_sync_stop(struct kube_sync *s)
+{
+    if (!s || s->stopping)
+        return;
+    s->stopping = true;
+    kube_watch_unlisten(s->spec.watch, sync_on_news, s);
+    uv_close((uv_handle_t *)&s->timer, sync_closed);
+    kube_call_cancel(s->call);
+}
