@@ -13,8 +13,6 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define DRA_API_BACKOFF_MIN_MS 500
-#define DRA_API_BACKOFF_MAX_MS 30000
 
 bool dra_api_serves_slices(const char *json, size_t len)
 {
@@ -38,7 +36,7 @@ static void dra_api_again(uv_timer_t *t)
 
 static void dra_api_failed(struct dra *d, const char *why)
 {
-    unsigned wait = backoff_next(&d->backoff_ms, DRA_API_BACKOFF_MIN_MS, DRA_API_BACKOFF_MAX_MS);
+    unsigned wait = backoff_next(&d->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS);
     if (strcmp(why, d->api_error))
         log_warn("DRA: %s; asking again with backoff", why);
     snprintf(d->api_error, sizeof d->api_error, "%s", why);

@@ -71,6 +71,11 @@ bool kube_base64_decode(const char *in, size_t len, struct strbuf *out);
 
 /* --- the agent's client, on its loop (client.c) ------------------------------------ */
 
+/* The one retry of API work after a failure (util/backoff.c's, jittered):
+ * watches, kube_sync's writes, Events, DRA's version search. */
+#define KUBE_RETRY_MIN_MS 250
+#define KUBE_RETRY_MAX_MS 30000
+
 /* One per agent: every request and watch of the agent goes through it, on
  * one connection (HTTP/2; HTTP/1.1 keep-alive where the server has no
  * HTTP/2). Touched on the loop only. */

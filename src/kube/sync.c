@@ -26,8 +26,6 @@
 #include "util/xmalloc.h"
 
 #define SYNC_FOLD_MS 20              /* changes within this make one write */
-#define SYNC_BACKOFF_MIN_MS 250
-#define SYNC_BACKOFF_MAX_MS 30000
 #define SYNC_WRITES_MAX 8            /* writes in a row with no news: the server keeps none */
 
 struct kube_sync {
@@ -74,7 +72,7 @@ static void sync_failed(struct kube_sync *s, const char *msg)
     s->failing = true;
     s->due = true;
     uv_timer_start(&s->timer, sync_on_timer,
-                   backoff_next(&s->backoff_ms, SYNC_BACKOFF_MIN_MS, SYNC_BACKOFF_MAX_MS), 0);
+                   backoff_next(&s->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
 }
 
 static void sync_settled(struct kube_sync *s)
@@ -130,7 +128,7 @@ static void sync_wrote(void *ctx, const struct kube_answer *a)
          * one (a poke), or the backoff tries again. */
         s->due = true;
         uv_timer_start(&s->timer, sync_on_timer,
-                       backoff_next(&s->backoff_ms, SYNC_BACKOFF_MIN_MS, SYNC_BACKOFF_MAX_MS), 0);
+                       backoff_next(&s->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
         return;
     }
     char msg[sizeof s->last_error];

@@ -18,8 +18,6 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define WATCH_BACKOFF_MIN_MS 1000
-#define WATCH_BACKOFF_MAX_MS 30000
 #define WATCH_SHORT_NS 1000000000ull  /* a watch that ends sooner, empty, is a failure */
 
 struct kube_watch {
@@ -128,7 +126,7 @@ static void watch_again(uv_timer_t *t)
 static void watch_backoff(struct kube_watch *w)
 {
     uv_timer_start(&w->retry, watch_again,
-                   backoff_next(&w->backoff_ms, WATCH_BACKOFF_MIN_MS, WATCH_BACKOFF_MAX_MS), 0);
+                   backoff_next(&w->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
 }
 
 static void watch_listed(void *ctx, const struct kube_answer *a)

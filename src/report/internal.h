@@ -13,8 +13,6 @@
 #define REPORT_AGGREGATE_S 600       /* the kubelet's recorder: 10 minutes */
 #define REPORT_BURST 25.0            /* and its spam filter: 25, one more each 300 s */
 #define REPORT_REFILL_S 300.0
-#define REPORT_RETRY_MIN_MS 250      /* an event not sent: tried again */
-#define REPORT_RETRY_MAX_MS 30000
 
 /* An event sent lately: a like one bumps its count. */
 struct report_recent {

@@ -120,7 +120,7 @@ static void report_event_done(void *ctx, const struct kube_answer *a)
     snprintf(r->last_error, sizeof r->last_error, "%s", msg);
     report_unsend(r);
     uv_timer_start(&r->retry, report_send_again,
-                   backoff_next(&r->backoff_ms, REPORT_RETRY_MIN_MS, REPORT_RETRY_MAX_MS), 0);
+                   backoff_next(&r->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
 }
 
 /* Sends the queue's first event, unless one is in flight or waiting. */

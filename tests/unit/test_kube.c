@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "kube/kube.h"
+#include "util/backoff.h"
 #include "testutil.h"
 
 static const char kubeconfig[] =
@@ -143,6 +144,48 @@ static void test_request_unreachable(void **state)
     kube_creds_free(&c);
 }
 
+/* The one backoff: doubling from min to max, each wait within a fifth of
+ * its step, and back to min after a success (step 0). */
+static void test_backoff_bounds(void **state)
+{
+    (void)state;
+    unsigned step = 0, want = KUBE_RETRY_MIN_MS;
+    for (int i = 0; i < 12; i++) {
+        unsigned wait = backoff_next(&step, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS);
+        assert_int_equal(step, want);
+        assert_true(wait >= want - want / 5 && wait <= want + want / 5);
+        want = want * 2 > KUBE_RETRY_MAX_MS ? KUBE_RETRY_MAX_MS : want * 2;
+    }
+    step = 0;
+    backoff_next(&step, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS);
+    assert_int_equal(step, KUBE_RETRY_MIN_MS);
+}
+
+/* A watch's lines: each kind of event with its object; anything else, and
+ * an event without an object, is no event. */
+static void test_watch_events(void **state)
+{
+    (void)state;
+    static const struct { const char *line; enum kube_event kind; } cases[] = {
+        {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"7\"}}}", KUBE_EVENT_SET},
+        {"{\"type\":\"MODIFIED\",\"object\":{}}", KUBE_EVENT_SET},
+        {"{\"type\":\"DELETED\",\"object\":{}}", KUBE_EVENT_DELETED},
+        {"{\"type\":\"BOOKMARK\",\"object\":{}}", KUBE_EVENT_BOOKMARK},
+        {"{\"type\":\"ERROR\",\"object\":{\"code\":410}}", KUBE_EVENT_ERROR},
+        {"{\"type\":\"ADDED\"}", KUBE_EVENT_BAD},
+        {"{\"type\":\"ADDED\",\"object\":[]}", KUBE_EVENT_BAD},
+        {"{\"type\":\"SOMETHING\",\"object\":{}}", KUBE_EVENT_BAD},
+        {"not json", KUBE_EVENT_BAD},
+        {"", KUBE_EVENT_BAD},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *obj;
+        assert_int_equal(kube_event_parse(cases[i].line, strlen(cases[i].line), &obj), cases[i].kind);
+        assert_true((obj != NULL) == (cases[i].kind != KUBE_EVENT_BAD));
+        json_decref(obj);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -151,6 +194,8 @@ int main(void)
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_service_account),
         cmocka_unit_test(test_request_unreachable),
+        cmocka_unit_test(test_backoff_bounds),
+        cmocka_unit_test(test_watch_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
