@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "util/xmalloc.h"
 
 struct kube_call {
@@ -348,6 +350,31 @@ int kube_client_start(struct kube_client **out, uv_loop_t *loop, const char *kub
     kc->handles = 2;
     *out = kc;
     return 0;
+}
+
+void kube_explain(const char *what, const char *needs, const struct kube_answer *a, char *out,
+                  size_t len)
+{
+    if (!a->status) {
+        snprintf(out, len, "%s", a->error);
+        return;
+    }
+    json_t *st = json_loadb(a->body, a->len, 0, NULL);
+    const char *why = json_string_value(json_object_get(st, "message"));
+    switch (a->status) {
+    case 401:
+        snprintf(out, len, "%s: 401 Unauthorized: the API server does not accept the credentials "
+                 "(expired or wrong token, or a client certificate it does not trust)", what);
+        break;
+    case 403:
+        snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
+                 what, needs);
+        break;
+    default:
+        snprintf(out, len, "%s: HTTP %ld%s%.300s", what, a->status, why ? ": " : "", why ? why : "");
+        break;
+    }
+    json_decref(st);
 }
 
 uv_loop_t *kube_client_loop(const struct kube_client *kc)

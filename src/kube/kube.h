@@ -118,6 +118,12 @@ struct kube_client_stats {
 int kube_client_start(struct kube_client **out, uv_loop_t *loop, const char *kubeconfig,
                       struct err *e);
 const struct kube_creds *kube_client_creds(const struct kube_client *kc);
+/* The one line an operator needs for an answer that is not 2xx (or no
+ * answer): what was asked, the status and what it means (401: the
+ * credentials; 403: what the service account needs), or the server's
+ * message. */
+void kube_explain(const char *what, const char *needs, const struct kube_answer *a, char *out,
+                  size_t len);
 uv_loop_t *kube_client_loop(const struct kube_client *kc);
 struct kube_client_stats kube_client_stats(const struct kube_client *kc);
 

@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
@@ -84,28 +82,6 @@ static void sync_settled(struct kube_sync *s)
     s->backoff_ms = 0;
 }
 
-/* The one line an operator needs for an answer that is not 2xx. */
-static void sync_explain(const struct kube_sync *s, const char *what, const struct kube_answer *a,
-                         char *out, size_t len)
-{
-    json_t *st = json_loadb(a->body, a->len, 0, NULL);
-    const char *why = json_string_value(json_object_get(st, "message"));
-    switch (a->status) {
-    case 401:
-        snprintf(out, len, "%s: 401 Unauthorized: the API server does not accept the credentials "
-                 "(expired or wrong token, or a client certificate it does not trust)", what);
-        break;
-    case 403:
-        snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
-                 what, s->rbac);
-        break;
-    default:
-        snprintf(out, len, "%s: HTTP %ld%s%.300s", what, a->status, why ? ": " : "", why ? why : "");
-        break;
-    }
-    json_decref(st);
-}
-
 static void sync_wrote(void *ctx, const struct kube_answer *a)
 {
     struct kube_sync *s = ctx;
@@ -135,7 +111,7 @@ static void sync_wrote(void *ctx, const struct kube_answer *a)
     if (!a->status)
         snprintf(msg, sizeof msg, "%s", a->error);
     else
-        sync_explain(s, s->request, a, msg, sizeof msg);
+        kube_explain(s->request, s->rbac, a, msg, sizeof msg);
     sync_failed(s, msg);
 }
 

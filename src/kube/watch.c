@@ -69,15 +69,14 @@ static void watch_answering(struct kube_watch *w)
     w->last_failure[0] = '\0';
 }
 
-static void watch_status_failure(struct kube_watch *w, const char *verb, long status)
+static void watch_status_failure(struct kube_watch *w, const char *verb,
+                                 const struct kube_answer *a)
 {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "%s %s?fieldSelector=metadata.name=%s: HTTP %ld%s", verb,
-             w->collection, w->name, status,
-             status == 401 ? ": the API server does not accept the credentials"
-             : status == 403 ? ": the service account may not do this (RBAC: get, list and watch "
-                               "on it)"
-                             : "");
+    char what[900], needs[200], msg[1200];
+    const char *resource = strrchr(w->collection, '/');
+    snprintf(what, sizeof what, "%s %s?fieldSelector=metadata.name=%s", verb, w->collection, w->name);
+    snprintf(needs, sizeof needs, "get, list and watch on %s", resource ? resource + 1 : "it");
+    kube_explain(what, needs, a, msg, sizeof msg);
     watch_failed(w, msg);
 }
 
@@ -142,7 +141,7 @@ static void watch_listed(void *ctx, const struct kube_answer *a)
     if (!a->status)
         watch_failed(w, a->error);
     else if (a->status != 200)
-        watch_status_failure(w, "list", a->status);
+        watch_status_failure(w, "list", a);
     else if (!json_is_array(items))
         watch_failed(w, "the list's answer is not a list");
     if (!json_is_array(items)) {
@@ -249,7 +248,7 @@ static void watch_ended(void *ctx, const struct kube_answer *a)
         if (!a->status)
             watch_failed(w, a->error);
         else if (a->status != 200)
-            watch_status_failure(w, "watch", a->status);
+            watch_status_failure(w, "watch", a);
         watch_backoff(w);
     }
 }

@@ -175,6 +175,20 @@ def gpulet(cluster):
 
 
 @contextlib.contextmanager
+def labels_left_alone(gpulet):
+    """The session's gpulet stopped (SIGSTOP) meanwhile: it keeps its labels
+    on its Node, and puts back at once a label of its that another removes
+    or changes; a test that labels the Node as NVIDIA's stack would (a
+    CPU-only node, one that is MPS-capable) does so with it stopped. It
+    catches up when it goes on (SIGCONT)."""
+    gpulet.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        gpulet.send_signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
 def extra_gpulet(cluster, name, *args):
     """A second gpulet beside the session's (its own resource names), on a
     simulator control socket of its own, logging to <base>/gpulet-<name>.log.

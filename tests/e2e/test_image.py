@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SOURCE
+from conftest import GPULET, SOURCE, labels_left_alone
 
 ARCHIVE = SOURCE / "build-release" / "gpulet-image.tar"
 IMAGE = "localhost/gpulet:test"
@@ -285,6 +285,11 @@ def test_replace_nvidia_node_by_node(cluster, image, gpulet):
     the GPU label they run; labelled for gpulet, every one of NVIDIA's
     leaves, gpulet's comes, the resource stays, and a pod holding a GPU
     keeps running; the label removed, NVIDIA's come back and gpulet's goes."""
+    with labels_left_alone(gpulet):
+        replace_nvidia_node_by_node(cluster, image)
+
+
+def replace_nvidia_node_by_node(cluster, image):
     k = cluster.kubectl
     node = lambda: cluster.get("node", cluster.node)
     alloc = lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed")

@@ -77,7 +77,8 @@ def test_node_selector_on_accelerator(cluster, gpulet):
 
 def second_agent(env, tmp):
     """Runs a second gpulet (its own simulator, no kubelet) until it has said
-    why its labels were not published, then a little longer; returns its log."""
+    why it cannot read its Node (whose watch the labels wait for), then a
+    little longer; returns its log."""
     env = dict(env, GPULET_SIM_CONTROL=str(tmp / "sim.sock"), GPULET_SIM_LIB=SIM_LIB)
     log = tmp / "gpulet.log"
     with open(log, "w") as out:
@@ -86,7 +87,7 @@ def second_agent(env, tmp):
                               "--labels", "api"], stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + 10
-            while "labels not published" not in log.read_text():
+            while "watch Node " not in log.read_text():
                 assert time.monotonic() < deadline and p.poll() is None, log.read_text()
                 time.sleep(0.1)
             time.sleep(1.5)  # retries, and still one line
@@ -94,15 +95,14 @@ def second_agent(env, tmp):
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=10)
     text = Path(log).read_text()
-    assert text.count("labels not published") == 1, text
+    assert text.count("watch Node ") == 1, text
     return text
 
 
 def test_missing_rbac_is_named(cluster, gpulet, tmp_path_factory):
     text = second_agent(service_account(cluster, "gpulet-norbac", rbac=False),
                         tmp_path_factory.mktemp("norbac"))
-    assert ("403 Forbidden: the service account needs get and patch on nodes "
-            "(ClusterRole rule: apiGroups [\"\"], resources [nodes], verbs [get, patch])") in text
+    assert "403 Forbidden: the service account needs get, list and watch on nodes" in text
     assert labels(cluster)["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"  # untouched
 
 
@@ -117,4 +117,4 @@ def test_bad_token_and_wrong_ca(cluster, gpulet, tmp_path_factory):
                     "-subj", "/CN=other-ca", "-keyout", str(sa / "other.key"), "-out",
                     str(sa / "ca.crt")], check=True, capture_output=True)
     text = second_agent(env, tmp_path_factory.mktemp("badca"))
-    assert "labels not published: GET https://" in text and "certificate" in text, text
+    assert f"watch Node {cluster.node}: GET https://" in text and "certificate" in text, text

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SOURCE
+from conftest import GPULET, SOURCE, labels_left_alone
 
 NS = "nvidia-device-plugin"
 RELEASE = "nvdp"
@@ -81,7 +81,12 @@ def run_guide(cluster):
     return p.stderr
 
 
-def test_the_guide_moves_a_chart_install_off_a_node(cluster):
+def test_the_guide_moves_a_chart_install_off_a_node(cluster, gpulet):
+    with labels_left_alone(gpulet):
+        guide_moves_a_chart_install(cluster)
+
+
+def guide_moves_a_chart_install(cluster):
     chart = [f"{RELEASE}-nvidia-device-plugin", f"{RELEASE}-gpu-feature-discovery",
              f"{RELEASE}-nvidia-device-plugin-mps-control-daemon"]
     other = "someone-elses"
