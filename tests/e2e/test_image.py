@@ -287,6 +287,7 @@ def test_replace_nvidia_node_by_node(cluster, image, gpulet):
     keeps running; the label removed, NVIDIA's come back and gpulet's goes."""
     with labels_left_alone(gpulet):
         replace_nvidia_node_by_node(cluster, image)
+    restore_session_labels(cluster)  # through the session's gpulet, going on again
 
 
 def replace_nvidia_node_by_node(cluster, image):
@@ -369,4 +370,3 @@ def replace_nvidia_node_by_node(cluster, image):
           "feature.node.kubernetes.io/pci-10de.present-", check=False)
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if k("get", "ns", "gpulet", check=False) else True)
-    restore_session_labels(cluster)
