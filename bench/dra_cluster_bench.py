@@ -13,14 +13,25 @@ part of a DRA start is its prepare time, from its log ("prepared claim ...
 in X ms": the claim read from the API server and mapped). Start to slice
 is from starting gpulet to its log's "ResourceSlice published" (the API
 server's answer to the apply). Needs root.
-usage: bench/dra_cluster_bench.py [--pods 20] [--kit ../shared/k8s-v1] [--gpulet build/gpulet]"""
+
+With --faults N (1.34+: device taints), instead: every GPU DRA's,
+--fault-report auto, one pod holding gpu-3 through a claim, and N times an
+XID 79 on GPU 3 (`gpulet sim`, its start included) then a reset (`gpulet
+sim recover 3`) and `gpulet health clear 3`, each timed to the moment the API server's watch shows the
+device's taint (and its lifting), and to the moment the pod's watch shows
+its allocatedResourcesStatus Unhealthy (and Healthy); requests per fault
+from gpulet's status socket (`api`), the slice, the condition and the
+Event together.
+usage: bench/dra_cluster_bench.py [--pods 20 | --faults 100] [--kit ../shared/k8s-v1] [--gpulet build/gpulet]"""
 import argparse
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,9 +81,126 @@ def template(version, name):
                 version, "gpu", "gpu.nvidia.com", [f"device.attributes['gpu.nvidia.com'].productName == '{H100}'"])]}}}}
 
 
+class Watch:
+    """A watch of one object through `kubectl get --raw`: each event's
+    object, as fn reads it, with the time it came. A LIST first, then the
+    watch from its version (this kit's etcd, 3.4, cannot tell the API
+    server's watch cache it is fresh, so a watch without a version can fail
+    with "Too large resource version"), again whenever the API server ends
+    the stream."""
+
+    def __init__(self, cluster, path, fn):
+        self.cluster, self.path, self.fn, self.seen = cluster, path, fn, []
+        self.proc, self.stopped = None, False
+        self.cond = threading.Condition()
+        rv = self.list()
+        threading.Thread(target=self.read, args=(rv,), daemon=True).start()
+
+    def list(self):
+        listed = json.loads(self.cluster.kubectl("get", "--raw", self.path))
+        with self.cond:
+            self.seen.append((time.monotonic(), self.fn(listed["items"][0])))
+            self.cond.notify_all()
+        return listed["metadata"]["resourceVersion"]
+
+    def read(self, rv):
+        while not self.stopped:
+            self.proc = subprocess.Popen(["kubectl", "get", "--raw", f"{self.path}&watch=1&resourceVersion={rv}"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         env=self.cluster.env)
+            for line in self.proc.stdout:
+                event = json.loads(line)
+                if event.get("type") not in ("ADDED", "MODIFIED"):
+                    continue
+                rv = event["object"]["metadata"]["resourceVersion"]
+                with self.cond:
+                    self.seen.append((time.monotonic(), self.fn(event["object"])))
+                    self.cond.notify_all()
+            self.proc.wait()
+            if not self.stopped:
+                rv = self.list()
+
+    def until(self, value, after, timeout=60):
+        """The first time after `after` the object read as value."""
+        with self.cond:
+            deadline = time.monotonic() + timeout
+            while True:
+                hit = next((t for t, v in self.seen if t >= after and v == value), None)
+                if hit is not None:
+                    return hit
+                if not self.cond.wait(deadline - time.monotonic()):
+                    raise SystemExit(f"not {value!r} within {timeout} s: {self.seen[-3:]}")
+
+    def stop(self):
+        self.stopped = True
+        if self.proc:
+            self.proc.kill()
+
+
+def api_requests(driver):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(f"{driver.cluster.base}/gpulet-{driver.name}.sock")
+        s.sendall(b"api\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return int(re.search(r"requests (\d+)", data.decode()).group(1))
+
+
+def faults(cluster, drakit, n):
+    """Fault to taint and to the pod's status, n times (the docstring)."""
+    fixture = drakit.driver_fixture(cluster, "bench", "dgx-h100", "--fault-report", "auto")
+    try:
+        driver = next(fixture)
+        drakit.wait_devices(cluster, 8)
+        name = "bench-fault"
+        objects = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                    "spec": {"spec": {"devices": {"requests": [drakit.request(
+                        "v1", "gpu", "gpu.nvidia.com", ["device.attributes['gpu.nvidia.com'].index == 3"])]}}}},
+                   pod(cluster, name, name)]
+        time_to_running(cluster, name, objects)
+        slice_name = f"{cluster.node}-gpu.nvidia.com"
+        tainted = lambda s: bool(next((d for d in s.get("spec", {}).get("devices", []) if d["name"] == "gpu-3"),
+                                      {}).get("taints"))
+        health = lambda p: [r.get("health") for st in p.get("status", {}).get("containerStatuses", [])
+                            for a in st.get("allocatedResourcesStatus", []) for r in a["resources"]]
+        slices = Watch(cluster, f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector=metadata.name={slice_name}",
+                       tainted)
+        pods = Watch(cluster, f"/api/v1/namespaces/default/pods?fieldSelector=metadata.name={name}", health)
+        pods.until(["Healthy"], 0)
+        sock = f"{cluster.base}/gpulet-{driver.name}.sock"
+        taint, lift, unhealthy, healthy = [], [], [], []
+        before = api_requests(driver)
+        for _ in range(n):
+            t0 = time.monotonic()
+            subprocess.run([drakit.GPULET, "sim", "xid", "3", "79"], check=True, env=driver.env, timeout=10)
+            taint.append(slices.until(True, t0) - t0)
+            unhealthy.append(pods.until(["Unhealthy"], t0) - t0)
+            # A reset (the simulator's XID 79 loses the GPU), then the clear.
+            subprocess.run([drakit.GPULET, "sim", "recover", "3"], check=True, env=driver.env, timeout=10)
+            t0 = time.monotonic()
+            subprocess.run([drakit.GPULET, "health", "clear", "3", "--status-socket", sock], check=True, timeout=10)
+            lift.append(slices.until(False, t0) - t0)
+            healthy.append(pods.until(["Healthy"], t0) - t0)
+        per = (api_requests(driver) - before) / (2 * n)
+        slices.stop()
+        pods.stop()
+        print(f"faults: {n} (XID 79 on a claimed GPU, then a clear); resource.k8s.io/{driver.version}")
+        for what, v in (("fault to taint in the API server", taint), ("clear to taint lifted", lift),
+                        ("fault to the pod's status Unhealthy", unhealthy),
+                        ("clear to the pod's status Healthy", healthy)):
+            print(f"{what}: p50 {statistics.median(v) * 1000:.0f} ms, p99 {pct(v, 99) * 1000:.0f} ms, "
+                  f"max {max(v) * 1000:.0f} ms")
+        print(f"API requests per change (fault or recovery: slice, condition, Event): {per:.2f}")
+        cluster.kubectl("delete", "pod", name, "--wait=true", "--timeout=60s")
+    finally:
+        fixture.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pods", type=int, default=20)
+    ap.add_argument("--faults", type=int, default=0)
     ap.add_argument("--kit", default=str(ROOT.parent / "shared" / "k8s-v1"))
     ap.add_argument("--gpulet", default=str(ROOT / "build" / "gpulet"))
     args = ap.parse_args()
@@ -95,6 +223,13 @@ def main():
         key, _, value = line.removeprefix("export ").partition("=")
         env[key] = value
     cluster = conftest.Cluster(env)
+    if args.faults:
+        try:
+            faults(cluster, drakit, args.faults)
+        finally:
+            subprocess.run([str(conftest.K8S / "cluster.sh"), "down", cluster.base], capture_output=True,
+                           timeout=300)
+        return
     fixture = drakit.driver_fixture(cluster, "bench", "dgx-h100", "--dra-gpus", test_dra.DRA_GPUS,
                                     "--device-list-strategy", "cdi-cri")
     begun = time.monotonic()

@@ -47,8 +47,10 @@ static void agent_dra_on_claims(void *ctx)
 
 void agent_dra_start(struct agent *a, const struct config *old)
 {
-    if (old && agent_dra_same(old, &a->cfg))
+    if (old && agent_dra_same(old, &a->cfg)) {
+        dra_on_device(a->dra); /* --dra-evict-on may have changed: the slice follows, if at all */
         return;
+    }
     agent_dra_stop(a);
     if (a->cfg.dra != CONFIG_DRA_ALL)
         return;

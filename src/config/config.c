@@ -156,7 +156,8 @@ static int config_check(const struct config *c, struct err *e)
     if (c->config_map[0] && !config_label_key_ok(c->config_label))
         return err_usage(e, "--config-label '%s' is not a valid label key", c->config_label);
     struct health_faults faults;
-    if (health_faults_parse(&faults, "--fault-taint-on", c->fault_taint_on, e) < 0)
+    if (health_faults_parse(&faults, "--fault-taint-on", c->fault_taint_on, e) < 0 ||
+        health_faults_parse(&faults, "--dra-evict-on", c->dra_evict_on, e) < 0)
         return -1;
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
         return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
@@ -351,4 +352,12 @@ void config_mps_dirs(const struct config *c, const char *name, struct config_mps
     snprintf(out->pipe, sizeof out->pipe, "%s/pipe", out->dir);
     snprintf(out->log, sizeof out->log, "%s/log", out->dir);
     snprintf(out->shm, sizeof out->shm, "%s/shm", c->mps_root);
+}
+
+void config_pod_resources_socket(const struct config *c, char *out, size_t len)
+{
+    if (c->pod_resources_socket[0])
+        snprintf(out, len, "%s", c->pod_resources_socket);
+    else
+        snprintf(out, len, "%s/pod-resources/kubelet.sock", c->kubelet_root);
 }

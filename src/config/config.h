@@ -116,6 +116,7 @@ struct config {
     int labels_output;                  /* enum config_labels */
     unsigned dra;                       /* enum config_dra */
     char dra_gpus[256];                 /* which GPUs, with CONFIG_DRA_ALL (config_dra_takes) */
+    char dra_evict_on[256];             /* faults whose device taints are NoExecute */
     char kubelet_registry_dir[CONFIG_PATH_MAX];
     char dra_plugin_dir[CONFIG_PATH_MAX];
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
@@ -255,6 +256,10 @@ int config_named_choose(const struct config_named_set *s, const char *label,
  * product name, index or UUID); the device plugin serves every other. */
 struct gpu_info;
 bool config_dra_takes(const struct config *c, const struct gpu_info *g);
+
+/* The kubelet's PodResources socket: --pod-resources-kubelet-socket, or
+ * <kubelet-root>/pod-resources/kubelet.sock. */
+void config_pod_resources_socket(const struct config *c, char *out, size_t len);
 
 /* Whether a CDI spec is kept in cdi_spec_dir: --write-cdi-spec true, or
  * auto with a cdi-* device list strategy. */

@@ -139,6 +139,9 @@ const struct config_opt config_options[] = {
     {"dra-gpus", "GPULET_DRA_GPUS", "flags.draGpus", T_STRING, S(dra_gpus), NULL, "*",
      "with --dra all, the GPUs DRA serves: a comma list of product-name globs, indexes and UUIDs; "
      "the device plugin serves the rest", "LIST", NULL},
+    {"dra-evict-on", "GPULET_DRA_EVICT_ON", "flags.draEvictOn", T_STRING, S(dra_evict_on), NULL, "",
+     "the faults whose device taints are NoExecute (the pods using the device are evicted), as "
+     "--fault-taint-on lists them; the rest are NoSchedule. Default: none", "LIST", NULL},
     {"kubelet-registry-dir", "GPULET_KUBELET_REGISTRY_DIR", NULL, T_STRING, S(kubelet_registry_dir),
      NULL, "", "the kubelet's plugin registration directory (default: <kubelet-root>/plugins_registry)",
      "PATH", NULL},

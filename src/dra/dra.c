@@ -67,8 +67,10 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     snprintf(d->checkpoint, sizeof d->checkpoint, "%s/checkpoint.json", d->plugin_dir);
     uv_timer_init(loop, &d->retry);
     uv_timer_init(loop, &d->refresh);
-    d->retry.data = d->refresh.data = d;
-    d->handles = 2;
+    uv_timer_init(loop, &d->health_timer);
+    uv_timer_init(loop, &d->held_timer);
+    d->retry.data = d->refresh.data = d->health_timer.data = d->held_timer.data = d;
+    d->handles = 4;
     dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
     if (dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
@@ -83,6 +85,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
             log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
                       d->prepared[i].uid, me.msg);
     }
+    dra_held_read(d);
     dra_api_search(d); /* then the slice */
     uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
     *out = d;
@@ -91,8 +94,11 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
 
 void dra_status(const struct dra *d, struct strbuf *out)
 {
+    struct health_faults evict;
+    struct dra_slice_in in;
+    dra_slice_of(d, "", 0, &evict, &in);
     strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->plugin_socket,
-                  d->registered ? "registered" : "unregistered", dra_count(d->cfg, d->inv, d->devs),
+                  d->registered ? "registered" : "unregistered", dra_count(&in),
                   d->nprepared, d->api ? DRA_GROUP "/" : "", d->api ? dra_api_name(d->api) : "unknown");
 }
 
@@ -109,8 +115,10 @@ void dra_holders(const struct dra *d,
 
 void dra_on_device(struct dra *d)
 {
-    if (d)
-        dra_publish(d);
+    if (!d)
+        return;
+    dra_publish(d);
+    dra_health_send(d);
 }
 
 void dra_stop(struct dra *d)
@@ -121,11 +129,14 @@ void dra_stop(struct dra *d)
     dra_service_stop(d);
     dra_prepare_stop(d);
     dra_mps_stop_all(d);
+    dra_held_stop(d);
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
     dra_job_api(d);               /* prepares waiting for it end (d->stopping) */
     dra_unpublish(d);
     uv_close((uv_handle_t *)&d->retry, dra_closed);
     uv_close((uv_handle_t *)&d->refresh, dra_closed);
+    uv_close((uv_handle_t *)&d->health_timer, dra_closed);
+    uv_close((uv_handle_t *)&d->held_timer, dra_closed);
 }
 
 void dra_maybe_free(struct dra *d)
@@ -135,6 +146,7 @@ void dra_maybe_free(struct dra *d)
     strbuf_free(&d->applied);
     free(d->prepared);
     free(d->pcie_roots);
+    free(d->held);
     free(d);
 }
 

@@ -46,16 +46,30 @@ void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t l
 /* How many MIG devices g is published as: 0 for a GPU not in MIG mode. */
 unsigned dra_migs(const struct gpu_info *g);
 
-/* Whether device mig of GPU i (0: the GPU whole) is in the slice: DRA
- * serves the GPU (--dra-gpus), it is healthy, and it is a MIG device of a
- * GPU in MIG mode or a GPU that is not. An unhealthy device is left out:
- * 1.32 has no device taints, and the scheduler must not pick it. */
-bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs, unsigned i, unsigned mig);
+/* --- device taints (taint.c, pure, fuzzed) -------------------------------------- */
 
-/* The devices in the slice. */
-unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs);
+#define DRA_TAINT_XID DRA_DRIVER "/xid"          /* NVIDIA's: the XID as value */
+#define DRA_TAINT_LOST DRA_DRIVER "/gpu-lost"    /* NVIDIA's: NVML cannot reach it (or XID 79) */
+#define DRA_TAINT_ECC "gpulet.io/ecc"            /* a double-bit ECC error */
+#define DRA_TAINT_HUNG "gpulet.io/hung"          /* an NVML call on it does not return */
+#define DRA_TAINT_HELD "gpulet.io/device-plugin" /* a pod of the device plugin still holds it */
+#define DRA_MAX_TAINTS 4
+
+struct dra_taint {
+    const char *key;                /* one of DRA_TAINT_* */
+    char value[16];                 /* a label value; "" for none */
+    const char *effect;             /* "NoSchedule", or "NoExecute" for the faults of evict */
+    long long since_ms;             /* timeAdded: when the fault began (wall clock), as the
+                                     * Node's condition and the Event say */
+};
+
+/* The taints of a device whose health is h (healthy: none), at most
+ * DRA_MAX_TAINTS; NoExecute for the faults evict lists (NULL: none). */
+unsigned dra_taints(const struct gpu_health *h, const struct health_faults *evict,
+                    struct dra_taint *out);
+
+/* since_ms as the API writes a time ("2026-11-27T09:00:00Z"); "" when unknown. */
+void dra_taint_time(long long since_ms, char *out, size_t len);
 
 /* What a slice is made from. */
 struct dra_slice_in {
@@ -66,7 +80,25 @@ struct dra_slice_in {
     unsigned long long generation;  /* the pool's: counts changes */
     enum dra_api api;
     const char (*pcie_roots)[32];   /* per GPU, "pci0000:00" ("" unknown); NULL: none known */
+    bool tainted;                   /* faulty devices stay, tainted (dra_publishes) */
+    const struct health_faults *evict; /* the faults whose taints are NoExecute; NULL: none */
+    const bool *held;               /* per device (DRA_AT): pods of the device plugin hold it
+                                     * (a node moved to DRA); NULL: none */
 };
+
+/* A device's place in held: GPU i, mig 0 whole or its MIG device mig - 1. */
+#define DRA_AT(i, mig) ((size_t)(i) * (GPU_MIG_MAX + 1) + (mig))
+
+/* Whether device mig of GPU i (0: the GPU whole) is in the slice: DRA
+ * serves the GPU (--dra-gpus), it is a MIG device of a GPU in MIG mode or
+ * a GPU that is not, and it is free to take or tainted: a device that is
+ * faulty, or held by a pod of the device plugin, stays tainted where the
+ * API server keeps taints (in->tainted), and is left out where not (1.32),
+ * so that the scheduler cannot pick it. */
+bool dra_publishes(const struct dra_slice_in *in, unsigned i, unsigned mig);
+
+/* The devices in the slice. */
+unsigned dra_count(const struct dra_slice_in *in);
 
 /* The node's ResourceSlice (server-side apply body) in in->api: the GPUs
  * dra_publishes, with NVIDIA's attributes and capacities; owned by the
@@ -78,6 +110,22 @@ void dra_pci_bus_id(const char *nvml, char *out, size_t len);
 
 /* The slice's object name: <node>-gpu.nvidia.com. */
 void dra_slice_name(const char *node, char *out, size_t len);
+
+/* --- the kubelet's health stream (health.c; the message is pure, fuzzed) ------- */
+
+#define DRA_HEALTH_TIMEOUT_S 60      /* the kubelet is told to trust a device's health this long */
+
+/* One device's health, as NodeWatchResources tells it. */
+struct dra_device_health {
+    const char *pool;               /* the node's name */
+    char name[96];                  /* gpu-<minor>, or a MIG device's */
+    bool healthy;
+    char message[1024];             /* the cause ("" healthy); the kubelet keeps 1024 */
+    long long updated;              /* Unix seconds */
+};
+
+/* A NodeWatchResourcesResponse of n devices, serialized (the caller frees it). */
+uint8_t *dra_health_pack(const struct dra_device_health *devs, unsigned n, size_t *len);
 
 /* --- a ResourceClaim's allocation (claim.c, pure, fuzzed) ----------------------- */
 

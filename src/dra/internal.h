@@ -4,6 +4,7 @@
 #define GPULET_DRA_INTERNAL_H
 
 #include "dra/dra.h"
+#include "grpc/client.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
 
@@ -11,6 +12,7 @@
 #define DRA_REFRESH_MS 30000           /* the claims' containers are read again this often */
 #define DRA_REFRESH_SOON_MS 2000       /* and this long after a prepare */
 #define DRA_CLAIM_CDI_KIND DRA_DRIVER "/claim"
+#define DRA_HEALTH_RESEND_MS 20000     /* the health stream's devices, sent again this often */
 
 /* A claim this node prepared: its devices, by GPU, how they are shared,
  * and the containers that use them. Kept on disk (checkpoint.c) so that a
@@ -53,15 +55,21 @@ struct dra {
     char plugin_socket[CONFIG_PATH_MAX + 96];
     char checkpoint[CONFIG_PATH_MAX + 96];
     struct grpc_server *registration, *service;
-    struct grpc_method registration_methods[2], service_methods[4]; /* v1 and v1beta1 */
+    struct grpc_method registration_methods[2], service_methods[5]; /* v1 and v1beta1, health */
     char service_paths[4][80];
     bool registered;
+    struct dra_health_watch *health_watches; /* the kubelet's NodeWatchResources streams */
+    uv_timer_t health_timer;              /* sends them again */
     /* the slice (publish.c), kept in step by kube/sync.c from its watch */
     struct kube_watch *slice_watch;
     struct kube_sync *slice_sync;
     unsigned long long generation;        /* the pool's, as the server holds it or last applied */
     struct strbuf applied;                /* the slice as last applied, at generation */
     unsigned published;                   /* devices in it */
+    bool taints_dropped;                  /* the server took a slice without its taints */
+    bool *held;                           /* per device (DRA_AT): a device plugin's pod holds it */
+    struct grpc_client_call *held_call;   /* the kubelet's PodResources List in flight */
+    uv_timer_t held_timer;                /* reads it again while one is held */
     uv_timer_t retry;                     /* the API's version, searched again */
     unsigned backoff_ms;
     uv_timer_t refresh;                   /* the claims' containers, read again */
@@ -87,6 +95,28 @@ void dra_api_search(struct dra *d);
 /* The gRPC services (service.c): registration and the DRA plugin API. */
 int dra_service_start(struct dra *d, struct err *e);
 void dra_service_stop(struct dra *d);
+
+/* Whether the slice keeps faulty devices, tainted: the API's version has
+ * device taints (v1, v1beta2) and the server keeps them (publish.c). */
+bool dra_tainted(const struct dra *d);
+
+/* What d's slice is made of now (publish.c); evict is filled from the
+ * configuration. */
+void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
+                  struct health_faults *evict, struct dra_slice_in *in);
+
+/* The devices pods of the device plugin still hold (held.c), from the
+ * kubelet's PodResources List: read at start and with each refresh while
+ * one is held; a change republishes the slice. */
+void dra_held_read(struct dra *d);
+void dra_held_stop(struct dra *d);
+
+/* The health stream (health.c): a NodeWatchResources call of the kubelet,
+ * answered now and on every change (dra_health_send); the message, every
+ * device DRA serves with its health at now (Unix seconds). */
+void dra_health_watch(struct dra *d, struct grpc_call *call);
+void dra_health_send(struct dra *d);
+uint8_t *dra_health_message(const struct dra *d, long long now, size_t *len);
 
 /* Answers call with one message and OK (prepare.c; the services too). */
 struct ProtobufCMessage;

@@ -29,7 +29,13 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
                          name, g->uuid);
                 return -1;
             }
-            if (!dra_publishes(d->cfg, d->inv, d->devs, i, k)) {
+            /* A tainted device was allocated knowing it: a claim that
+             * tolerates the taint, or one allocated before the fault (its
+             * pod runs, as a NoSchedule taint means). */
+            struct health_faults evict;
+            struct dra_slice_in in;
+            dra_slice_of(d, "", 0, &evict, &in);
+            if (!dra_publishes(&in, i, k)) {
                 const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
                 snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
                          k ? g->mig[k - 1].uuid : g->uuid, h ? h : "not in the slice");

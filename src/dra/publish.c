@@ -20,7 +20,8 @@
 #include "util/xmalloc.h"
 
 /* Whether every field of want is in have, the same (have may hold more: the
- * server's defaults). */
+ * server's defaults, but never a device's taints, which only we write: a
+ * fault that ended must lift them). */
 static bool dra_json_within(const json_t *want, const json_t *have)
 {
     if (json_is_object(want)) {
@@ -29,7 +30,8 @@ static bool dra_json_within(const json_t *want, const json_t *have)
         json_object_foreach((json_t *)want, key, v)
             if (!dra_json_within(v, json_object_get(have, key)))
                 return false;
-        return json_is_object(have);
+        return json_is_object(have) &&
+               (json_object_get(want, "taints") || !json_object_get(have, "taints"));
     }
     if (json_is_array(want)) {
         if (!json_is_array(have) || json_array_size(want) != json_array_size(have))
@@ -50,12 +52,41 @@ static unsigned long long dra_generation(const json_t *slice)
                                                             : 0;
 }
 
+bool dra_tainted(const struct dra *d)
+{
+    return (d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2) && !d->taints_dropped;
+}
+
+void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
+                  struct health_faults *evict, struct dra_slice_in *in)
+{
+    struct err e;
+    if (health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
+        memset(evict, 0, sizeof *evict); /* checked with the configuration */
+    *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
+                                (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held};
+}
+
 static void dra_build(const struct dra *d, const char *uid, unsigned long long generation,
                       struct strbuf *out)
 {
-    struct dra_slice_in in = {d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
-                              d->pcie_roots};
+    struct health_faults evict;
+    struct dra_slice_in in;
+    dra_slice_of(d, uid, generation, &evict, &in);
     dra_slice_json(&in, out);
+}
+
+/* Whether a slice (JSON) has a device with taints. */
+static bool dra_has_taints(const char *json, size_t len)
+{
+    json_t *s = json_loadb(json, len, 0, NULL);
+    json_t *devs = json_object_get(json_object_get(s, "spec"), "devices"), *dev;
+    size_t i;
+    bool found = false;
+    json_array_foreach(devs, i, dev)
+        found = found || json_object_get(dev, "taints");
+    json_decref(s);
+    return found;
 }
 
 /* Whether the server's slice (text) is ours as built now at its generation:
@@ -95,6 +126,8 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
     json_decref(n);
     if (!owner[0]) /* the Node's watch pokes when it has it */
         return 0;
+    if (d->held_call && !d->held) /* the GPUs pods hold are being read: it pokes */
+        return 0;
     if (json && dra_slice_holds(d, owner, json, len))
         return 0;
     if (!json && d->applied.len)
@@ -122,9 +155,22 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
 
 static void dra_slice_took(void *ctx, const struct kube_answer *a)
 {
-    (void)a;
     struct dra *d = ctx;
-    d->published = dra_count(d->cfg, d->inv, d->devs);
+    /* A server whose DRADeviceTaints gate is off drops the field without a
+     * word: then a faulty device would look healthy to the scheduler. It
+     * leaves the slice instead, as on 1.32. */
+    if (a && a->len && dra_tainted(d) && dra_has_taints(d->applied.data, d->applied.len) &&
+        !dra_has_taints(a->body, a->len)) {
+        d->taints_dropped = true;
+        log_warn("DRA: the API server drops device taints (its DRADeviceTaints feature gate is "
+                 "off): faulty devices leave the ResourceSlice instead");
+        dra_publish(d);
+        return;
+    }
+    struct health_faults evict;
+    struct dra_slice_in in;
+    dra_slice_of(d, "", 0, &evict, &in);
+    d->published = dra_count(&in);
     log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", d->published,
              d->generation);
 }

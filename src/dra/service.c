@@ -2,7 +2,8 @@
  * plugins_registry directory (found by inotify) that says where the DRA
  * plugin API is served, and that API's two methods, in both of its
  * versions: v1 (kubelets of 1.34 on pick it) and v1beta1 (1.32 and 1.33).
- * The two carry the same messages, field for field. */
+ * The two carry the same messages, field for field. Beside them the
+ * devices' health stream (health.c), which kubelets of 1.34 on open. */
 #include "dra/internal.h"
 
 
@@ -18,7 +19,7 @@ static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len,
     struct dra *d = ctx;
     /* The gRPC services served, as "<version>.<service>": a kubelet picks
      * the newest it knows. */
-    char *versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+    char *versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"};
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     info.type = "DRAPlugin";
     info.name = DRA_DRIVER;
@@ -52,6 +53,13 @@ static void rpc_prepare(struct grpc_call *call, const uint8_t *msg, size_t len, 
     dra_prepare(ctx, call, msg, len);
 }
 
+static void rpc_watch_health(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
+{
+    (void)msg; /* NodeWatchResourcesRequest has no fields */
+    (void)len;
+    dra_health_watch(ctx, call);
+}
+
 static void rpc_unprepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
 {
     dra_unprepare(ctx, call, msg, len);
@@ -74,11 +82,13 @@ int dra_service_start(struct dra *d, struct err *e)
         d->service_methods[2 * i + 1] =
             (struct grpc_method){d->service_paths[2 * i + 1], rpc_unprepare, d};
     }
+    d->service_methods[4] = (struct grpc_method){"/v1alpha1.DRAResourceHealth/NodeWatchResources",
+                                                 rpc_watch_health, d};
     char registry[sizeof d->registry_socket];
     dirs_parent(d->registry_socket, registry, sizeof registry);
     /* The service first: the kubelet dials it as soon as it reads GetInfo. */
     if (dirs_make(NULL, d->plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
-        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 4, e) < 0 ||
+        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 5, e) < 0 ||
         grpc_server_start(&d->registration, d->loop, d->registry_socket, d->registration_methods, 2,
                           e) < 0)
         return -1;

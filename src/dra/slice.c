@@ -224,6 +224,31 @@ static void dra_mig(json_t *attrs, json_t *capacity, const struct dra_slice_in *
     }
 }
 
+/* A faulty device's taints, each with the time its fault began. */
+static json_t *dra_device_taints(const struct dra_slice_in *in, unsigned i, unsigned mig)
+{
+    struct dra_taint t[DRA_MAX_TAINTS + 1];
+    unsigned n = dra_taints(gpu_device_health(&in->devs[i], (int)mig - 1), in->evict, t);
+    if (in->held && in->held[DRA_AT(i, mig)]) /* not a fault: nothing to evict, no time */
+        t[n++] = (struct dra_taint){.key = DRA_TAINT_HELD, .effect = "NoSchedule"};
+    if (!n)
+        return NULL;
+    json_t *list = jsonx_ok(json_array());
+    for (unsigned k = 0; k < n; k++) {
+        json_t *o = jsonx_ok(json_object());
+        char when[32];
+        jsonx_set(o, "key", jsonx_ok(json_string(t[k].key)));
+        if (t[k].value[0])
+            jsonx_set(o, "value", jsonx_ok(json_string(t[k].value)));
+        jsonx_set(o, "effect", jsonx_ok(json_string(t[k].effect)));
+        dra_taint_time(t[k].since_ms, when, sizeof when);
+        if (when[0])
+            jsonx_set(o, "timeAdded", jsonx_ok(json_string(when)));
+        jsonx_append(list, o);
+    }
+    return list;
+}
+
 /* One device of the slice: attributes and capacities at the top in v1 and
  * v1beta2, under "basic" in v1beta1. */
 static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mig)
@@ -238,6 +263,9 @@ static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mi
     json_t *body = jsonx_ok(json_object());
     jsonx_set(body, "attributes", attrs);
     jsonx_set(body, "capacity", capacity);
+    json_t *taints = in->tainted ? dra_device_taints(in, i, mig) : NULL;
+    if (taints)
+        jsonx_set(body, "taints", taints);
     json_t *dev = body;
     if (in->api == DRA_API_V1BETA1) {
         dev = jsonx_ok(json_object());
@@ -247,11 +275,13 @@ static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mi
     return dev;
 }
 
-bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs, unsigned i, unsigned mig)
+bool dra_publishes(const struct dra_slice_in *in, unsigned i, unsigned mig)
 {
-    const struct gpu_info *g = &inv->gpus[i];
-    if (!config_dra_takes(cfg, g) || !gpu_device_healthy(&devs[i], (int)mig - 1) || !g->name[0])
+    const struct gpu_info *g = &in->inv->gpus[i];
+    if (!config_dra_takes(in->cfg, g) || !g->name[0])
+        return false;
+    if (!in->tainted && (!gpu_device_healthy(&in->devs[i], (int)mig - 1) ||
+                         (in->held && in->held[DRA_AT(i, mig)])))
         return false;
     /* A GPU in MIG mode is its MIG devices: CUDA cannot use it whole. */
     if (mig)
@@ -259,13 +289,12 @@ bool dra_publishes(const struct config *cfg, const struct gpu_inventory *inv,
     return !dra_migs(g) && g->mig_mode != NVML_DEVICE_MIG_ENABLE;
 }
 
-unsigned dra_count(const struct config *cfg, const struct gpu_inventory *inv,
-                   const struct gpu_device *devs)
+unsigned dra_count(const struct dra_slice_in *in)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < inv->count; i++)
+    for (unsigned i = 0; i < in->inv->count; i++)
         for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
-            n += dra_publishes(cfg, inv, devs, i, k);
+            n += dra_publishes(in, i, k);
     return n;
 }
 
@@ -288,7 +317,7 @@ void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out)
     json_t *devices = jsonx_ok(json_array());
     for (unsigned i = 0; i < in->inv->count; i++)
         for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
-            if (dra_publishes(in->cfg, in->inv, in->devs, i, k))
+            if (dra_publishes(in, i, k))
                 jsonx_append(devices, dra_device(in, i, k));
     json_t *pool = jsonx_ok(json_object());
     jsonx_set(pool, "name", jsonx_ok(json_string(node)));

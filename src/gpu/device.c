@@ -16,13 +16,15 @@ struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_m
     return d;
 }
 
+const struct gpu_health *gpu_device_health(const struct gpu_device *d, int k)
+{
+    return k < 0 || d->health.reason != HEALTH_OK ? &d->health : &d->mig_health[k];
+}
+
 const char *gpu_device_unhealthy(const struct gpu_device *d, int k)
 {
-    if (d->health.reason != HEALTH_OK)
-        return d->health.detail;
-    if (k >= 0 && d->mig_health[k].reason != HEALTH_OK)
-        return d->mig_health[k].detail;
-    return NULL;
+    const struct gpu_health *h = gpu_device_health(d, k);
+    return h->reason != HEALTH_OK ? h->detail : NULL;
 }
 
 bool gpu_device_healthy(const struct gpu_device *d, int k)

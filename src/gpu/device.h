@@ -57,6 +57,10 @@ enum gpu_change {
  * it lost; the caller frees the array. inv must outlive it. */
 struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_ms);
 
+/* The health that counts for the GPU's MIG device k (0-based), or the GPU
+ * (k < 0): the GPU's own while it is unhealthy (a MIG device of a lost GPU
+ * is lost with it), else the MIG device's. */
+const struct gpu_health *gpu_device_health(const struct gpu_device *d, int k);
 /* Why the GPU's MIG device k (0-based), or the GPU (k < 0), is unhealthy,
  * or NULL where it is healthy: the GPU's own fault first (a MIG device of a
  * lost GPU is lost with it), then the MIG device's. Every reader that gives

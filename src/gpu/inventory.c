@@ -245,3 +245,52 @@ const struct gpu_link *gpu_inventory_link(const struct gpu_inventory *inv, unsig
 {
     return &inv->links[(size_t)a * inv->count + b];
 }
+
+/* A MIG device by its UUID, or as "<GPU index>:<MIG index>". */
+static bool gpu_inventory_find_mig(const struct gpu_inventory *inv, const char *id, size_t len,
+                                   unsigned *gpu, int *mig)
+{
+    for (unsigned i = 0; i < inv->count; i++)
+        for (unsigned j = 0; inv->gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE && j < inv->gpus[i].nmig;
+             j++)
+            if (strlen(inv->gpus[i].mig[j].uuid) == len && !strncmp(inv->gpus[i].mig[j].uuid, id, len)) {
+                *gpu = i;
+                *mig = (int)j;
+                return true;
+            }
+    unsigned g, m;
+    char buf[24], tail;
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%u:%u%c", &g, &m, &tail) != 2 || g >= inv->count || m >= inv->gpus[g].nmig)
+        return false;
+    *gpu = g;
+    *mig = (int)m;
+    return true;
+}
+
+bool gpu_inventory_find_id(const struct gpu_inventory *inv, const char *id, size_t len,
+                           unsigned *gpu, int *mig)
+{
+    if (gpu_inventory_find_mig(inv, id, len, gpu, mig))
+        return true;
+    *mig = -1;
+    for (unsigned i = 0; i < inv->count; i++)
+        if (strlen(inv->gpus[i].uuid) == len && !strncmp(inv->gpus[i].uuid, id, len)) {
+            *gpu = i;
+            return true;
+        }
+    char buf[16];
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    char *end;
+    unsigned long idx = strtoul(buf, &end, 10);
+    if (*end || idx >= inv->count)
+        return false;
+    *gpu = (unsigned)idx;
+    return true;
+}

@@ -85,6 +85,12 @@ void gpu_inventory_merge(struct gpu_inventory *inv, const struct gpu_inventory *
 /* Frees what the inventory owns. */
 void gpu_inventory_free(struct gpu_inventory *inv);
 
+/* The device an advertised device ID (len bytes, without a replica's
+ * "::N") names: a GPU by UUID or index (*mig -1), or a MIG device by UUID
+ * or "<GPU>:<MIG index>". False for none of ours. */
+bool gpu_inventory_find_id(const struct gpu_inventory *inv, const char *id, size_t len,
+                           unsigned *gpu, int *mig);
+
 /* The link between GPUs a and b (by position in inv->gpus). */
 const struct gpu_link *gpu_inventory_link(const struct gpu_inventory *inv, unsigned a, unsigned b);
 

@@ -379,10 +379,7 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
         snprintf(m->hostname, sizeof m->hostname, "%s", node);
     else if (gethostname(m->hostname, sizeof m->hostname - 1) < 0)
         strcpy(m->hostname, "unknown");
-    if (cfg->pod_resources_socket[0])
-        snprintf(m->pod_socket, sizeof m->pod_socket, "%s", cfg->pod_resources_socket);
-    else
-        snprintf(m->pod_socket, sizeof m->pod_socket, "%s/pod-resources/kubelet.sock", cfg->kubelet_root);
+    config_pod_resources_socket(cfg, m->pod_socket, sizeof m->pod_socket);
     metrics_state_alloc(&m->state, inv->count);
     m->lost = xcalloc(inv->count, sizeof *m->lost);
     for (unsigned i = 0; i < inv->count; i++)

@@ -12,48 +12,6 @@
 
 #define PODS_MAX_SHARES 1024
 
-/* The GPU an advertised device ID names: by UUID, or by index. */
-static int pods_gpu(const struct gpu_inventory *inv, const char *id, size_t len)
-{
-    for (unsigned i = 0; i < inv->count; i++)
-        if (strlen(inv->gpus[i].uuid) == len && !strncmp(inv->gpus[i].uuid, id, len))
-            return (int)i;
-    char buf[16];
-    if (len == 0 || len >= sizeof buf)
-        return -1;
-    memcpy(buf, id, len);
-    buf[len] = '\0';
-    char *end;
-    unsigned long idx = strtoul(buf, &end, 10);
-    return !*end && idx < inv->count ? (int)idx : -1;
-}
-
-/* The MIG device an ID names (MIG UUID, or "<GPU>:<MIG index>"): GPU and
- * device index, or false. */
-static bool pods_mig(const struct gpu_inventory *inv, const char *id, size_t len, unsigned *gpu,
-                     unsigned *k)
-{
-    for (unsigned i = 0; i < inv->count; i++)
-        for (unsigned j = 0; inv->gpus[i].mig_mode == NVML_DEVICE_MIG_ENABLE && j < inv->gpus[i].nmig;
-             j++)
-            if (strlen(inv->gpus[i].mig[j].uuid) == len && !strncmp(inv->gpus[i].mig[j].uuid, id, len)) {
-                *gpu = i;
-                *k = j;
-                return true;
-            }
-    unsigned g, m;
-    char buf[24], tail;
-    if (len >= sizeof buf)
-        return false;
-    memcpy(buf, id, len);
-    buf[len] = '\0';
-    if (sscanf(buf, "%u:%u%c", &g, &m, &tail) != 2 || g >= inv->count || m >= inv->gpus[g].nmig)
-        return false;
-    *gpu = g;
-    *k = m;
-    return true;
-}
-
 /* NVIDIA's resources, and whatever name the configuration gave ours
  * (per-model resources, renamed shared ones). */
 static bool pods_wanted(const struct metrics_state *s, const char *resource)
@@ -89,22 +47,23 @@ static void pods_hold(struct pods_count *n, const char *id, size_t idlen, bool s
                       const struct metrics_owner *who)
 {
     struct metrics_state *s = n->s;
-    unsigned mg, mk;
-    if (pods_mig(n->inv, id, idlen, &mg, &mk)) {
+    unsigned mg;
+    int mk;
+    if (!gpu_inventory_find_id(n->inv, id, idlen, &mg, &mk))
+        return; /* not one of ours */
+    if (mk >= 0) {
         /* A MIG device: its own owner (twice held: shared, none). */
-        size_t at = (size_t)mg * GPU_MIG_MAX + mk;
+        size_t at = (size_t)mg * GPU_MIG_MAX + (size_t)mk;
         if (!shared && n->mig_holders[at]++ == 0)
             s->mig_owner[at] = *who;
         else
             n->mig_holders[at] += 2;
         return;
     }
-    int gpu = pods_gpu(n->inv, id, idlen);
-    if (gpu < 0)
-        return; /* not one of ours */
+    unsigned gpu = mg;
     if (shared) {
         if (s->nshares < PODS_MAX_SHARES) {
-            s->shares[s->nshares].gpu = (unsigned)gpu;
+            s->shares[s->nshares].gpu = gpu;
             s->shares[s->nshares++].owner = *who;
         }
         n->holders[gpu] += 2; /* shared: never one pod's labels */

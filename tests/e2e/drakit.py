@@ -78,11 +78,12 @@ class Driver:
             sk.bind(("127.0.0.1", 0))
             self.metrics = f"127.0.0.1:{sk.getsockname()[1]}"
 
-    def start(self):
+    def start(self, dra="all"):
+        """Started as the node's DRA driver, or with dra="off" as its device plugin."""
         log = open(self.log_path, "a")
         base = self.cluster.base
         self.proc = subprocess.Popen(
-            [GPULET, "agent", "--simulate", self.simulate, "--dra", "all",
+            [GPULET, "agent", "--simulate", self.simulate, "--dra", dra,
              # The device-plugin directory is the kubelet's fixed one; the
              # registration directory follows its --root-dir.
              "--kubelet-root", "/var/lib/kubelet",

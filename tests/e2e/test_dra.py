@@ -4,7 +4,8 @@ older path, the same tests with the claims in each version's shape: its
 ResourceSlice lists the simulated GPUs with NVIDIA's attributes, a pod
 whose claim selects a GPU by productName runs and sees its device through
 gpulet's CDI spec, a claim that matches nothing stays Pending with the
-scheduler's reason, a GPU fault takes the GPU out of the slice, a
+scheduler's reason, a GPU fault taints the device (takes it out of the
+slice on 1.32), a
 restarted gpulet keeps the running pod and unprepares its claim later, the
 device plugin serves the GPUs DRA does not (--dra-gpus), each GPU through
 one API only (and through cdi-cri, which needs a kubelet of 1.28 or later), and two pods sharing one claim with NVIDIA's GpuConfig for
@@ -125,12 +126,21 @@ def test_claim_matching_nothing_stays_pending(cluster, driver):
 
 
 def test_fault_updates_the_slice(cluster, driver):
+    """A fault taints the device where the API has device taints (1.34+,
+    test_dra_health.py has the rest), and takes it out of the slice on 1.32."""
     wait_devices(cluster, 6)
     p = subprocess.run([GPULET, "sim", "xid", "5", "79"], capture_output=True, text=True,
                        env=driver.env, timeout=10)
     assert p.returncode == 0, p.stderr
-    devs = wait_devices(cluster, 5)
-    assert "gpu-5" not in [d["name"] for d in devs]
+    if driver.version == "v1beta1":
+        devs = wait_devices(cluster, 5)
+        assert "gpu-5" not in [d["name"] for d in devs]
+        return
+    deadline = time.monotonic() + 30
+    while not next(d for d in slice_devices(cluster) if d["name"] == "gpu-5").get("taints"):
+        assert time.monotonic() < deadline, slice_devices(cluster)
+        time.sleep(0.2)
+    assert len(slice_devices(cluster)) == 6
 
 
 def test_restart_keeps_the_pod(cluster, driver):

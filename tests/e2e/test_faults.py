@@ -98,3 +98,28 @@ def test_taint(cluster, gpulet):
     finally:
         k("delete", "node", name, "--wait=false", check=False)
 
+
+
+def test_pod_status_shows_device_health(cluster, gpulet):
+    """The device plugin's per-device health (ListAndWatch) in the pod's
+    status.containerStatuses[].allocatedResourcesStatus (KEP-4680, beta in
+    1.36): Unhealthy with a fault of the pod's GPU, Healthy after recovery."""
+    cluster.wait_gpus("8")
+    cluster.pod("health-dp", 1, command="ls /dev; echo done; sleep 3600")
+    try:
+        cluster.wait_phase("health-dp", "Running")
+        out = wait("the pod's devices", lambda: "done" in (o := cluster.kubectl("logs", "health-dp")) and o)
+        [gpu] = [w[6:] for w in out.split() if w.startswith("nvidia") and w[6:].isdigit()]
+
+        def health():
+            st = cluster.get("pod", "health-dp")["status"]["containerStatuses"][0]
+            return [(s["name"], r.get("health")) for s in st.get("allocatedResourcesStatus", [])
+                    for r in s["resources"]]
+        wait(lambda: f"no health in the pod's status: {health()}",
+             lambda: health() == [("nvidia.com/gpu", "Healthy")], timeout=60, every=0.5)
+        cluster.sim("xid", gpu, "79")
+        wait(lambda: f"still {health()}", lambda: health() == [("nvidia.com/gpu", "Unhealthy")])
+        cluster.sim("recover", gpu)
+        wait(lambda: f"still {health()}", lambda: health() == [("nvidia.com/gpu", "Healthy")], timeout=30)
+    finally:
+        cluster.kubectl("delete", "pod", "health-dp", "--wait=true", "--timeout=60s")

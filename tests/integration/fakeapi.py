@@ -54,6 +54,7 @@ class FakeAPI:
         self.hold = 0.0             # seconds each answer waits (an API server that hangs)
         self.watch_epoch = 0        # end_watches() ends the watches of earlier epochs
         self.list_lag = 0.0         # seconds a LIST's answer comes after the state it read,
+        self.drop_taints = False    # a server whose DRADeviceTaints gate is off drops them
         self.apply_lag = 0.0        # and a slice's apply takes effect after it came, as on
                                     # a busy API server
         api = self
@@ -152,6 +153,8 @@ class FakeAPI:
                         time.sleep(api.apply_lag)
                         api.cond.acquire()
                     obj = json.loads(body)
+                    for dev in obj.get("spec", {}).get("devices", []) if api.drop_taints else []:
+                        dev.pop("taints", None)
                     created = m.group(1) not in api.slices
                     api.slices[m.group(1)] = obj
                     api._changed(api.slices_path, m.group(1), "ADDED" if created else "MODIFIED", obj)

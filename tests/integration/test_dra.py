@@ -39,6 +39,43 @@ def dra_stubs(out):
     return importlib.import_module("dra_pb2"), importlib.import_module("pluginregistration_pb2")
 
 
+def health_stubs(out):
+    """The messages of the kubelet's DRA health stream (NodeWatchResources)."""
+    out.mkdir(exist_ok=True)
+    shutil.copy(SOURCE / "proto" / "drahealth" / "v1alpha1" / "api.proto", out / "drahealth.proto")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{out}", f"--python_out={out}",
+                    "drahealth.proto"], check=True)
+    sys.path.insert(0, str(out))
+    return importlib.import_module("drahealth_pb2")
+
+
+class HealthStream:
+    """The kubelet's side of NodeWatchResources: each message's devices as
+    {device name: (health name, message)}."""
+
+    def __init__(self, sock, hpb):
+        self.ch = grpc.insecure_channel(f"unix://{sock}")
+        fn = self.ch.unary_stream("/v1alpha1.DRAResourceHealth/NodeWatchResources",
+                                  request_serializer=lambda m: m.SerializeToString(),
+                                  response_deserializer=hpb.NodeWatchResourcesResponse.FromString)
+        self.it = fn(hpb.NodeWatchResourcesRequest(), timeout=60)
+        self.hpb = hpb
+
+    def next(self):
+        r = next(self.it)
+        return {d.device.device_name: (self.hpb.HealthStatus.Name(d.health), d.message,
+                                       d.device.pool_name, d.health_check_timeout_seconds)
+                for d in r.devices}
+
+    def until(self, fn):
+        while not fn(got := self.next()):
+            pass
+        return got
+
+    def close(self):
+        self.ch.close()
+
+
 def call(sock, path, req, resp_cls):
     with grpc.insecure_channel(f"unix://{sock}") as ch:
         fn = ch.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
@@ -80,7 +117,7 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     a.wait_log("DRA: " + "gpu.nvidia.com serving on", timeout=60)
     info = call(reg_sock, REG + "GetInfo", reg.InfoRequest(), reg.PluginInfo)
     assert (info.type, info.name, list(info.supported_versions)) == (
-        "DRAPlugin", "gpu.nvidia.com", ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+        "DRAPlugin", "gpu.nvidia.com", ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])
     assert info.endpoint == str(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock")
     call(reg_sock, REG + "NotifyRegistrationStatus", reg.RegistrationStatus(plugin_registered=True),
          reg.RegistrationStatusResponse)
@@ -153,12 +190,33 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
               pb.NodePrepareResourcesResponse)
     assert r2.claims["one"] == got
     assert sum(1 for m, p, _ in api.requests if "resourceclaims" in p) == asked
-    # A fault: GPU 5 leaves the slice; a claim on it is refused with the reason.
+    # The kubelet's health stream: every device, healthy, at once.
+    hpb = health_stubs(tmp / "health-stubs")
+    stream = HealthStream(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", hpb)
+    first = stream.next()
+    assert sorted(first) == [f"gpu-{i}" for i in range(8)]
+    assert first["gpu-5"] == ("HEALTHY", "", "n1", 60)
+    # A fault: GPU 5 stays in the slice, tainted as NVIDIA's driver taints
+    # an XID 79 (the XID, and the GPU lost), since the time it began; the
+    # stream says it at once, with the cause.
     p = subprocess.run([GPULET, "sim", "xid", "5", "79"], capture_output=True,
                        text=True, env=sim_env, timeout=10)
     assert p.returncode == 0, p.stderr
-    api.wait_for(lambda: len(api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]) == 7,
-                 "the slice without gpu-5", timeout=30)
+    got = stream.until(lambda g: g["gpu-5"][0] == "UNHEALTHY")
+    assert got["gpu-5"][1].startswith("XID 79: fallen off the bus since "), got
+    assert got["gpu-4"][0] == "HEALTHY"
+
+    def taints():
+        dev = next(d for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"] if d["name"] == "gpu-5")
+        return dev.get("taints", [])
+    api.wait_for(lambda: taints(), "gpu-5 tainted", timeout=30)
+    assert len(api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]) == 8
+    t = taints()
+    assert [(x["key"], x.get("value"), x["effect"]) for x in t] == [
+        ("gpu.nvidia.com/xid", "79", "NoSchedule"), ("gpu.nvidia.com/gpu-lost", None, "NoSchedule")], t
+    assert t[0]["timeAdded"].endswith("Z")
+    # A claim allocated on it anyway (one that tolerates the taint) is
+    # prepared: the scheduler chose it knowing.
     api.claims[("ns", "c-two")] = claim("two", "gpu-5")
     api.claims[("ns", "c-three")] = claim("three", "gpu-0", pool="another-node")
     r = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodePrepareResources",
@@ -166,15 +224,22 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
                                                     pb.Claim(namespace="ns", uid="three", name="c-three"),
                                                     pb.Claim(namespace="ns", uid="four", name="c-four")]),
              pb.NodePrepareResourcesResponse)
-    assert "gpu-5" in r.claims["two"].error and "unhealthy" in r.claims["two"].error
+    assert not r.claims["two"].error, r.claims["two"].error
     assert "pool another-node" in r.claims["three"].error
     assert "HTTP 404" in r.claims["four"].error
     # Unprepare: gone from the checkpoint; an unknown claim is no error.
     r = call(kubelet / "plugins" / "gpu.nvidia.com" / "dra.sock", DRA + "NodeUnprepareResources",
              pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="one", name="c-one"),
+                                                      pb.Claim(namespace="ns", uid="two", name="c-two"),
                                                       pb.Claim(namespace="ns", uid="x", name="x")]),
              pb.NodeUnprepareResourcesResponse)
-    assert set(r.claims) == {"one", "x"} and not r.claims["one"].error
+    assert set(r.claims) == {"one", "two", "x"} and not r.claims["one"].error
+    # Recovery (an operator's clear here) lifts the taints and says so.
+    subprocess.run([GPULET, "sim", "recover", "5"], check=True, env=sim_env, timeout=10)  # XID 79 lost it
+    assert gpulet("health", "clear", "5", "--status-socket", str(tmp / "status.sock")).returncode == 0
+    stream.until(lambda g: g["gpu-5"][0] == "HEALTHY")
+    api.wait_for(lambda: not taints(), "gpu-5 untainted", timeout=30)
+    stream.close()
     checkpoint = json.loads((kubelet / "plugins" / "gpu.nvidia.com" / "checkpoint.json").read_text())
     assert checkpoint["claims"] == []
     # Exit: the slice and the sockets go.
@@ -481,6 +546,32 @@ def test_dra_slice_watch_after_a_slow_list(agent, tmp_path):
         assert sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p) == 1
         assert "was deleted" not in a.log()
         assert api.slices["n1-gpu.nvidia.com"]["spec"]["pool"]["generation"] == 1
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+def test_dra_taints_dropped(agent, sim_env, tmp_path):
+    """An API server that drops device taints (its DRADeviceTaints gate
+    off): gpulet sees its slice come back without them, says so once, and
+    leaves the faulty GPU out instead; it comes back on recovery."""
+    api = FakeAPI("n1")
+    api.drop_taints = True
+    try:
+        a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"))
+        devices = lambda: api.slices.get("n1-gpu.nvidia.com", {}).get("spec", {}).get("devices", [])
+        api.wait_for(lambda: len(devices()) == 1, "the slice", timeout=30)
+        subprocess.run([GPULET, "sim", "xid", "0", "79"], check=True, env=sim_env, timeout=10)
+        api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices and not devices(), "gpu-0 left out",
+                     timeout=30)
+        assert a.log().count("drops device taints") == 1
+        subprocess.run([GPULET, "sim", "recover", "0"], check=True, env=sim_env, timeout=10)
+        subprocess.run([GPULET, "health", "clear", "0", "--status-socket", str(tmp_path / "s.sock")],
+                       check=True, env=sim_env, timeout=10)
+        api.wait_for(lambda: len(devices()) == 1, "gpu-0 back", timeout=30)
         assert a.stop() == 0
     finally:
         api.stop()

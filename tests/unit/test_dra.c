@@ -7,11 +7,15 @@
 #include <string.h>
 
 #include "dra/dra.h"
+#include "drahealth.pb-c.h"
 #include "util/quantity.h"
 #include "nvml/nvml.h"
 #include "testutil.h"
 
-static json_t *slice_in(const char *preset, unsigned unhealthy_gpu, enum dra_api api)
+/* The slice with GPU unhealthy_gpu's health h (NULL: an XID), faulty
+ * devices tainted or left out. */
+static json_t *slice_with(const char *preset, unsigned unhealthy_gpu, const struct gpu_health *h,
+                          enum dra_api api, bool tainted, const char *evict, const bool *held)
 {
     struct nvml n;
     struct gpu_inventory inv;
@@ -20,22 +24,29 @@ static json_t *slice_in(const char *preset, unsigned unhealthy_gpu, enum dra_api
     assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
     struct gpu_device *devs = gpu_devices_new(&inv, 0);
     if (unhealthy_gpu < inv.count)
-        devs[unhealthy_gpu].health.reason = HEALTH_XID;
+        devs[unhealthy_gpu].health = h ? *h : (struct gpu_health){.reason = HEALTH_XID};
     struct strbuf out = {0};
     struct config cfg = {.dra = CONFIG_DRA_ALL};
     snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
     char roots[8][32] = {"pci0000:00"};
-    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots};
+    struct health_faults faults;
+    assert_int_equal(health_faults_parse(&faults, "test", evict, &e), 0);
+    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots, tainted, &faults, held};
     dra_slice_json(&in, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
-    assert_int_equal(dra_count(&cfg, &inv, devs),
+    assert_int_equal(dra_count(&in),
                      json_array_size(json_object_get(json_object_get(slice, "spec"), "devices")));
     strbuf_free(&out);
     free(devs);
     gpu_inventory_free(&inv);
     nvml_close(&n);
     return slice;
+}
+
+static json_t *slice_in(const char *preset, unsigned unhealthy_gpu, enum dra_api api)
+{
+    return slice_with(preset, unhealthy_gpu, NULL, api, false, "", NULL);
 }
 
 /* The slice in v1 (as Kubernetes 1.34 on serves it) */
@@ -131,6 +142,110 @@ static void test_slice_mig(void **state)
     assert_string_equal(json_string_value(json_object_get(whole, "name")), "gpu-3");
     assert_string_equal(attr(whole, "type", "string"), "gpu");
     json_decref(s);
+}
+
+/* Where the API server keeps device taints, a faulty GPU stays in the
+ * slice with NVIDIA's taints and the time its fault began; NoExecute for
+ * the faults --dra-evict-on lists. */
+static void test_slice_taints(void **state)
+{
+    (void)state;
+    struct gpu_health lost = {.reason = HEALTH_LOST, .xid = 79, .since_ms = 1795770000000LL};
+    json_t *s = slice_with("dgx-h100", 2, &lost, DRA_API_V1, true, "", NULL);
+    json_t *devices = json_object_get(json_object_get(s, "spec"), "devices");
+    assert_int_equal(json_array_size(devices), 8);
+    assert_null(json_object_get(json_array_get(devices, 1), "taints"));
+    json_t *t = json_object_get(json_array_get(devices, 2), "taints");
+    assert_int_equal(json_array_size(t), 2);
+    json_t *xid = json_array_get(t, 0), *gone = json_array_get(t, 1);
+    assert_string_equal(json_string_value(json_object_get(xid, "key")), "gpu.nvidia.com/xid");
+    assert_string_equal(json_string_value(json_object_get(xid, "value")), "79");
+    assert_string_equal(json_string_value(json_object_get(xid, "effect")), "NoSchedule");
+    assert_string_equal(json_string_value(json_object_get(xid, "timeAdded")), "2026-11-27T09:00:00Z");
+    assert_string_equal(json_string_value(json_object_get(gone, "key")), "gpu.nvidia.com/gpu-lost");
+    assert_null(json_object_get(gone, "value"));
+    json_decref(s);
+    s = slice_with("dgx-h100", 2, &lost, DRA_API_V1, true, "lost", NULL);
+    t = json_object_get(json_array_get(json_object_get(json_object_get(s, "spec"), "devices"), 2),
+                        "taints");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(t, 0), "effect")), "NoExecute");
+    json_decref(s);
+    /* A GPU a pod of the device plugin holds: tainted, no time, never NoExecute
+     * (evict: lost); left out without taints. */
+    bool held[8 * (GPU_MIG_MAX + 1)] = {0};
+    held[DRA_AT(5, 0)] = true;
+    s = slice_with("dgx-h100", 99, NULL, DRA_API_V1, true, "lost", held);
+    devices = json_object_get(json_object_get(s, "spec"), "devices");
+    assert_int_equal(json_array_size(devices), 8);
+    t = json_array_get(json_object_get(json_array_get(devices, 5), "taints"), 0);
+    assert_string_equal(json_string_value(json_object_get(t, "key")), "gpulet.io/device-plugin");
+    assert_string_equal(json_string_value(json_object_get(t, "effect")), "NoSchedule");
+    assert_null(json_object_get(t, "timeAdded"));
+    json_decref(s);
+    s = slice_with("dgx-h100", 99, NULL, DRA_API_V1BETA1, false, "", held);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(s, "spec"), "devices")), 7);
+    json_decref(s);
+}
+
+/* Each fault's taints: NVIDIA's keys where NVIDIA has one, gpulet's for
+ * what only gpulet knows; the effect from the eviction list. */
+static void test_taint_rules(void **state)
+{
+    (void)state;
+    struct dra_taint t[DRA_MAX_TAINTS];
+    struct health_faults evict;
+    struct err e;
+    assert_int_equal(health_faults_parse(&evict, "test", "hung,48", &e), 0);
+    struct gpu_health h = {.reason = HEALTH_OK};
+    assert_int_equal(dra_taints(&h, &evict, t), 0);
+    assert_int_equal(dra_taints(NULL, &evict, t), 0);
+    h = (struct gpu_health){.reason = HEALTH_XID, .xid = 94};
+    assert_int_equal(dra_taints(&h, &evict, t), 1);
+    assert_string_equal(t[0].key, "gpu.nvidia.com/xid");
+    assert_string_equal(t[0].value, "94");
+    assert_string_equal(t[0].effect, "NoSchedule");
+    h = (struct gpu_health){.reason = HEALTH_ECC, .xid = 48};
+    assert_int_equal(dra_taints(&h, &evict, t), 2);
+    assert_string_equal(t[0].effect, "NoExecute");
+    assert_string_equal(t[1].key, "gpulet.io/ecc");
+    assert_string_equal(t[1].value, "double-bit");
+    h = (struct gpu_health){.reason = HEALTH_ECC};  /* from the counter: no XID */
+    assert_int_equal(dra_taints(&h, NULL, t), 1);
+    assert_string_equal(t[0].key, "gpulet.io/ecc");
+    h = (struct gpu_health){.reason = HEALTH_HUNG};
+    assert_int_equal(dra_taints(&h, &evict, t), 1);
+    assert_string_equal(t[0].key, "gpulet.io/hung");
+    assert_string_equal(t[0].effect, "NoExecute");
+    h = (struct gpu_health){.reason = HEALTH_LOST};
+    assert_int_equal(dra_taints(&h, &evict, t), 1);
+    assert_string_equal(t[0].key, "gpu.nvidia.com/gpu-lost");
+    char when[32];
+    dra_taint_time(0, when, sizeof when);
+    assert_string_equal(when, "");
+}
+
+/* The health stream's message: each device by pool and name, HEALTHY or
+ * UNHEALTHY with the cause, the timeout the kubelet is told. */
+static void test_health_pack(void **state)
+{
+    (void)state;
+    struct dra_device_health devs[2] = {{.pool = "n1", .name = "gpu-0", .healthy = true, .updated = 7},
+                                        {.pool = "n1", .name = "gpu-1", .updated = 7}};
+    snprintf(devs[1].message, sizeof devs[1].message, "XID 79: fallen off the bus since now");
+    size_t len;
+    uint8_t *msg = dra_health_pack(devs, 2, &len);
+    V1alpha1__NodeWatchResourcesResponse *r = v1alpha1__node_watch_resources_response__unpack(NULL, len, msg);
+    assert_non_null(r);
+    assert_int_equal(r->n_devices, 2);
+    assert_string_equal(r->devices[0]->device->pool_name, "n1");
+    assert_string_equal(r->devices[0]->device->device_name, "gpu-0");
+    assert_int_equal(r->devices[0]->health, V1ALPHA1__HEALTH_STATUS__HEALTHY);
+    assert_int_equal(r->devices[1]->health, V1ALPHA1__HEALTH_STATUS__UNHEALTHY);
+    assert_string_equal(r->devices[1]->message, devs[1].message);
+    assert_int_equal(r->devices[1]->last_updated_time, 7);
+    assert_int_equal(r->devices[1]->health_check_timeout_seconds, DRA_HEALTH_TIMEOUT_S);
+    v1alpha1__node_watch_resources_response__free_unpacked(r, NULL);
+    free(msg);
 }
 
 /* v1beta1 (Kubernetes 1.32) holds a device's attributes under "basic". */
@@ -352,6 +467,9 @@ int main(void)
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_slice_mig),
         cmocka_unit_test(test_slice_v1beta1),
+        cmocka_unit_test(test_slice_taints),
+        cmocka_unit_test(test_taint_rules),
+        cmocka_unit_test(test_health_pack),
         cmocka_unit_test(test_api_serves_slices),
         cmocka_unit_test(test_claim),
         cmocka_unit_test(test_claim_config),
