@@ -4,6 +4,10 @@ tests (tests/integration/fakeapi.py) on the simulated dgx-h100:
 - NodePrepareResources latency, p50 and p99 over N claims, each new (one
   GET of the claim from the API server, the checkpoint written) and each
   repeated (answered from the checkpoint);
+- a share's NodePrepareResources (--dra-shares, its client's limits in its
+  CDI spec), p50 and p99 over N shares of the 8 GPUs, kept prepared: the
+  first share of each GPU starts its MPS daemon (the integration tests'
+  stand-in nvidia-cuda-mps-control), the others use it;
 - ResourceSlice publish time after a change: from just before `gpulet sim
   xid` starts to the apply request's arrival at the API server;
 - the agent's RSS with --dra all, and with --dra off (the device plugin),
@@ -83,8 +87,10 @@ def main():
         root = tmp / "driver"
         subprocess.run([a.gpulet, "sim", "driver-root", str(root)], check=True, env=env)
         kubeconfig = str(api.kubeconfig(tmp / "kubeconfig"))
+        fake_mps = str(ROOT / "tests" / "integration" / "fake_mps_control.py")
         proc = start(a.gpulet, tmp, env, "--dra", "all", "--node-name", "n1", "--nvidia-driver-root", str(root),
-                     "--kubeconfig", kubeconfig, "--labels", "none", "--fault-report", "none")
+                     "--kubeconfig", kubeconfig, "--labels", "none", "--fault-report", "none",
+                     "--dra-shares", "*", "--mps-root", str(tmp / "mps"), "--mps-control", fake_mps)
         wait(lambda: "n1-gpu.nvidia.com" in api.slices)
         sock = f"unix://{tmp}/kubelet/plugins/gpu.nvidia.com/dra.sock"
         ch = grpc.insecure_channel(sock)
@@ -114,6 +120,26 @@ def main():
               f"p99 {pct(new, 0.99):.2f} ms")
         print(f"NodePrepareResources, the same again (checkpoint): p50 {statistics.median(again):.2f} ms, "
               f"p99 {pct(again, 0.99):.2f} ms")
+        first, later = [], []
+        for i in range(a.claims):
+            uid = f"s{i}"
+            api.claims[("ns", f"cs{i}")] = {
+                "kind": "ResourceClaim", "metadata": {"name": f"cs{i}", "namespace": "ns", "uid": uid},
+                "status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": f"gpu-{i % 8}",
+                     "shareID": f"share-{i}", "consumedCapacity": {"memory": "1Gi", "compute": "1"}}]}}}}
+            t0 = time.perf_counter()
+            r = prepare(pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"cs{i}")]),
+                        timeout=30)
+            (first if i < 8 else later).append((time.perf_counter() - t0) * 1e3)
+            assert not r.claims[uid].error, r.claims[uid].error
+        print(f"NodePrepareResources of a share, the first of each GPU (its MPS daemon started, the stand-in): "
+              f"p50 {statistics.median(first):.2f} ms, max {max(first):.2f} ms")
+        print(f"NodePrepareResources of a share, {len(later)} more (the GPU's daemon up; the client's CDI spec): "
+              f"p50 {statistics.median(later):.2f} ms, p99 {pct(later, 0.99):.2f} ms")
+        for i in range(a.claims):
+            unprepare(pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=f"s{i}", name=f"cs{i}")]),
+                      timeout=10)
         rounds = []
         for gpu in range(8):
             seen = len(api.requests)

@@ -32,6 +32,7 @@ static struct dra *fuzz_driver(void)
             abort();
         cfg.dra = CONFIG_DRA_ALL;
         strcpy(cfg.dra_gpus, "*");
+        strcpy(cfg.dra_shares, "3"); /* a whole GPU published for shares */
         d.cfg = &cfg;
         d.inv = &inv;
         struct gpu_device *devs = gpu_devices_new(&inv, 0);
@@ -55,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap();
     } else {
         for (unsigned i = 0; i < a.count; i++)
-            if (a.results[i].config >= (int)a.nconfigs)
+            if (a.results[i].config >= (int)a.nconfigs || a.results[i].share_compute > 100 ||
+                (!a.results[i].share_id[0] && (a.results[i].share_bytes || a.results[i].share_compute)))
                 __builtin_trap();
         for (unsigned i = 0; i < a.nconfigs; i++)
             if (a.configs[i].nlimits > DRA_MAX_LIMITS || a.configs[i].thread_percentage > 100 ||
@@ -70,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (p->count != a.count)
                 __builtin_trap();
             for (unsigned k = 0; k < p->count; k++)
-                if (strncmp(p->devs[k].uuid, "GPU-", 4) && strncmp(p->devs[k].uuid, "MIG-", 4))
+                if ((strncmp(p->devs[k].uuid, "GPU-", 4) && strncmp(p->devs[k].uuid, "MIG-", 4)) ||
+                    (p->devs[k].share_id[0] && p->devs[k].strategy != GPU_SHARING_MPS))
                     __builtin_trap();
         } else if (!why[0]) {
             __builtin_trap();

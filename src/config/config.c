@@ -281,18 +281,27 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     return 0;
 }
 
-bool config_dra_takes(const struct config *c, const struct gpu_info *g)
+/* Whether a comma list of product-name globs, indexes and UUIDs names g. */
+static bool config_gpus_match(const char *spec, const struct gpu_info *g)
 {
-    if (c->dra != CONFIG_DRA_ALL)
-        return false;
-    char list[sizeof c->dra_gpus], index[16];
-    snprintf(list, sizeof list, "%s", c->dra_gpus);
+    char list[256], index[16];
+    snprintf(list, sizeof list, "%s", spec);
     snprintf(index, sizeof index, "%u", g->index);
     char *save = NULL;
     for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
         if (!strcmp(item, index) || !strcmp(item, g->uuid) || fnmatch(item, g->name, 0) == 0)
             return true;
     return false;
+}
+
+bool config_dra_takes(const struct config *c, const struct gpu_info *g)
+{
+    return c->dra == CONFIG_DRA_ALL && config_gpus_match(c->dra_gpus, g);
+}
+
+bool config_dra_shares(const struct config *c, const struct gpu_info *g)
+{
+    return config_dra_takes(c, g) && config_gpus_match(c->dra_shares, g);
 }
 
 bool config_cdi_wanted(const struct config *c)

@@ -117,6 +117,7 @@ struct config {
     unsigned dra;                       /* enum config_dra */
     char dra_gpus[256];                 /* which GPUs, with CONFIG_DRA_ALL (config_dra_takes) */
     char dra_evict_on[256];             /* faults whose device taints are NoExecute */
+    char dra_shares[256];               /* GPUs DRA publishes for shares (config_dra_shares) */
     char kubelet_registry_dir[CONFIG_PATH_MAX];
     char dra_plugin_dir[CONFIG_PATH_MAX];
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
@@ -256,6 +257,10 @@ int config_named_choose(const struct config_named_set *s, const char *label,
  * product name, index or UUID); the device plugin serves every other. */
 struct gpu_info;
 bool config_dra_takes(const struct config *c, const struct gpu_info *g);
+
+/* Whether DRA publishes GPU g for shares: it takes it, and a --dra-shares
+ * item matches it. */
+bool config_dra_shares(const struct config *c, const struct gpu_info *g);
 
 /* The kubelet's PodResources socket: --pod-resources-kubelet-socket, or
  * <kubelet-root>/pod-resources/kubelet.sock. */

@@ -139,6 +139,10 @@ const struct config_opt config_options[] = {
     {"dra-gpus", "GPULET_DRA_GPUS", "flags.draGpus", T_STRING, S(dra_gpus), NULL, "*",
      "with --dra all, the GPUs DRA serves: a comma list of product-name globs, indexes and UUIDs; "
      "the device plugin serves the rest", "LIST", NULL},
+    {"dra-shares", "GPULET_DRA_SHARES", "flags.draShares", T_STRING, S(dra_shares), NULL, "",
+     "with --dra all, the GPUs published for shares (Kubernetes 1.34+: consumable capacity, "
+     "memory and compute, each claim's share enforced by MPS), as --dra-gpus lists GPUs; "
+     "default: none", "LIST", NULL},
     {"dra-evict-on", "GPULET_DRA_EVICT_ON", "flags.draEvictOn", T_STRING, S(dra_evict_on), NULL, "",
      "the faults whose device taints are NoExecute (the pods using the device are evicted), as "
      "--fault-taint-on lists them; the rest are NoSchedule. Default: none", "LIST", NULL},

@@ -88,6 +88,9 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
             pd->pinned_mib = dra_checkpoint_number(x, "mpsPinnedMiB");
             unsigned long long ts = dra_checkpoint_number(x, "timeSlice");
             pd->timeslice = ts <= 3 ? (unsigned)ts : 0;
+            dra_checkpoint_copy(x, "shareID", pd->share_id, sizeof pd->share_id);
+            unsigned long long compute = dra_checkpoint_number(x, "shareCompute");
+            pd->share_compute = compute <= 100 ? (unsigned)compute : 0;
         }
     }
     json_decref(root);
@@ -112,6 +115,10 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
                 jsonx_set(x, "mpsPinnedMiB", jsonx_ok(json_integer((json_int_t)p->devs[k].pinned_mib)));
             if (p->devs[k].timeslice)
                 jsonx_set(x, "timeSlice", jsonx_ok(json_integer(p->devs[k].timeslice)));
+            if (p->devs[k].share_id[0])
+                jsonx_set(x, "shareID", jsonx_ok(json_string(p->devs[k].share_id)));
+            if (p->devs[k].share_compute)
+                jsonx_set(x, "shareCompute", jsonx_ok(json_integer(p->devs[k].share_compute)));
             jsonx_append(devs, x);
         }
         json_t *consumers = jsonx_ok(json_array());

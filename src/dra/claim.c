@@ -7,12 +7,41 @@
 
 #include <jansson.h>
 
+#include "util/quantity.h"
+
 static int dra_claim_copy(json_t *obj, const char *key, char *out, size_t len)
 {
     const char *s = json_string_value(json_object_get(obj, key));
     if (!s || strlen(s) >= len)
         return -1;
     memcpy(out, s, strlen(s) + 1);
+    return 0;
+}
+
+/* A result's share of its device (consumable capacity): its shareID and
+ * what it consumed; -1 for a share of what gpulet cannot take (a consumed
+ * quantity that is not one, or out of range). */
+static int dra_claim_share(json_t *r, struct dra_result *x)
+{
+    json_t *id = json_object_get(r, "shareID");
+    if (!id)
+        return 0;
+    if (dra_claim_copy(r, "shareID", x->share_id, sizeof x->share_id) < 0 || !x->share_id[0])
+        return -1;
+    json_t *used = json_object_get(r, "consumedCapacity");
+    const char *mem = json_string_value(json_object_get(used, "memory"));
+    const char *compute = json_string_value(json_object_get(used, DRA_SHARE_COMPUTE));
+    long double v;
+    if (mem) {
+        if (!quantity_parse(mem, &v) || v < 1 || v > 1e15L)
+            return -1;
+        x->share_bytes = (unsigned long long)v;
+    }
+    if (compute) {
+        if (!quantity_parse(compute, &v) || v < 0 || v > 100)
+            return -1;
+        x->share_compute = (unsigned)v;
+    }
     return 0;
 }
 
@@ -100,6 +129,11 @@ int dra_claim_parse(const char *json, size_t len, struct dra_allocation *a, stru
                 break;
             }
             x->config = -1;
+            if (dra_claim_share(r, x) < 0) {
+                rc = err_set(e, "ResourceClaim %s: result %zu: a share (shareID) whose consumed "
+                             "memory or compute is no quantity gpulet can take", a->uid, i);
+                break;
+            }
             a->count++;
         }
         if (rc == 0)

@@ -2,7 +2,14 @@
  * control daemon of its own, for its devices only, with the claim's limits
  * as the daemon's defaults, as NVIDIA's driver does; its containers reach
  * it through a CDI device of the claim (the pipe directory and the shared
- * /dev/shm). The daemon is gpulet's (src/mps), as for a shared resource. */
+ * /dev/shm). The daemon is gpulet's (src/mps), as for a shared resource.
+ *
+ * A share of a GPU (consumable capacity) uses its GPU's one daemon, shared
+ * by every share of the GPU, started with the first and stopped after the
+ * last; the claim's CDI device sets its containers' own limits, what the
+ * share consumed (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, and
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE where it consumed compute), which the
+ * MPS server enforces (docs/real-gpu.md). */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -20,8 +27,8 @@
 
 struct dra_mps {
     struct dra *d;
-    char uid[64];
-    char name[80];                       /* its directory under --mps-root: claim-<uid> */
+    char key[112];                       /* the claim's UID, or share-<GPU UUID> */
+    char name[112];                      /* its directory under --mps-root: claim-<uid>, or the key */
     struct mps_daemon *daemon;
     bool up;
 };
@@ -34,11 +41,37 @@ bool dra_prepared_mps(const struct dra_prepared *p)
     return false;
 }
 
-static struct dra_mps **dra_mps_find(const struct dra *d, const char *uid)
+const struct dra_prepared_device *dra_prepared_share(const struct dra_prepared *p)
+{
+    for (unsigned k = 0; k < p->count; k++)
+        if (p->devs[k].share_id[0])
+            return &p->devs[k];
+    return NULL;
+}
+
+/* The daemon p's containers use: its GPU's for a share, else its own. */
+static void dra_mps_key(const struct dra_prepared *p, char *out, size_t len)
+{
+    const struct dra_prepared_device *share = dra_prepared_share(p);
+    if (share)
+        snprintf(out, len, "share-%s", share->uuid);
+    else
+        snprintf(out, len, "%s", p->uid);
+}
+
+static struct dra_mps **dra_mps_find(const struct dra *d, const char *key)
 {
     for (unsigned i = 0; i < d->nmps; i++)
-        if (!strcmp(d->mps[i]->uid, uid))
+        if (!strcmp(d->mps[i]->key, key))
             return &d->mps[i];
+    return NULL;
+}
+
+static const struct dra_prepared *dra_mps_prepared(const struct dra *d, const char *uid)
+{
+    for (unsigned i = 0; i < d->nprepared; i++)
+        if (!strcmp(d->prepared[i].uid, uid))
+            return &d->prepared[i];
     return NULL;
 }
 
@@ -47,6 +80,7 @@ static void dra_mps_state(void *ctx, bool up)
     struct dra_mps *m = ctx;
     m->up = up;
     dra_prepare_wake(m->d); /* up or down: the prepares waiting for it answer */
+    dra_health_send(m->d);  /* its claims' devices, in the pods' status */
 }
 
 static void dra_mps_spec_name(const char *uid, char *out, size_t len)
@@ -54,8 +88,32 @@ static void dra_mps_spec_name(const char *uid, char *out, size_t len)
     snprintf(out, len, DRA_DRIVER "-claim_%s.json", uid);
 }
 
-/* The claim's CDI device: what its containers need to reach the daemon. */
-static int dra_mps_spec(struct dra *d, const struct dra_mps *m, struct err *e)
+/* A share's limits, as its containers' environment: what it consumed of
+ * its GPU (the sum, where the claim has several shares of it). */
+static void dra_mps_share_env(const struct dra_prepared *p, json_t *env)
+{
+    unsigned long long mib = 0;
+    unsigned compute = 0;
+    for (unsigned k = 0; k < p->count; k++)
+        if (p->devs[k].share_id[0]) {
+            mib += p->devs[k].pinned_mib;
+            compute += p->devs[k].share_compute;
+        }
+    char v[96];
+    if (mib) {
+        snprintf(v, sizeof v, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lluM", mib);
+        jsonx_append(env, jsonx_ok(json_string(v)));
+    }
+    if (compute) {
+        snprintf(v, sizeof v, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", compute > 100 ? 100 : compute);
+        jsonx_append(env, jsonx_ok(json_string(v)));
+    }
+}
+
+/* The claim's CDI device: what its containers need to reach the daemon,
+ * and a share's limits. */
+static int dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struct dra_mps *m,
+                        struct err *e)
 {
     json_t *mounts = jsonx_ok(json_array());
     struct config_mps_dirs dirs;
@@ -72,10 +130,11 @@ static int dra_mps_spec(struct dra *d, const struct dra_mps *m, struct err *e)
     }
     json_t *env = jsonx_ok(json_array()), *edits = jsonx_ok(json_object());
     jsonx_append(env, jsonx_ok(json_string("CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE)));
+    dra_mps_share_env(p, env);
     jsonx_set(edits, "env", env);
     jsonx_set(edits, "mounts", mounts);
     json_t *dev = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
-    jsonx_set(dev, "name", jsonx_ok(json_string(m->uid)));
+    jsonx_set(dev, "name", jsonx_ok(json_string(p->uid)));
     jsonx_set(dev, "containerEdits", edits);
     jsonx_append(devs, dev);
     json_t *spec = jsonx_ok(json_object());
@@ -86,17 +145,27 @@ static int dra_mps_spec(struct dra *d, const struct dra_mps *m, struct err *e)
     jsonx_dump(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &text);
     json_decref(spec);
     char name[160];
-    dra_mps_spec_name(m->uid, name, sizeof name);
+    dra_mps_spec_name(p->uid, name, sizeof name);
     bool written;
     int rc = cdi_spec_write(d->cfg->cdi_spec_dir, name, &text, &written, e);
     strbuf_free(&text);
     return rc;
 }
 
-/* What the claim's daemon serves: its MPS devices, each a whole GPU. */
+/* What the claim's daemon serves: its MPS devices, each a whole GPU; a
+ * share's GPU's daemon, that GPU with no default limit (each share's
+ * client has its own). */
 static int dra_mps_spec_of(const struct dra_prepared *p, struct mps_spec *spec, struct err *e)
 {
     memset(spec, 0, sizeof *spec);
+    const struct dra_prepared_device *share = dra_prepared_share(p);
+    if (share) {
+        snprintf(spec->name, sizeof spec->name, "share-%s", share->uuid);
+        spec->thread_percentage = 100;
+        spec->ngpus = 1;
+        snprintf(spec->uuids[0], sizeof spec->uuids[0], "%s", share->uuid);
+        return 0;
+    }
     snprintf(spec->name, sizeof spec->name, "claim-%s", p->uid);
     spec->thread_percentage = p->thread_percentage ? p->thread_percentage : 100;
     for (unsigned k = 0; k < p->count; k++) {
@@ -113,18 +182,23 @@ static int dra_mps_spec_of(const struct dra_prepared *p, struct mps_spec *spec, 
 
 int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
 {
-    if (!dra_prepared_mps(p) || dra_mps_find(d, p->uid))
+    if (!dra_prepared_mps(p))
         return 0;
+    char key[112];
+    dra_mps_key(p, key, sizeof key);
+    struct dra_mps **have = dra_mps_find(d, key);
+    if (have) /* a share's GPU's daemon runs: the claim's CDI device is its own */
+        return dra_prepared_share(p) ? dra_mps_spec(d, p, *have, e) : 0;
     char control[CONFIG_PATH_MAX];
     struct dra_mps *m = xcalloc(1, sizeof *m);
     m->d = d;
-    snprintf(m->uid, sizeof m->uid, "%s", p->uid);
+    snprintf(m->key, sizeof m->key, "%s", key);
     struct mps_hooks hooks = {.on_state = dra_mps_state, .ctx = m};
     struct mps_spec spec;
     if (dra_mps_spec_of(p, &spec, e) == 0)
         snprintf(m->name, sizeof m->name, "%s", spec.name);
     if (!m->name[0] || mps_find_control(d->cfg, control, sizeof control, e) < 0 ||
-        dra_mps_spec(d, m, e) < 0 ||
+        dra_mps_spec(d, p, m, e) < 0 ||
         mps_start(&m->daemon, d->loop, d->cfg, &spec, control, &hooks, e) < 0) {
         free(m);
         return -1;
@@ -136,7 +210,13 @@ int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
 
 bool dra_mps_ready(const struct dra *d, const char *uid)
 {
-    struct dra_mps **m = dra_mps_find(d, uid);
+    const struct dra_prepared *p = dra_mps_prepared(d, uid);
+    char key[112];
+    if (p)
+        dra_mps_key(p, key, sizeof key);
+    else
+        snprintf(key, sizeof key, "%s", uid);
+    struct dra_mps **m = dra_mps_find(d, key);
     return !m || (*m)->up;
 }
 
@@ -149,19 +229,33 @@ static void dra_mps_end(struct dra *d, struct dra_mps **at, bool unprepared)
     struct dra_mps *m = *at;
     *at = d->mps[--d->nmps];
     mps_stop(m->daemon, unprepared); /* the daemon reads no more of m once stopping */
-    if (unprepared) {
-        char path[CONFIG_PATH_MAX + 192], name[160];
-        dra_mps_spec_name(m->uid, name, sizeof name);
-        snprintf(path, sizeof path, "%s/%s", d->cfg->cdi_spec_dir, name);
-        unlink(path);
-    }
     free(m);
+}
+
+/* Whether another prepared claim than uid uses the daemon key. */
+static bool dra_mps_used(const struct dra *d, const char *key, const char *uid)
+{
+    for (unsigned i = 0; i < d->nprepared; i++) {
+        char k[112];
+        dra_mps_key(&d->prepared[i], k, sizeof k);
+        if (strcmp(d->prepared[i].uid, uid) && dra_prepared_mps(&d->prepared[i]) && !strcmp(k, key))
+            return true;
+    }
+    return false;
 }
 
 void dra_mps_stop(struct dra *d, const char *uid)
 {
-    struct dra_mps **at = dra_mps_find(d, uid);
-    if (at)
+    const struct dra_prepared *p = dra_mps_prepared(d, uid);
+    if (!p || !dra_prepared_mps(p))
+        return;
+    char key[112], path[CONFIG_PATH_MAX + 192], name[160];
+    dra_mps_key(p, key, sizeof key);
+    dra_mps_spec_name(uid, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", d->cfg->cdi_spec_dir, name);
+    unlink(path); /* the claim's CDI device */
+    struct dra_mps **at = dra_mps_find(d, key);
+    if (at && !dra_mps_used(d, key, uid)) /* a share's GPU's daemon: after its last share */
         dra_mps_end(d, at, true);
 }
 

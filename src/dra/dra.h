@@ -84,7 +84,18 @@ struct dra_slice_in {
     const struct health_faults *evict; /* the faults whose taints are NoExecute; NULL: none */
     const bool *held;               /* per device (DRA_AT): pods of the device plugin hold it
                                      * (a node moved to DRA); NULL: none */
+    bool consumable;                /* the API has consumable capacity: --dra-shares GPUs are
+                                     * published for shares (dra_share_*) */
 };
+
+/* --- shares of a GPU (slice.c, claim.c; pure) ------------------------------------ */
+
+#define DRA_SHARE_STEP (1ULL << 30)   /* a share's memory: whole GiB */
+#define DRA_SHARE_COMPUTE "compute"   /* the capacity of a share's SMs, in percent */
+
+/* The memory a claim that names none consumes of a GPU of total bytes:
+ * all of it, in whole steps (a plain claim keeps the GPU to itself). */
+unsigned long long dra_share_default(unsigned long long total);
 
 /* A device's place in held: GPU i, mig 0 whole or its MIG device mig - 1. */
 #define DRA_AT(i, mig) ((size_t)(i) * (GPU_MIG_MAX + 1) + (mig))
@@ -134,6 +145,10 @@ struct dra_result {
     char pool[256];
     char device[64];
     int config;                     /* the entry of configs that applies; -1: none */
+    /* a share of a device (consumable capacity): "" for a whole device */
+    char share_id[64];
+    unsigned long long share_bytes; /* consumedCapacity memory; 0: none named */
+    unsigned share_compute;         /* consumedCapacity compute, percent; 0: none */
 };
 
 #define DRA_MAX_CONFIGS 16

@@ -29,14 +29,22 @@ struct dra_prepared {
         char uuid[96];            /* the GPU's: its CDI device is nvidia.com/gpu=<uuid> */
         unsigned strategy;        /* enum gpu_sharing */
         unsigned timeslice;       /* TimeSlicing's interval, set for the claim's life; 0: Default */
-        unsigned long long pinned_mib; /* MPS: the daemon's limit; 0: the GPU's memory */
+        unsigned long long pinned_mib; /* MPS: the daemon's limit (a share: its client's);
+                                        * 0: the GPU's memory */
+        char share_id[64];        /* a share of the GPU (its GPU's daemon, claim_mps.c); "" none */
+        unsigned share_compute;   /* a share's active thread percentage; 0: not capped */
     } devs[DRA_MAX_RESULTS];
     unsigned nconsumers;
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
 };
 
-/* Whether p has a device shared through MPS (its daemon: claim_mps.c). */
+/* Whether p has a device shared through MPS (its daemon: claim_mps.c):
+ * the claim's own (GpuConfig) or, for a share, its GPU's. */
 bool dra_prepared_mps(const struct dra_prepared *p);
+
+/* p's share, if it is one: the device whose GPU's daemon its containers
+ * use (a claim takes shares of one GPU); NULL for none. */
+const struct dra_prepared_device *dra_prepared_share(const struct dra_prepared *p);
 
 struct dra {
     uv_loop_t *loop;

@@ -52,7 +52,7 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
 /* How a prepared device is shared, from the configuration its result
  * names: MPS's limits resolved for it (an index counts the claim's devices
  * that configuration applies to, as NVIDIA's driver counts them). */
-static bool dra_map_share(const struct dra_allocation *al, unsigned k, bool mig, struct dra_prepared *p,
+static bool dra_map_config(const struct dra_allocation *al, unsigned k, bool mig, struct dra_prepared *p,
                           char *why, size_t len)
 {
     struct dra_prepared_device *pd = &p->devs[p->count - 1];
@@ -95,6 +95,48 @@ static bool dra_map_share(const struct dra_allocation *al, unsigned k, bool mig,
     return true;
 }
 
+/* A share of a GPU (consumable capacity): MPS through its GPU's daemon,
+ * with what the share consumed as its client's limits. */
+static bool dra_map_share(const struct dra *d, const struct dra_allocation *al, unsigned k,
+                          const struct gpu_info *g, unsigned mig, struct dra_prepared *p, char *why,
+                          size_t len)
+{
+    const struct dra_result *r = &al->results[k];
+    struct dra_prepared_device *pd = &p->devs[p->count - 1];
+    if (mig || !config_dra_shares(d->cfg, g)) {
+        snprintf(why, len, "device %s: a share (shareID %s) of a device gpulet does not publish for "
+                           "shares (--dra-shares)", pd->device, r->share_id);
+        return false;
+    }
+    if (r->config >= 0 && al->configs[r->config].strategy != GPU_SHARING_NONE) {
+        snprintf(why, len, "device %s: a share is MPS with the limits it consumed; a GpuConfig "
+                           "sharing strategy does not apply to it", pd->device);
+        return false;
+    }
+    pd->strategy = GPU_SHARING_MPS;
+    snprintf(pd->share_id, sizeof pd->share_id, "%s", r->share_id);
+    pd->pinned_mib = r->share_bytes >> 20;
+    pd->share_compute = r->share_compute;
+    return true;
+}
+
+/* A claim's containers reach one MPS daemon: its shares are of one GPU,
+ * and it has no other MPS device. */
+static bool dra_map_shares_apart(const struct dra_prepared *p, char *why, size_t len)
+{
+    const struct dra_prepared_device *share = dra_prepared_share(p);
+    for (unsigned k = 0; share && k < p->count; k++) {
+        const struct dra_prepared_device *pd = &p->devs[k];
+        if (pd->strategy == GPU_SHARING_MPS && (!pd->share_id[0] || strcmp(pd->uuid, share->uuid))) {
+            snprintf(why, len, "devices %s and %s: a claim's shares are of one GPU, beside no other "
+                               "MPS device (its containers reach one MPS daemon)", share->device,
+                     pd->device);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The allocation as prepared devices; false with why where one cannot be. */
 bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *name,
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len)
@@ -114,9 +156,10 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
         /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
         snprintf(pd->uuid, sizeof pd->uuid, "%s",
                  mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
-        if (!dra_map_share(al, k, mig != 0, p, why, len))
+        if (!(al->results[k].share_id[0] ? dra_map_share(d, al, k, &d->inv->gpus[g], mig, p, why, len)
+                                         : dra_map_config(al, k, mig != 0, p, why, len)))
             return false;
     }
-    return true;
+    return dra_map_shares_apart(p, why, len);
 }
 

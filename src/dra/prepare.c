@@ -47,6 +47,8 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
         dev->request_names[0] = arena_strdup(a, p->devs[k].request);
         dev->pool_name = arena_strdup(a, d->node);
         dev->device_name = arena_strdup(a, p->devs[k].device);
+        if (p->devs[k].share_id[0])
+            dev->share_id = arena_strdup(a, p->devs[k].share_id);
         dev->cdi_device_ids = arena_alloc(a, 2 * sizeof *dev->cdi_device_ids);
         dev->cdi_device_ids[dev->n_cdi_device_ids++] = arena_printf(a, CDI_KIND "=%s", p->devs[k].uuid);
         /* The claim's MPS edits once: the runtime would mount them twice. */

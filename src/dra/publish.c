@@ -64,7 +64,8 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
     if (health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
         memset(evict, 0, sizeof *evict); /* checked with the configuration */
     *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
-                                (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held};
+                                (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,
+                                d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2};
 }
 
 static void dra_build(const struct dra *d, const char *uid, unsigned long long generation,

@@ -185,6 +185,38 @@ static void dra_common_attrs(json_t *attrs, const struct dra_slice_in *in, unsig
         dra_attr_int(attrs, "numa", g->numa_node);
 }
 
+unsigned long long dra_share_default(unsigned long long total)
+{
+    return total / DRA_SHARE_STEP * DRA_SHARE_STEP;
+}
+
+/* A capacity claims consume in shares: what one consumes when it names
+ * none (def), and the range and step of what it may name. */
+static void dra_capacity_policy(json_t *capacity, const char *name, const char *def,
+                                const char *min, const char *max, const char *step)
+{
+    json_t *range = jsonx_ok(json_object()), *policy = jsonx_ok(json_object());
+    jsonx_set(range, "min", jsonx_ok(json_string(min)));
+    if (max)
+        jsonx_set(range, "max", jsonx_ok(json_string(max)));
+    jsonx_set(range, "step", jsonx_ok(json_string(step)));
+    jsonx_set(policy, "default", jsonx_ok(json_string(def)));
+    jsonx_set(policy, "validRange", range);
+    jsonx_set(json_object_get(capacity, name), "requestPolicy", policy);
+}
+
+/* A GPU for shares: its memory in whole GiB from 1Gi (a claim that names
+ * none takes it all), and its SMs in percent (one that names none takes no
+ * share of them: its MPS client is not capped). */
+static void dra_gpu_shares(json_t *capacity, const struct gpu_info *g)
+{
+    char def[32];
+    snprintf(def, sizeof def, "%lluGi", dra_share_default(g->memory_total) / DRA_SHARE_STEP);
+    dra_capacity_policy(capacity, "memory", def, "1Gi", NULL, "1Gi");
+    dra_capacity_count(capacity, DRA_SHARE_COMPUTE, 100);
+    dra_capacity_policy(capacity, DRA_SHARE_COMPUTE, "0", "0", "100", "1");
+}
+
 /* GPU i whole: NVIDIA's attributes, and index and minor, which NVIDIA's
  * driver dropped in v25.8 while its quickstart still selects on them. */
 static void dra_gpu(json_t *attrs, json_t *capacity, const struct dra_slice_in *in, unsigned i)
@@ -196,6 +228,8 @@ static void dra_gpu(json_t *attrs, json_t *capacity, const struct dra_slice_in *
     dra_attr_int(attrs, "minor", g->minor);
     dra_common_attrs(attrs, in, i);
     dra_capacity_bytes(capacity, "memory", g->memory_total);
+    if (in->consumable && config_dra_shares(in->cfg, g) && g->memory_total >= 2 * DRA_SHARE_STEP)
+        dra_gpu_shares(capacity, g);
 }
 
 /* MIG device mig of GPU i: its own UUID, its parent's, its profile, and
@@ -263,6 +297,8 @@ static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mi
     json_t *body = jsonx_ok(json_object());
     jsonx_set(body, "attributes", attrs);
     jsonx_set(body, "capacity", capacity);
+    if (json_object_get(json_object_get(capacity, "memory"), "requestPolicy"))
+        jsonx_set(body, "allowMultipleAllocations", json_true());
     json_t *taints = in->tainted ? dra_device_taints(in, i, mig) : NULL;
     if (taints)
         jsonx_set(body, "taints", taints);

@@ -232,13 +232,15 @@ static void mps_command(struct mps_daemon *m, const char *text, bool quit)
 }
 
 /* The resource's limits as the daemon's defaults for every MPS server it
- * starts. The device numbers are the daemon's: its CUDA_VISIBLE_DEVICES order. */
+ * starts. The device numbers are the daemon's: its CUDA_VISIBLE_DEVICES order.
+ * A GPU without a limit (0) is left without: "0M" would be a limit of none. */
 static void mps_send_limits(struct mps_daemon *m)
 {
     struct strbuf t = {0};
     strbuf_printf(&t, "set_default_active_thread_percentage %u\n", m->spec.thread_percentage);
     for (unsigned i = 0; i < m->spec.ngpus; i++)
-        strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i, m->spec.memory_mib[i]);
+        if (m->spec.memory_mib[i])
+            strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i, m->spec.memory_mib[i]);
     mps_command(m, t.data, false);
     strbuf_free(&t);
 }

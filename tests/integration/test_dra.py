@@ -481,6 +481,92 @@ def test_valgrind_dra_sharing(agent, sim_env, tmp_path):
                                               "--errors-for-leak-kinds=definite,indirect", "-q"))
 
 
+def share(uid, device, memory, compute=None, share_id=None):
+    """A claim allocated a share of device (consumable capacity)."""
+    c = claim(uid, device)
+    r = c["status"]["allocation"]["devices"]["results"][0]
+    r["shareID"] = share_id or f"share-{uid}"
+    r["consumedCapacity"] = {"memory": memory, **({"compute": compute} if compute else {})}
+    return c
+
+
+def test_dra_shares(agent, sim_env, tmp_path):
+    """--dra-shares 3: gpu-3 is published for shares (consumable capacity);
+    two claims' shares of it run through its one MPS daemon, each with its
+    own limits in its CDI device (what it consumed), the answer carrying
+    each shareID; the daemon stays while one share does, comes back from
+    the checkpoint after a restart, and stops after the last."""
+    from test_metrics import wait_for
+    from test_sharing import FAKE_MPS
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    mps, cdi = tmp_path / "mps", tmp_path / "node-cdi"
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+
+    def start():
+        return agent("--simulate", "dgx-h100", "--dra", "all", "--dra-shares", "3",
+                     "--kubelet-root", str(tmp_path / "k"), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
+                     "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
+                     "--status-socket", str(tmp_path / "s.sock"), "--mps-root", str(mps), "--mps-control", FAKE_MPS)
+
+    def prepare(uid):
+        return call(sock, DRA + "NodePrepareResources",
+                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
+                    pb.NodePrepareResourcesResponse).claims[uid]
+
+    def unprepare(uid):
+        call(sock, DRA + "NodeUnprepareResources",
+             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
+             pb.NodeUnprepareResourcesResponse)
+    try:
+        ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
+                                   text=True, env=sim_env).stdout)
+        a = start()
+        api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice", timeout=30)
+        devs = {d["name"]: d for d in api.slices["n1-gpu.nvidia.com"]["spec"]["devices"]}
+        assert devs["gpu-3"]["allowMultipleAllocations"] is True
+        assert devs["gpu-3"]["capacity"]["memory"]["requestPolicy"]["validRange"]["step"] == "1Gi"
+        assert "allowMultipleAllocations" not in devs["gpu-2"]
+        api.claims[("ns", "c-a")] = share("a", "gpu-3", "8Gi", "25")
+        api.claims[("ns", "c-b")] = share("b", "gpu-3", "16Gi")
+        got = {u: prepare(u) for u in ("a", "b")}
+        for u in ("a", "b"):
+            assert not got[u].error, got[u].error
+            [dev] = got[u].devices
+            assert dev.share_id == f"share-{u}" and dev.device_name == "gpu-3"
+            assert list(dev.cdi_device_ids) == [f"nvidia.com/gpu={ids[3]}", f"gpu.nvidia.com/claim={u}"]
+        daemon = mps / f"share-{ids[3]}"
+        assert (daemon / "pipe" / "nvidia-cuda-mps-control.pid").exists()
+        assert (daemon / "log" / "control.log").read_text().count("start pid=") == 1  # one for both
+        # No default limit: each share's client has its own ("0M" would be none at all).
+        assert (daemon / "log" / "commands.log").read_text().splitlines() == [
+            "set_default_active_thread_percentage 100"]
+        env = {u: json.loads((cdi / f"gpu.nvidia.com-claim_{u}.json").read_text())["devices"][0]["containerEdits"]
+               for u in ("a", "b")}
+        assert env["a"]["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+                                   "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25"]
+        assert env["b"]["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=16384M"]
+        assert env["a"]["mounts"][0]["hostPath"] == str(daemon / "pipe")
+        # A share of a GPU not published for shares, and a share beside a GpuConfig: refused.
+        api.claims[("ns", "c-c")] = share("c", "gpu-2", "8Gi")
+        assert "--dra-shares" in prepare("c").error
+        # A restart: the daemon comes back once for both, from the checkpoint.
+        assert a.stop() == 0
+        a = start()
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=60)
+        assert wait_for(lambda: (daemon / "log" / "control.log").read_text().count("start pid=") == 2, timeout=20)
+        assert prepare("a") == got["a"]
+        # The first share goes: its spec goes, the daemon stays for the other.
+        unprepare("a")
+        assert not (cdi / "gpu.nvidia.com-claim_a.json").exists()
+        assert (daemon / "pipe" / "nvidia-cuda-mps-control.pid").exists()
+        unprepare("b")
+        assert wait_for(lambda: not daemon.exists(), timeout=20)
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
 def test_dra_needs_a_node(agent, tmp_path):
     """--dra all that cannot publish (no Node name) stops the agent, saying
     why, rather than running and serving nothing."""

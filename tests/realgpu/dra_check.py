@@ -10,8 +10,12 @@ the integration tests and a grpcio stand-in for the kubelet:
   (the pipe directory and /dev/shm mounted in a private mount namespace,
   CUDA_MPS_PIPE_DIRECTORY), runs through the MPS server and is stopped at
   the claim's 8 GiB;
-- unprepare stops the daemon and removes its directory; exit deletes the
-  slice. The GPU's settings are not changed.
+- unprepare stops the daemon and removes its directory;
+- GPU 0 is published for shares (--dra-shares 0): two claims' shares of it,
+  8Gi and 16Gi, are prepared through its one MPS daemon, and two clients
+  started with each claim's CDI edits at once stop at 8 and 16 GiB;
+  the daemon stops after the last share; exit deletes the slice. The GPU's
+  settings are not changed.
 usage: dra_check.py GPULET STUBS_DIR (with dra_pb2.py in it)"""
 import json
 import os
@@ -53,6 +57,17 @@ def claim_answer(resp, uid):
         return next(e.value for e in resp.claims if e.key == uid)
 
 
+def run_client(edits, name, seconds):
+    """mps_client.py as a CDI runtime would start it: the spec's mounts (in a
+    private mount namespace) and its environment."""
+    binds = [f"mkdir -p {shlex.quote(m['containerPath'])} && mount --bind {shlex.quote(m['hostPath'])} "
+             f"{shlex.quote(m['containerPath'])}" for m in edits["mounts"]]
+    env = " ".join(shlex.quote(e) for e in edits["env"])
+    script = " && ".join(binds + [f"exec env {env} python3 {here / 'mps_client.py'} {name} {seconds}"])
+    return subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def call(sock, method, req, resp_cls):
     with grpc.insecure_channel(f"unix://{sock}") as ch:
         return ch.unary_unary(DRA + method, request_serializer=lambda m: m.SerializeToString(),
@@ -77,6 +92,7 @@ with tempfile.TemporaryDirectory() as tmp:
     agent = subprocess.Popen([gpulet, "agent", "--dra", "all", "--node-name", "n1",
                               "--kubeconfig", str(api.kubeconfig(tmp / "kc")), "--kubelet-root", str(tmp / "k"),
                               "--mps-root", str(tmp / "mps"), "--cdi-spec-dir", str(tmp / "cdi"),
+                              "--dra-shares", "0",
                               "--labels", "none", "--fault-report", "none", "--no-metrics",
                               "--status-socket", str(tmp / "status.sock")],
                              stderr=open(tmp / "agent.log", "w"))
@@ -125,13 +141,7 @@ with tempfile.TemporaryDirectory() as tmp:
         spec = json.loads((tmp / "cdi" / "gpu.nvidia.com-claim_u-mps.json").read_text())
         edits = spec["devices"][0]["containerEdits"]
         print("claim CDI edits:", json.dumps(edits))
-        # The client as a CDI runtime would start it: the spec's mounts and env.
-        binds = [f"mkdir -p {shlex.quote(m['containerPath'])} && mount --bind {shlex.quote(m['hostPath'])} "
-                 f"{shlex.quote(m['containerPath'])}" for m in edits["mounts"]]
-        env = " ".join(shlex.quote(e) for e in edits["env"])
-        script = " && ".join(binds + [f"exec env {env} python3 {here / 'mps_client.py'} claim 6"])
-        client = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        client = run_client(edits, "claim", 6)
         time.sleep(8)
         apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
                                "--format=csv,noheader"], capture_output=True, text=True).stdout
@@ -152,6 +162,49 @@ with tempfile.TemporaryDirectory() as tmp:
         check("unprepare stops the daemon", not mps_processes(), str(mps_processes()))
         check("and removes its directory and spec", not (tmp / "mps" / "claim-u-mps").exists() and
               not (tmp / "cdi" / "gpu.nvidia.com-claim_u-mps.json").exists())
+        # Shares of GPU 0 (consumable capacity): 8Gi and 16Gi, one daemon.
+        check("GPU 0 published for shares", dev.get("allowMultipleAllocations") is True and
+              dev["capacity"]["memory"].get("requestPolicy", {}).get("validRange", {}).get("step") == "1Gi",
+              json.dumps(dev["capacity"]))
+        for uid, mem in (("u-s8", "8Gi"), ("u-s16", "16Gi")):
+            api.claims[("ns", f"c-{uid}")] = {
+                "kind": "ResourceClaim", "metadata": {"name": f"c-{uid}", "namespace": "ns", "uid": uid},
+                "status": {"allocation": {"devices": {"results": [{
+                    "request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": dev["name"],
+                    "shareID": f"share-{uid}", "consumedCapacity": {"memory": mem}}]}}}}
+        t0 = time.monotonic()
+        r = call(sock, "NodePrepareResources", pb.NodePrepareResourcesRequest(
+            claims=[pb.Claim(namespace="ns", uid=u, name=f"c-{u}") for u in ("u-s8", "u-s16")]),
+            pb.NodePrepareResourcesResponse)
+        print(f"two shares prepared in {(time.monotonic() - t0) * 1000:.0f} ms (their GPU's daemon started)")
+        shares = {u: claim_answer(r, u) for u in ("u-s8", "u-s16")}
+        check("shares prepared", all(not a.error for a in shares.values()),
+              str([a.error for a in shares.values()]))
+        check("each answer carries its shareID",
+              all(a.devices and a.devices[0].share_id == f"share-{u}" for u, a in shares.items()))
+        daemons = [p for p in mps_processes() if "nvidia-cuda-mps-control" in p]
+        check("one daemon for both shares", len(daemons) == 1, str(mps_processes()))
+        clients = {}
+        for u in ("u-s8", "u-s16"):
+            e = json.loads((tmp / "cdi" / f"gpu.nvidia.com-claim_{u}.json").read_text())["devices"][0]["containerEdits"]
+            print(f"{u} CDI edits:", json.dumps(e))
+            clients[u] = run_client(e, u, 3)
+        outs = {u: c.communicate(timeout=300)[0] for u, c in clients.items()}
+        for u, limit in (("u-s8", 8), ("u-s16", 16)):
+            print(outs[u])
+            line = [l for l in outs[u].splitlines() if "allocated" in l]
+            gib = int(line[0].split("allocated ")[1].split(" GiB")[0]) if line else -1
+            check(f"the share {u} stops at its {limit}Gi", limit - 3 <= gib <= limit, line[0] if line else outs[u])
+        call(sock, "NodeUnprepareResources", pb.NodeUnprepareResourcesRequest(
+            claims=[pb.Claim(namespace="ns", uid="u-s8", name="c-u-s8")]), pb.NodeUnprepareResourcesResponse)
+        time.sleep(1)
+        check("the daemon stays for the other share", len(mps_processes()) >= 1, str(mps_processes()))
+        call(sock, "NodeUnprepareResources", pb.NodeUnprepareResourcesRequest(
+            claims=[pb.Claim(namespace="ns", uid="u-s16", name="c-u-s16")]), pb.NodeUnprepareResourcesResponse)
+        deadline = time.monotonic() + 30
+        while mps_processes() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        check("and stops after the last", not mps_processes(), str(mps_processes()))
     finally:
         agent.terminate()
         agent.wait(timeout=30)

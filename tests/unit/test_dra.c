@@ -31,7 +31,7 @@ static json_t *slice_with(const char *preset, unsigned unhealthy_gpu, const stru
     char roots[8][32] = {"pci0000:00"};
     struct health_faults faults;
     assert_int_equal(health_faults_parse(&faults, "test", evict, &e), 0);
-    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots, tainted, &faults, held};
+    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots, tainted, &faults, held, false};
     dra_slice_json(&in, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
@@ -312,6 +312,88 @@ static void test_claim(void **state)
     }
 }
 
+/* A share of a device (consumable capacity): its shareID and what it
+ * consumed; a consumed amount that is no quantity, or out of range, fails. */
+static void test_claim_share(void **state)
+{
+    (void)state;
+    static const char claim[] =
+        "{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"c-2\"},"
+        "\"status\":{\"allocation\":{\"devices\":{\"results\":["
+        "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n\",\"device\":\"gpu-3\","
+        "\"shareID\":\"8f1c\",\"consumedCapacity\":{\"memory\":\"20Gi\",\"compute\":\"25\"}},"
+        "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"n\",\"device\":\"gpu-4\"}"
+        "]}}}}";
+    struct dra_allocation a;
+    struct err e;
+    assert_int_equal(dra_claim_parse(claim, strlen(claim), &a, &e), 0);
+    assert_string_equal(a.results[0].share_id, "8f1c");
+    assert_true(a.results[0].share_bytes == 20ULL << 30);
+    assert_int_equal(a.results[0].share_compute, 25);
+    assert_string_equal(a.results[1].share_id, "");
+    assert_true(a.results[1].share_bytes == 0);
+    static const char *const bad[] = {"\"memory\":\"lots\"", "\"compute\":\"101\"", "\"memory\":\"0\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"kind\":\"ResourceClaim\",\"metadata\":{\"uid\":\"u\"},\"status\":{\"allocation\":{"
+                 "\"devices\":{\"results\":[{\"request\":\"r\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"p\","
+                 "\"device\":\"gpu-0\",\"shareID\":\"s\",\"consumedCapacity\":{%s}}]}}}}", bad[i]);
+        assert_int_equal(dra_claim_parse(json, strlen(json), &a, &e), -1);
+        assert_contains(e.msg, "a share (shareID)");
+    }
+}
+
+/* A GPU for shares: allowMultipleAllocations, its memory in whole GiB (a
+ * claim that names none takes it all), its compute in percent; only where
+ * the API has consumable capacity, and only the GPUs --dra-shares names. */
+static void test_slice_shares(void **state)
+{
+    (void)state;
+    struct nvml n;
+    struct gpu_inventory inv;
+    struct err e;
+    testutil_sim_start(&n, "dgx-h100");
+    assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
+    struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    struct config cfg = {.dra = CONFIG_DRA_ALL};
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
+    snprintf(cfg.dra_shares, sizeof cfg.dra_shares, "1,*H200*");
+    for (int consumable = 0; consumable < 2; consumable++) {
+        struct dra_slice_in in = {.cfg = &cfg, .inv = &inv, .devs = devs, .node = "n", .node_uid = "u",
+                                  .generation = 1, .api = DRA_API_V1, .consumable = consumable};
+        struct strbuf out = {0};
+        dra_slice_json(&in, &out);
+        json_t *s = json_loads(out.data, 0, NULL);
+        json_t *devices = json_object_get(json_object_get(s, "spec"), "devices");
+        json_t *d0 = json_array_get(devices, 0), *d1 = json_array_get(devices, 1);
+        assert_null(json_object_get(d0, "allowMultipleAllocations"));
+        assert_null(json_object_get(json_object_get(json_object_get(d0, "capacity"), "memory"), "requestPolicy"));
+        if (!consumable) {
+            assert_null(json_object_get(d1, "allowMultipleAllocations"));
+        } else {
+            assert_true(json_is_true(json_object_get(d1, "allowMultipleAllocations")));
+            json_t *mem = json_object_get(json_object_get(d1, "capacity"), "memory");
+            json_t *policy = json_object_get(mem, "requestPolicy");
+            assert_string_equal(json_string_value(json_object_get(mem, "value")), "81559Mi");
+            assert_string_equal(json_string_value(json_object_get(policy, "default")), "79Gi");
+            json_t *range = json_object_get(policy, "validRange");
+            assert_string_equal(json_string_value(json_object_get(range, "min")), "1Gi");
+            assert_string_equal(json_string_value(json_object_get(range, "step")), "1Gi");
+            json_t *compute = json_object_get(json_object_get(d1, "capacity"), "compute");
+            assert_string_equal(json_string_value(json_object_get(compute, "value")), "100");
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(compute, "requestPolicy"), "default")), "0");
+        }
+        json_decref(s);
+        strbuf_free(&out);
+    }
+    assert_true(dra_share_default(81559ULL << 20) == 79ULL << 30);
+    free(devs);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+}
+
 /* NVIDIA's GpuConfig in a claim: the class's first, the last naming a
  * request winning; what gpulet cannot apply fails with the entry named. */
 static void test_claim_config(void **state)
@@ -470,6 +552,8 @@ int main(void)
         cmocka_unit_test(test_slice_taints),
         cmocka_unit_test(test_taint_rules),
         cmocka_unit_test(test_health_pack),
+        cmocka_unit_test(test_claim_share),
+        cmocka_unit_test(test_slice_shares),
         cmocka_unit_test(test_api_serves_slices),
         cmocka_unit_test(test_claim),
         cmocka_unit_test(test_claim_config),

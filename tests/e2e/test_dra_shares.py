@@ -1,0 +1,94 @@
+"""Shares of a GPU through DRA on Kubernetes 1.36 (../shared/k8s-v1,
+consumable capacity, KEP-5075): gpulet publishes GPU 0 of a simulated DGX
+H100 for shares (--dra-shares 0); four pods, each with a claim for 19Gi of
+its memory, run on it at once, each container with the limits its share
+consumed (from the claim's CDI device: MPS's pinned memory and, for one,
+its active threads), through the GPU's one MPS daemon (a stand-in); a
+fifth stays Pending with the scheduler's reason; when one goes, the fifth
+runs. 19Gi, not 20Gi: an H100 80GB has 81559Mi, and four 20Gi shares
+(81920Mi) would not fit. Skipped on 1.32 (no consumable capacity)."""
+import json
+import time
+
+import pytest
+
+from drakit import driver_fixture, request, slice_devices, wait_devices
+
+
+@pytest.fixture(scope="module")
+def driver(cluster):
+    gen = driver_fixture(cluster, "shares", "dgx-h100", "--dra-shares", "0")
+    try:
+        d = next(gen)
+        if d.version != "v1":
+            pytest.skip(f"shares need resource.k8s.io/v1 (Kubernetes 1.34+); the cluster serves {d.version}")
+        yield d
+    finally:
+        gen.close()
+
+
+def wait(what, fn, timeout=60, every=0.2):
+    deadline = time.monotonic() + timeout
+    while not (v := fn()):
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(every)
+    return v
+
+
+def share_pod(cluster, name, memory, compute=None):
+    capacity = {"requests": {"memory": memory, **({"compute": compute} if compute else {})}}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [request(
+            "v1", "gpu", "gpu.nvidia.com", ["device.attributes['gpu.nvidia.com'].index == 0"],
+            capacity=capacity)]}}}}))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                                 "command": ["sh", "-c", "env; ls /dev; echo done; sleep 3600"],
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+
+
+def test_four_shares_and_a_fifth_pending(cluster, driver):
+    wait_devices(cluster, 8)
+    gpu0 = next(d for d in slice_devices(cluster) if d["name"] == "gpu-0")
+    assert gpu0["allowMultipleAllocations"] is True
+    assert gpu0["capacity"]["memory"]["requestPolicy"]["default"] == "79Gi"
+    pods = [f"share-{i}" for i in range(5)]
+    try:
+        for i, name in enumerate(pods[:4]):
+            share_pod(cluster, name, "19Gi", "25" if i == 0 else None)
+        for name in pods[:4]:
+            cluster.wait_phase(name, "Running")
+        logs = {n: wait(f"{n}'s log", lambda n=n: "done" in (o := cluster.kubectl("logs", n)) and o)
+                for n in pods[:4]}
+        for name, out in logs.items():
+            assert "nvidia0" in out.split(), out
+            assert "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps" in out, out
+            assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=19456M" in out, out
+        assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25" in logs["share-0"]
+        assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in logs["share-1"]
+        claims = [cluster.get("resourceclaim", c["metadata"]["name"]) for c in cluster.get("resourceclaims")["items"]
+                  if c["metadata"]["name"].startswith("share-")]
+        results = [c["status"]["allocation"]["devices"]["results"][0] for c in claims if c.get("status", {}).get("allocation")]
+        assert len({r["shareID"] for r in results}) == 4 and {r["device"] for r in results} == {"gpu-0"}
+        assert driver.log().count("DRA: prepared claim default/share-") == 4
+        # One MPS daemon for the four.
+        uuid = gpu0["attributes"]["uuid"]["string"]
+        control = f"{cluster.base}/mps/share-{uuid}/log/control.log"
+        assert open(control).read().count("start pid=") == 1
+        # The fifth: 4 x 19Gi + 19Gi > 81559Mi.
+        share_pod(cluster, pods[4], "19Gi")
+        msg = wait("FailedScheduling", lambda: next((e["message"] for e in json.loads(cluster.kubectl(
+            "get", "events", "--field-selector", f"involvedObject.name={pods[4]}", "-o", "json"))["items"]
+            if e["reason"] == "FailedScheduling"), None))
+        print("scheduler:", msg)
+        assert cluster.get("pod", pods[4])["status"]["phase"] == "Pending"
+        # One share goes: the fifth runs.
+        cluster.kubectl("delete", "pod", pods[0], "--wait=true", "--timeout=60s")
+        cluster.wait_phase(pods[4], "Running")
+    finally:
+        cluster.kubectl("delete", "pod", *pods, "--wait=true", "--timeout=60s", "--ignore-not-found", check=False)
+    driver.wait_log(f"DRA: unprepared claim default/{pods[4]}")
