@@ -78,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (!why[0]) {
             __builtin_trap();
         }
+        dra_prepared_free(p);
         free(p);
     }
     (void)dra_api_serves_slices((const char *)data, size);

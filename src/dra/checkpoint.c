@@ -13,6 +13,13 @@
 #include "util/jsonx.h"
 #include "util/xmalloc.h"
 
+void dra_prepared_free(struct dra_prepared *p)
+{
+    free(p->devs);
+    p->devs = NULL;
+    p->count = 0;
+}
+
 struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid)
 {
     for (unsigned i = 0; i < d->nprepared; i++)
@@ -72,7 +79,8 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
         p->thread_percentage = pct <= 100 ? (unsigned)pct : 0; /* 0: the default, 100 */
         dra_checkpoint_consumers(json_object_get(c, "consumers"), p);
         json_t *devs = json_object_get(c, "devices"), *x;
-        size_t k;
+        size_t k, n = json_array_size(devs);
+        p->devs = xcalloc(n < DRA_MAX_RESULTS ? n + 1 : DRA_MAX_RESULTS, sizeof *p->devs);
         json_array_foreach(devs, k, x) {
             if (p->count == DRA_MAX_RESULTS)
                 break;

@@ -144,6 +144,8 @@ void dra_maybe_free(struct dra *d)
     if (!d->stopping || d->jobs || d->handles)
         return;
     strbuf_free(&d->applied);
+    for (unsigned i = 0; i < d->nprepared; i++)
+        dra_prepared_free(&d->prepared[i]);
     free(d->prepared);
     free(d->pcie_roots);
     free(d->held);

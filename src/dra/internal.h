@@ -17,7 +17,9 @@
 /* A claim this node prepared: its devices, by GPU, how they are shared,
  * and the containers that use them. Kept on disk (checkpoint.c) so that a
  * restarted gpulet answers the kubelet the same and restarts its MPS
- * daemon. */
+ * daemon. devs (count of them) is the record's own, allocated to size: a
+ * node may hold hundreds of claims (shares of its GPUs). Whoever holds the
+ * record frees it with dra_prepared_free; a copy by value moves it. */
 struct dra_prepared {
     char uid[64];
     char ns[256], name[256];
@@ -33,10 +35,13 @@ struct dra_prepared {
                                         * 0: the GPU's memory */
         char share_id[64];        /* a share of the GPU (its GPU's daemon, claim_mps.c); "" none */
         unsigned share_compute;   /* a share's active thread percentage; 0: not capped */
-    } devs[DRA_MAX_RESULTS];
+    } *devs;
     unsigned nconsumers;
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
 };
+
+/* Frees p's devices (p itself is its holder's). */
+void dra_prepared_free(struct dra_prepared *p);
 
 /* Whether p has a device shared through MPS (its daemon: claim_mps.c):
  * the claim's own (GpuConfig) or, for a share, its GPU's. */

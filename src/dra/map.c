@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/xmalloc.h"
+
 /* The GPU a result names on this node, and its MIG device (*mig, 0 for
  * the GPU whole), or -1 with why. */
 static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsigned *mig, char *why,
@@ -142,6 +144,7 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len)
 {
     memset(p, 0, sizeof *p);
+    p->devs = xcalloc(al->count + 1, sizeof *p->devs);
     snprintf(p->uid, sizeof p->uid, "%s", uid);
     snprintf(p->ns, sizeof p->ns, "%s", ns);
     snprintf(p->name, sizeof p->name, "%s", name);

@@ -138,6 +138,9 @@ static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begu
     memcpy(p->consumers, c->consumers, sizeof p->consumers);
     d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
     d->prepared[d->nprepared++] = *p;
+    p->devs = NULL; /* moved: the driver's record holds them now */
+    p->count = 0;
+    p = &d->prepared[d->nprepared - 1];
     *changed = true;
     log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,
              p->count, dra_prepared_mps(p) ? ", MPS" : "",
@@ -183,6 +186,8 @@ static void dra_job_reply(struct dra_job *j)
 static void dra_job_freed(struct dra_job *j)
 {
     struct dra *d = j->d;
+    for (unsigned i = 0; i < j->n; i++)
+        dra_prepared_free(&j->claims[i].p); /* a claim not settled: its mapping */
     free(j->claims);
     free(j);
     d->jobs--;
@@ -346,6 +351,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
                      req->claims[i]->name, uid);
             dra_mps_stop(d, uid);
             dra_timeslice_reset(d, p);
+            dra_prepared_free(p);
             *p = d->prepared[--d->nprepared];
             changed = true;
         }

@@ -137,6 +137,7 @@ static void dra_timeslice_reset_done(uv_work_t *w, int status)
     (void)status;
     struct dra_timeslice_reset *r = w->data;
     struct dra *d = r->d;
+    dra_prepared_free(&r->p);
     free(r);
     d->jobs--;
     dra_maybe_free(d);
@@ -149,6 +150,8 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p)
     struct dra_timeslice_reset *r = xcalloc(1, sizeof *r);
     r->d = d;
     r->p = *p;
+    r->p.devs = xmalloc((p->count + 1) * sizeof *p->devs); /* its own: p goes at unprepare */
+    memcpy(r->p.devs, p->devs, p->count * sizeof *p->devs);
     r->work.data = r;
     d->jobs++;
     uv_queue_work(d->loop, &r->work, dra_timeslice_reset_work, dra_timeslice_reset_done);
