@@ -20,7 +20,7 @@ void dra_prepared_free(struct dra_prepared *p)
     p->count = 0;
 }
 
-struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid)
+struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid)
 {
     for (unsigned i = 0; i < d->nprepared; i++)
         if (!strcmp(d->prepared[i].uid, uid))

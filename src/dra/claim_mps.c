@@ -67,14 +67,6 @@ static struct dra_mps **dra_mps_find(const struct dra *d, const char *key)
     return NULL;
 }
 
-static const struct dra_prepared *dra_mps_prepared(const struct dra *d, const char *uid)
-{
-    for (unsigned i = 0; i < d->nprepared; i++)
-        if (!strcmp(d->prepared[i].uid, uid))
-            return &d->prepared[i];
-    return NULL;
-}
-
 static void dra_mps_state(void *ctx, bool up)
 {
     struct dra_mps *m = ctx;
@@ -210,7 +202,7 @@ int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
 
 bool dra_mps_ready(const struct dra *d, const char *uid)
 {
-    const struct dra_prepared *p = dra_mps_prepared(d, uid);
+    const struct dra_prepared *p = dra_prepared_find(d, uid);
     char key[112];
     if (p)
         dra_mps_key(p, key, sizeof key);
@@ -246,7 +238,7 @@ static bool dra_mps_used(const struct dra *d, const char *key, const char *uid)
 
 void dra_mps_stop(struct dra *d, const char *uid)
 {
-    const struct dra_prepared *p = dra_mps_prepared(d, uid);
+    const struct dra_prepared *p = dra_prepared_find(d, uid);
     if (!p || !dra_prepared_mps(p))
         return;
     char key[112], path[CONFIG_PATH_MAX + 192], name[160];

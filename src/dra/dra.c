@@ -94,9 +94,8 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
 
 void dra_status(const struct dra *d, struct strbuf *out)
 {
-    struct health_faults evict;
     struct dra_slice_in in;
-    dra_slice_of(d, "", 0, &evict, &in);
+    dra_slice_of(d, "", 0, NULL, &in);
     strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->plugin_socket,
                   d->registered ? "registered" : "unregistered", dra_count(&in),
                   d->nprepared, d->api ? DRA_GROUP "/" : "", d->api ? dra_api_name(d->api) : "unknown");

@@ -113,7 +113,8 @@ void dra_service_stop(struct dra *d);
  * device taints (v1, v1beta2) and the server keeps them (publish.c). */
 bool dra_tainted(const struct dra *d);
 
-/* What d's slice is made of now (publish.c); evict is filled from the
+/* What d's slice is made of now (publish.c); evict, where given (the
+ * slice's JSON needs it, counting does not), is filled from the
  * configuration. */
 void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
                   struct health_faults *evict, struct dra_slice_in *in);
@@ -219,7 +220,7 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);
 int dra_checkpoint_save(const struct dra *d, struct err *e);
-struct dra_prepared *dra_prepared_find(struct dra *d, const char *uid);
+struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid);
 
 /* Frees d once stopping, its handles closed and no job in flight (dra.c). */
 void dra_maybe_free(struct dra *d);

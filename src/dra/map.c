@@ -34,9 +34,8 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
             /* A tainted device was allocated knowing it: a claim that
              * tolerates the taint, or one allocated before the fault (its
              * pod runs, as a NoSchedule taint means). */
-            struct health_faults evict;
             struct dra_slice_in in;
-            dra_slice_of(d, "", 0, &evict, &in);
+            dra_slice_of(d, "", 0, NULL, &in);
             if (!dra_publishes(&in, i, k)) {
                 const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
                 snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,

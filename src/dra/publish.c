@@ -61,7 +61,7 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
                   struct health_faults *evict, struct dra_slice_in *in)
 {
     struct err e;
-    if (health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
+    if (evict && health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
         memset(evict, 0, sizeof *evict); /* checked with the configuration */
     *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
                                 (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,
@@ -168,9 +168,8 @@ static void dra_slice_took(void *ctx, const struct kube_answer *a)
         dra_publish(d);
         return;
     }
-    struct health_faults evict;
     struct dra_slice_in in;
-    dra_slice_of(d, "", 0, &evict, &in);
+    dra_slice_of(d, "", 0, NULL, &in);
     d->published = dra_count(&in);
     log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", d->published,
              d->generation);
