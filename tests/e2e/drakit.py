@@ -45,6 +45,47 @@ def deviceclasses(version):
     return SOURCE / "deploy" / ("dra" if version != "v1beta1" else "dra-v1beta1") / "deviceclasses.yaml"
 
 
+def wait(what, fn, timeout=60, every=0.2):
+    """fn's first true value, polled; what (a string, or a function that
+    says it) fails the test after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not (v := fn()):
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(every)
+    return v
+
+
+def claim_pod(cluster, version, name, req, command):
+    """A ResourceClaimTemplate of one request (request()'s), and a pod whose
+    one container runs command with the claim it makes."""
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name}, "spec": {"spec": {"devices": {"requests": [req]}}}}))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
+                                 "command": ["sh", "-c", command],
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+
+
+def scheduling_failure(cluster, pod):
+    """The scheduler's FailedScheduling message for pod, or None yet."""
+    events = json.loads(cluster.kubectl("get", "events", "--field-selector",
+                                        f"involvedObject.name={pod}", "-o", "json"))["items"]
+    return next((e["message"] for e in events if e["reason"] == "FailedScheduling"), None)
+
+
+def remove_cdi_specs(made):
+    """The CDI specs a driver left in the host's directory; the directory
+    too where the test made it."""
+    for spec in [CDI_DIR / "nvidia.com-gpu.json", *CDI_DIR.glob("gpu.nvidia.com-claim_*.json")]:
+        spec.unlink(missing_ok=True)
+    if made and CDI_DIR.exists():
+        CDI_DIR.rmdir()
+
+
 def slice_devices(cluster):
     slices = [s for s in cluster.get("resourceslices")["items"]
               if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"].get("nodeName") == cluster.node]
@@ -143,7 +184,17 @@ def driver_fixture(cluster, name, simulate, *args):
     finally:
         if d.proc and d.proc.poll() is None:
             d.stop()
-        for spec in [CDI_DIR / "nvidia.com-gpu.json", *CDI_DIR.glob("gpu.nvidia.com-claim_*.json")]:
-            spec.unlink(missing_ok=True)
-        if made and CDI_DIR.exists():
-            CDI_DIR.rmdir()
+        remove_cdi_specs(made)
+
+
+def driver_fixture_v1(cluster, name, simulate, *args, needs):
+    """driver_fixture where the cluster serves resource.k8s.io/v1 (1.34+);
+    skipped elsewhere, saying what needs it."""
+    gen = driver_fixture(cluster, name, simulate, *args)
+    try:
+        d = next(gen)
+        if d.version != "v1":
+            pytest.skip(f"{needs} need resource.k8s.io/v1 (Kubernetes 1.34+); the cluster serves {d.version}")
+        yield d
+    finally:
+        gen.close()  # the driver stopped, its CDI specs removed

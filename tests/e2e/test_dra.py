@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GPULET
+import drakit
 from drakit import attributes, driver_fixture, request, slice_devices, wait_devices
 
 VERSION = "580.159.04"
@@ -40,18 +41,8 @@ def driver(cluster):
 
 def claim_pod(cluster, driver, name, expression, command):
     """A pod whose one container asks for one GPU through a claim template."""
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": f"resource.k8s.io/{driver.version}", "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [
-            request(driver.version, "gpu", "gpu.nvidia.com", [expression])]}}}}))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
-                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
-                                 "command": ["sh", "-c", command],
-                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+    drakit.claim_pod(cluster, driver.version, name,
+                     request(driver.version, "gpu", "gpu.nvidia.com", [expression]), command)
 
 
 def test_slice_lists_the_gpus(cluster, driver):

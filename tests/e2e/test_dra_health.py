@@ -17,7 +17,8 @@ import time
 import pytest
 
 from conftest import GPULET
-from drakit import driver_fixture, request, slice_devices, wait_devices
+import drakit
+from drakit import driver_fixture_v1, request, scheduling_failure, slice_devices, wait, wait_devices
 
 TOLERATE = [{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSchedule"},
             {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists", "effect": "NoSchedule"}]
@@ -25,24 +26,8 @@ TOLERATE = [{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSch
 
 @pytest.fixture(scope="module")
 def driver(cluster):
-    gen = driver_fixture(cluster, "health", "dgx-h100", "--dra-evict-on", "94",
-                         "--fault-report", "auto")
-    try:
-        d = next(gen)
-        if d.version != "v1":
-            pytest.skip(f"device taints and DRA extended resources need resource.k8s.io/v1 "
-                        f"(Kubernetes 1.34+); the cluster serves {d.version}")
-        yield d
-    finally:
-        gen.close()  # the driver stopped, its CDI specs removed
-
-
-def wait(what, fn, timeout=60, every=0.1):
-    deadline = time.monotonic() + timeout
-    while not (v := fn()):
-        assert time.monotonic() < deadline, what
-        time.sleep(every)
-    return v
+    yield from driver_fixture_v1(cluster, "health", "dgx-h100", "--dra-evict-on", "94",
+                                 "--fault-report", "auto", needs="device taints and DRA extended resources")
 
 
 def device(cluster, name):
@@ -57,16 +42,7 @@ def claim_pod(cluster, name, index, tolerations=None, command="echo done; sleep 
     """A pod on GPU index (by its index attribute) through a claim template."""
     req = request("v1", "gpu", "gpu.nvidia.com", [f"device.attributes['gpu.nvidia.com'].index == {index}"],
                   **({"tolerations": tolerations} if tolerations else {}))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [req]}}}}))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
-                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
-                                 "command": ["sh", "-c", command],
-                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+    drakit.claim_pod(cluster, "v1", name, req, command)
 
 
 def device_health(cluster, pod):
@@ -74,12 +50,6 @@ def device_health(cluster, pod):
     st = cluster.get("pod", pod)["status"].get("containerStatuses", [{}])[0]
     return {r["resourceID"]: r.get("health") for s in st.get("allocatedResourcesStatus", [])
             for r in s.get("resources", [])}
-
-
-def scheduling_failure(cluster, pod):
-    events = json.loads(cluster.kubectl("get", "events", "--field-selector",
-                                        f"involvedObject.name={pod}", "-o", "json"))["items"]
-    return next((e["message"] for e in events if e["reason"] == "FailedScheduling"), None)
 
 
 def delete(cluster, *pods):

@@ -5,20 +5,12 @@ tainted gpulet.io/device-plugin (NoSchedule) until those pods end; the
 running pod keeps running, a new claim gets another GPU, and one that asks
 for the held GPU waits until it is free. Kubernetes 1.34+ (device taints):
 skipped on 1.32, where held GPUs leave the slice instead."""
-import json
-import time
 
 import pytest
 
-from drakit import CDI_DIR, Driver, api_version, deviceclasses, request, slice_devices, wait_devices
-
-
-def wait(what, fn, timeout=60, every=0.2):
-    deadline = time.monotonic() + timeout
-    while not (v := fn()):
-        assert time.monotonic() < deadline, what() if callable(what) else what
-        time.sleep(every)
-    return v
+import drakit
+from drakit import (CDI_DIR, Driver, api_version, deviceclasses, remove_cdi_specs, request, slice_devices,
+                    wait, wait_devices)
 
 
 def taints(cluster, name):
@@ -33,16 +25,8 @@ def gpu_of(cluster, pod):
 
 
 def claim_pod(cluster, name, expression):
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [request("v1", "gpu", "gpu.nvidia.com", [expression])]}}}}))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
-                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
-                                 "command": ["sh", "-c", "ls /dev; echo done; sleep 3600"],
-                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+    drakit.claim_pod(cluster, "v1", name, request("v1", "gpu", "gpu.nvidia.com", [expression]),
+                     "ls /dev; echo done; sleep 3600")
 
 
 def test_move_keeps_running_pods(cluster):
@@ -97,7 +81,4 @@ def test_move_keeps_running_pods(cluster):
                         "--timeout=60s", "--ignore-not-found", check=False)
         if d.proc and d.proc.poll() is None:
             d.stop()
-        for spec in [CDI_DIR / "nvidia.com-gpu.json", *CDI_DIR.glob("gpu.nvidia.com-claim_*.json")]:
-            spec.unlink(missing_ok=True)
-        if made and CDI_DIR.exists():
-            CDI_DIR.rmdir()
+        remove_cdi_specs(made)

@@ -7,48 +7,22 @@ its active threads), through the GPU's one MPS daemon (a stand-in); a
 fifth stays Pending with the scheduler's reason; when one goes, the fifth
 runs. 19Gi, not 20Gi: an H100 80GB has 81559Mi, and four 20Gi shares
 (81920Mi) would not fit. Skipped on 1.32 (no consumable capacity)."""
-import json
-import time
-
 import pytest
 
-from drakit import driver_fixture, request, slice_devices, wait_devices
+import drakit
+from drakit import driver_fixture_v1, request, scheduling_failure, slice_devices, wait, wait_devices
 
 
 @pytest.fixture(scope="module")
 def driver(cluster):
-    gen = driver_fixture(cluster, "shares", "dgx-h100", "--dra-shares", "0")
-    try:
-        d = next(gen)
-        if d.version != "v1":
-            pytest.skip(f"shares need resource.k8s.io/v1 (Kubernetes 1.34+); the cluster serves {d.version}")
-        yield d
-    finally:
-        gen.close()
-
-
-def wait(what, fn, timeout=60, every=0.2):
-    deadline = time.monotonic() + timeout
-    while not (v := fn()):
-        assert time.monotonic() < deadline, what() if callable(what) else what
-        time.sleep(every)
-    return v
+    yield from driver_fixture_v1(cluster, "shares", "dgx-h100", "--dra-shares", "0", needs="shares")
 
 
 def share_pod(cluster, name, memory, compute=None):
     capacity = {"requests": {"memory": memory, **({"compute": compute} if compute else {})}}
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": [request(
-            "v1", "gpu", "gpu.nvidia.com", ["device.attributes['gpu.nvidia.com'].index == 0"],
-            capacity=capacity)]}}}}))
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
-                 "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],
-                                 "command": ["sh", "-c", "env; ls /dev; echo done; sleep 3600"],
-                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+    req = request("v1", "gpu", "gpu.nvidia.com", ["device.attributes['gpu.nvidia.com'].index == 0"],
+                  capacity=capacity)
+    drakit.claim_pod(cluster, "v1", name, req, "env; ls /dev; echo done; sleep 3600")
 
 
 def test_four_shares_and_a_fifth_pending(cluster, driver):
@@ -81,9 +55,7 @@ def test_four_shares_and_a_fifth_pending(cluster, driver):
         assert open(control).read().count("start pid=") == 1
         # The fifth: 4 x 19Gi + 19Gi > 81559Mi.
         share_pod(cluster, pods[4], "19Gi")
-        msg = wait("FailedScheduling", lambda: next((e["message"] for e in json.loads(cluster.kubectl(
-            "get", "events", "--field-selector", f"involvedObject.name={pods[4]}", "-o", "json"))["items"]
-            if e["reason"] == "FailedScheduling"), None))
+        msg = wait("FailedScheduling", lambda: scheduling_failure(cluster, pods[4]))
         print("scheduler:", msg)
         assert cluster.get("pod", pods[4])["status"]["phase"] == "Pending"
         # One share goes: the fifth runs.
