@@ -278,6 +278,9 @@ def test_fault_options(gpulet):
     assert "--fault-taint-on: 'bogus' is neither an XID number nor lost, hung, ecc or xid" in p.stderr
     p = gpulet("agent", "--hang-seconds", "0")
     assert p.returncode == 2 and "--hang-seconds must be from 1 to 3600" in p.stderr
+    p = gpulet("agent", "--dra-evict-on", "lost,sometimes")
+    assert p.returncode == 2
+    assert "--dra-evict-on: 'sometimes' is neither an XID number nor lost, hung, ecc or xid" in p.stderr
 
 
 @pytest.mark.skipif(SANITIZED, reason="valgrind runs on the plain build")
