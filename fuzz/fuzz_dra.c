@@ -33,6 +33,8 @@ static struct dra *fuzz_driver(void)
         cfg.dra = CONFIG_DRA_ALL;
         strcpy(cfg.dra_gpus, "*");
         strcpy(cfg.dra_shares, "3"); /* a whole GPU published for shares */
+        strcpy(cfg.dra_mig, "2");    /* a MIG GPU's placements: its seven 1g adopted, no room */
+        d.api = DRA_API_V1;
         d.cfg = &cfg;
         d.inv = &inv;
         struct gpu_device *devs = gpu_devices_new(&inv, 0);
@@ -72,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (p->count != a.count)
                 __builtin_trap();
             for (unsigned k = 0; k < p->count; k++)
-                if ((strncmp(p->devs[k].uuid, "GPU-", 4) && strncmp(p->devs[k].uuid, "MIG-", 4)) ||
+                if ((strncmp(p->devs[k].uuid, "GPU-", 4) && strncmp(p->devs[k].uuid, "MIG-", 4) &&
+                     !p->devs[k].placement) ||
                     (p->devs[k].share_id[0] && p->devs[k].strategy != GPU_SHARING_MPS))
                     __builtin_trap();
         } else if (!why[0]) {
@@ -81,6 +84,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         dra_prepared_free(p);
         free(p);
     }
+    /* A device name: a placement of the node's, or none. */
+    char name[128];
+    struct dra_placement pl;
+    struct dra_slice_in in;
+    snprintf(name, sizeof name, "%.*s", (int)(size < 127 ? size : 127), (const char *)data);
+    dra_slice_of(fuzz_driver(), "", 0, NULL, &in);
+    if (dra_placement_find(&in, name, &pl) &&
+        (pl.gpu != 2 || pl.start + pl.profile->size > GPU_MIG_SLICES))
+        __builtin_trap();
+    dra_slice_in_free(&in);
     (void)dra_api_serves_slices((const char *)data, size);
     char pods[4][128];
     if (dra_claim_pods((const char *)data, size, pods, 4) > 4)

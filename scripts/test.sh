@@ -198,7 +198,7 @@ next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
 # The DRA files: first those that need a Node no device plugin ever served
 # (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
 # device plugin, then the rest.
-dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_move.py
+dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
            tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
 e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
 count_junit build/e2e.xml "end-to-end tests (1.36)"

@@ -22,7 +22,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned
         if ((rc = sim_enter_mig(device, &g, &m)))
             return rc;
         char id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-        sim_mig_uuid(g->desc.uuid, g->desc.mig_generation, m->gi, id, sizeof id);
+        sim_mig_uuid(g->desc.uuid, m->uuid_gen, m->gi, id, sizeof id);
         return sim_leave(sim_copy_string(uuid, length, id));
     }
     rc = sim_enter_device(device);

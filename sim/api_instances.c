@@ -40,7 +40,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpu
                                                            nvmlComputeInstance_t *computeInstance)
 {
     SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, computeInstance);
-    if (id != m->ci)
+    if (id != m->ci || m->bare)
         return sim_leave(NVML_ERROR_NOT_FOUND);
     const struct sim_mig_handle *gi = (const void *)gpuInstance;
     struct sim_mig_handle *h = &sim_state.ci_handles[gi->gpu][gi->k];
@@ -99,5 +99,85 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
         .multiprocessorCount = p->sms * k / p->slices, .sharedCopyEngineCount = p->ce,
         .sharedDecoderCount = p->dec, .sharedEncoderCount = p->enc, .sharedJpegCount = p->jpeg,
         .sharedOfaCount = p->ofa};
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* --- making and destroying instances, as NVIDIA's dynamic MIG and
+ * mig-parted do: a GPU instance at a placement, then its compute
+ * instance; the compute instance goes first, then the GPU instance. */
+
+/* The lowest GPU instance ID not in use (NVML hands out 1 and up). */
+static unsigned gi_free_id(const struct sim_gpu *g)
+{
+    for (unsigned id = 1;; id++) {
+        bool used = false;
+        for (unsigned k = 0; k < g->nmig; k++)
+            used |= g->mig[k].gi == id;
+        if (!used)
+            return id;
+    }
+}
+
+SIM_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
+    nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,
+    nvmlGpuInstance_t *gpuInstance)
+{
+    SIM_ENTER_DEVICE(device, gpuInstance);
+    struct sim_gpu *g = &device->desc;
+    if (!g->product->mig_capable || !g->mig_enabled)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    const struct sim_mig_profile *m = NULL;
+    for (const struct sim_mig_profile *x = g->product->mig; x && x->name && !m; x++)
+        if (x->id == profileId)
+            m = x;
+    if (!m || !placement || placement->size != m->size)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (sim_mig_room(g, m, placement->start))
+        return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
+    unsigned k = g->nmig++;
+    g->mig[k] = (struct sim_mig_device){m, placement->start, gi_free_id(g), 0,
+                                        ++g->mig_generation, true};
+    struct sim_mig_handle *h = &sim_state.gi_handles[g->index][k];
+    *h = (struct sim_mig_handle){g->index, k};
+    *gpuInstance = (nvmlGpuInstance_t)(void *)h;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
+                                                          unsigned int profileId,
+                                                          nvmlComputeInstance_t *computeInstance)
+{
+    SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, computeInstance);
+    /* The simulator's compute instance spans its GPU instance. */
+    if (profileId != ci_profile_of(m->profile->slices))
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (!m->bare)
+        return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
+    const struct sim_mig_handle *gi = (const void *)gpuInstance;
+    g->desc.mig[gi->k].bare = false;
+    g->desc.mig[gi->k].ci = 0;
+    struct sim_mig_handle *h = &sim_state.ci_handles[gi->gpu][gi->k];
+    *h = *gi;
+    *computeInstance = (nvmlComputeInstance_t)(void *)h;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
+{
+    SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, computeInstance);
+    const struct sim_mig_handle *ci = (const void *)computeInstance;
+    g->desc.mig[ci->k].bare = true;
+    return sim_leave(NVML_SUCCESS);
+}
+
+SIM_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
+{
+    SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, gpuInstance);
+    if (!m->bare)
+        return sim_leave(NVML_ERROR_IN_USE); /* its compute instance first */
+    const struct sim_mig_handle *gi = (const void *)gpuInstance;
+    struct sim_gpu *d = &g->desc;
+    memmove(&d->mig[gi->k], &d->mig[gi->k + 1], (d->nmig - gi->k - 1) * sizeof *d->mig);
+    d->nmig--;
     return sim_leave(NVML_SUCCESS);
 }

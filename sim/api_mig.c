@@ -37,6 +37,9 @@ nvmlReturn_t sim_enter_handle(const void *h, struct sim_mig_handle (*table)[SIM_
         return sim_leave(NVML_ERROR_NOT_FOUND);
     if (g->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);
+    /* A bare GPU instance is no MIG device and has no compute instance. */
+    if (g->desc.mig[x->k].bare && table != sim_state.gi_handles)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
     *gpu = g;
     *mig = &g->desc.mig[x->k];
     return NVML_SUCCESS;
@@ -64,8 +67,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, un
     SIM_ENTER_DEVICE(device, migDevice);
     if (!device->desc.product->mig_capable)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
-    if (!device->desc.mig_enabled || index >= device->desc.nmig)
-        return sim_leave(NVML_ERROR_NOT_FOUND);
+    if (!device->desc.mig_enabled || index >= device->desc.nmig || device->desc.mig[index].bare)
+        return sim_leave(NVML_ERROR_NOT_FOUND); /* a hole, as NVML's indexes have */
     unsigned g = device->desc.index;
     struct sim_mig_handle *h = &sim_state.mig_handles[g][index];
     h->gpu = g;

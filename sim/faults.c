@@ -130,6 +130,22 @@ static int fault_mig(struct nvmlDevice_st *g, char *list, char *reply, size_t le
     return 0;
 }
 
+/* mig GPU: its GPU instances as the simulator holds them, the ones
+ * without a compute instance marked bare. */
+static void fault_mig_show(const struct nvmlDevice_st *g, char *reply, size_t len)
+{
+    size_t n = (size_t)snprintf(reply, len, "ok");
+    for (unsigned k = 0; k < g->desc.nmig && n < len; k++) {
+        const struct sim_mig_device *m = &g->desc.mig[k];
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        sim_mig_uuid(g->desc.uuid, m->uuid_gen, m->gi, uuid, sizeof uuid);
+        n += (size_t)snprintf(reply + n, len - n, "%s %s@%u gi %u %s", k ? "," : "",
+                              m->profile->name, m->start, m->gi, m->bare ? "bare" : uuid);
+    }
+    if (n < len && !g->desc.nmig)
+        snprintf(reply + n, len - n, " none");
+}
+
 /* The GPU falls off the bus: XID 79, then GPU_IS_LOST on every call. */
 static void fault_lose(struct nvmlDevice_st *g)
 {
@@ -204,6 +220,9 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
     } else if (!strcmp(cmd, "mig") && argc == 3) {
         if (fault_mig(g, argv[2], reply, len) < 0)
             return -1;
+    } else if (!strcmp(cmd, "mig") && argc == 2) {
+        fault_mig_show(g, reply, len);
+        return 0;
     } else if (!strcmp(cmd, "ecc") && argc == 2) {
         g->ecc_volatile[1]++;
         g->ecc_aggregate[1]++;
@@ -227,7 +246,7 @@ static int fault_apply(char **argv, int argc, char *reply, size_t len)
         *g = next;
     } else {
         return snprintf(reply, len, "error: unknown command '%s' with %d argument(s) (commands: "
-                        "xid GPU XID [GI], ecc GPU, lose GPU, hang GPU, recover GPU, mig GPU PROFILE,..., "
+                        "xid GPU XID [GI], ecc GPU, lose GPU, hang GPU, recover GPU, mig GPU [PROFILE,...], "
                         "set GPU FIELD=VALUE..., "
                         "proc GPU add|del|clear ...)",
                         cmd, argc - 1), -1;

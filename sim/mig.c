@@ -148,7 +148,8 @@ int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char
             return snprintf(why, len, "%s allows %u instance(s) of %s, not %u", p->key,
                             m->instances, m->name, per_profile[m - p->mig]), -1;
         slices += m->slices;
-        next[i] = (struct sim_mig_device){m, i, 0, 0}; /* start holds the order for now */
+        next[i] = (struct sim_mig_device){m, i, 0, 0, g->mig_generation + 1, false};
+        /* start holds the order for now */
     }
     if (slices > 7)
         return snprintf(why, len, "the profiles take %u compute slices; a GPU has 7", slices), -1;
@@ -162,4 +163,24 @@ int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char
     g->nmig = n;
     g->mig_generation++;
     return 0;
+}
+
+const char *sim_mig_room(const struct sim_gpu *g, const struct sim_mig_profile *m, unsigned start)
+{
+    if (start >= SIM_MIG_UNITS || !(m->starts >> start & 1))
+        return "the profile has no placement starting there";
+    unsigned used = 0, slices = m->slices, same = 1;
+    for (unsigned k = 0; k < g->nmig; k++) {
+        const struct sim_mig_device *x = &g->mig[k];
+        used |= ((1u << x->profile->size) - 1) << x->start;
+        slices += x->profile->slices;
+        same += x->profile == m;
+    }
+    if (g->nmig == SIM_MIG_MAX)
+        return "the GPU holds its most GPU instances";
+    if (used & ((1u << m->size) - 1) << start)
+        return "its memory slices are another GPU instance's";
+    if (same > m->instances || slices > 7)
+        return "no compute slices or instances of the profile left";
+    return NULL;
 }

@@ -97,6 +97,18 @@ static const struct sim_preset presets[] = {
      "    count: 8\n"
      "    mig: true\n"
      "    mig_devices: [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb]\n"},
+    {"h100-mig-empty",
+     "# A DGX H100 with every GPU in MIG mode and no MIG device yet: for\n"
+     "# gpulet's DRA to make them per claim (--dra-mig).\n"
+     "name: h100-mig-empty\n"
+     "driver_version: \"580.159.04\"\n"
+     "cuda_version: \"13.0\"\n"
+     "numa_nodes: 2\n"
+     "nvlink: nvswitch\n"
+     "gpus:\n"
+     "  - product: h100-sxm\n"
+     "    count: 8\n"
+     "    mig: true\n"},
     {"h200-mig-mixed",
      "# 4 H200 (the lent machine's model): two balanced, one in seven 1g,\n"
      "# and one whole. For --mig-strategy mixed beside a non-MIG GPU.\n"
@@ -151,7 +163,8 @@ static const struct sim_preset presets[] = {
 };
 
 const char *const sim_preset_names[] = {"dgx-h100", "hgx-h200", "h200x4-vm",  "gh200", "a100-2x4",
-                                        "a100-mig-mixed", "h100-mig-single", "h200-mig-mixed",
+                                        "a100-mig-mixed", "h100-mig-single", "h100-mig-empty",
+                                        "h200-mig-mixed",
                                         "l4-pcie",
                                         "t4",       "mixed-pcie", "scale-64", NULL};
 

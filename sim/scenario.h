@@ -44,11 +44,15 @@ struct sim_product {
     bool c2c;                /* joined to a Grace CPU by NVLink-C2C */
 };
 
-/* A MIG device: one GPU instance with one compute instance spanning it. */
+/* A MIG device: one GPU instance with one compute instance spanning it;
+ * bare between a GPU instance's creation and its compute instance's (no
+ * MIG device yet: NVML lists it as a hole). */
 struct sim_mig_device {
     const struct sim_mig_profile *profile;
     unsigned start;          /* its placement's first memory unit */
     unsigned gi, ci;         /* GPU and compute instance IDs */
+    unsigned uuid_gen;       /* the layout or creation that made it: names its UUID */
+    bool bare;               /* a GPU instance without its compute instance */
 };
 
 /* One NVLink of a GPU: to a peer GPU or to an NVSwitch. */
@@ -122,6 +126,12 @@ const struct sim_mig_profile *sim_mig_profile_find(const struct sim_product *p, 
  * GPU's (sim_mig_uuid). -1 with why (a sentence) when a profile is unknown to the model,
  * more than its instances are asked for, or they do not fit. */
 int sim_mig_layout(struct sim_gpu *g, const char *const *names, unsigned n, char *why, size_t len);
+
+/* Whether GPU g can take one more GPU instance of profile m at start
+ * (nvmlDeviceCreateGpuInstanceWithPlacement's rules: a start the profile
+ * allows, free memory units, the profile's instance count, 7 compute
+ * slices, SIM_MIG_MAX instances); NULL if so, else why. */
+const char *sim_mig_room(const struct sim_gpu *g, const struct sim_mig_profile *m, unsigned start);
 
 /* The UUID of the MIG device with GPU instance gi, made by layout number
  * generation on the GPU with this UUID: MIG-..., stable across runs. */

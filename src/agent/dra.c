@@ -37,12 +37,17 @@ void agent_dra_holders(struct agent *a)
 static bool agent_dra_same(const struct config *a, const struct config *b)
 {
     return a->dra == b->dra && !strcmp(a->kubelet_registry_dir, b->kubelet_registry_dir) &&
-           !strcmp(a->dra_plugin_dir, b->dra_plugin_dir);
+           !strcmp(a->dra_plugin_dir, b->dra_plugin_dir) && !strcmp(a->dra_mig, b->dra_mig);
 }
 
 static void agent_dra_on_claims(void *ctx)
 {
     agent_dra_holders(ctx);
+}
+
+static void agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu_info *seen)
+{
+    agent_mig_take(ctx, gpu, seen);
 }
 
 void agent_dra_start(struct agent *a, const struct config *old)
@@ -55,8 +60,10 @@ void agent_dra_start(struct agent *a, const struct config *old)
     if (a->cfg.dra != CONFIG_DRA_ALL)
         return;
     struct err e;
-    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .ctx = a};
-    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, a->kube, a->node, &hooks, &e) == 0) {
+    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig, .ctx = a};
+    struct dra_gpus gpus = {&a->nvml, a->lanes};
+    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
+                  &e) == 0) {
         agent_dra_holders(a); /* the checkpoint's */
     } else if (!old) {
         /* An agent that cannot serve the GPUs it was told DRA serves

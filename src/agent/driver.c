@@ -56,6 +56,12 @@ void agent_driver_start(struct agent *a)
         agent_cdi_write(a);
 }
 
+void agent_driver_cdi(struct agent *a)
+{
+    if (config_cdi_wanted(&a->cfg))
+        agent_cdi_write(a);
+}
+
 void agent_driver_stop(struct agent *a)
 {
     if (a->driver_ok)

@@ -84,6 +84,8 @@ struct agent {
     bool mig_timer_on;
     struct agent_mig_job *mig_jobs;      /* per GPU, on its lane */
     bool mig_update;                     /* a check found other devices: taken when the plugins restart */
+    unsigned mig_generation;             /* +1 when DRA makes or destroys a MIG device: checks
+                                          * posted before it are stale */
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
     struct dirs made;                    /* directories the agent made: removed on exit if empty */
@@ -109,6 +111,10 @@ void agent_mig_free(struct agent *a);
 
 /* Takes the MIG checks the lanes have finished (probe.c calls it). */
 void agent_mig_collect(struct agent *a);
+/* DRA made or destroyed a MIG device of GPU gpu (--dra-mig): its MIG
+ * devices are seen's now (health kept by UUID), and the CDI spec names
+ * them. */
+void agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen);
 
 /* The agent's client of the API server and its watch of the Node
  * (kube.c): made at start where there are credentials (a kubeconfig, or
@@ -142,6 +148,8 @@ void agent_plugin_stop(struct agent *a);
  * where wanted, each time the plugins start; freed on stop. */
 void agent_driver_start(struct agent *a);
 void agent_driver_stop(struct agent *a);
+/* Writes the CDI spec of the node's devices now, where it is wanted. */
+void agent_driver_cdi(struct agent *a);
 
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
  * watcher, metrics, the plugin. The one way news of a device travels

@@ -22,6 +22,7 @@ struct agent_mig_job {
     struct nvml *nvml;
     struct gpu_info seen;            /* the GPU as the check found it (the lane's while posted) */
     bool posted;                     /* loop: its result not taken yet */
+    unsigned generation;             /* the agent's mig_generation when posted */
 };
 
 static bool mig_any(const struct agent *a)
@@ -68,7 +69,9 @@ static void mig_diff(const struct gpu_info *from, const struct gpu_info *to, str
 static const struct gpu_info *mig_changed(const struct agent *a, unsigned i)
 {
     const struct agent_mig_job *j = &a->mig_jobs[i];
-    if (j->posted || j->seen.mig_mode != NVML_DEVICE_MIG_ENABLE ||
+    /* A check that read before DRA made or destroyed a device is stale. */
+    if (j->posted || j->generation != a->mig_generation ||
+        j->seen.mig_mode != NVML_DEVICE_MIG_ENABLE ||
         mig_same(&j->seen, &a->inv.gpus[i]))
         return NULL;
     return &j->seen;
@@ -117,13 +120,17 @@ static void mig_tick(uv_timer_t *t)
             continue;
         j->seen = a->inv.gpus[i];
         j->seen.handle = a->devs[i].handle;
+        j->generation = a->mig_generation;
         j->posted = gpu_lanes_post(a->lanes, i, &j->job);
     }
 }
 
 void agent_mig_start(struct agent *a)
 {
-    if (a->cfg.mig_strategy == CONFIG_MIG_NONE || !mig_any(a) || a->mig_timer_on)
+    /* With a MIG strategy the plugins serve MIG devices; with --dra-mig
+     * DRA keeps MIG devices others make out of its placements' way. */
+    if ((a->cfg.mig_strategy == CONFIG_MIG_NONE && !a->cfg.dra_mig[0]) || !mig_any(a) ||
+        a->mig_timer_on)
         return;
     if (!a->mig_jobs) {
         a->mig_jobs = xcalloc(a->inv.count + 1, sizeof *a->mig_jobs);
@@ -153,6 +160,24 @@ void agent_mig_apply(struct agent *a)
         memset(a->devs[i].mig_health, 0, sizeof a->devs[i].mig_health);
     }
     a->mig_update = false;
+    agent_dra_refresh(a); /* its MIG devices, or the placements others' leave free */
+}
+
+void agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen)
+{
+    struct gpu_info *g = &a->inv.gpus[gpu];
+    struct gpu_device *dev = &a->devs[gpu];
+    struct gpu_health health[GPU_MIG_MAX] = {0};
+    for (unsigned k = 0; k < seen->nmig; k++)
+        for (unsigned j = 0; j < g->nmig; j++)
+            if (!strcmp(seen->mig[k].uuid, g->mig[j].uuid))
+                health[k] = dev->mig_health[j];
+    memcpy(g->mig, seen->mig, sizeof g->mig);
+    g->nmig = seen->nmig;
+    memcpy(dev->mig_health, health, sizeof dev->mig_health);
+    a->mig_generation++;
+    agent_driver_cdi(a); /* before the prepare answers with the device's CDI name */
+    agent_device_changed(a, gpu, GPU_CHANGED_FACTS);
 }
 
 void agent_mig_stop(struct agent *a)

@@ -22,6 +22,7 @@ static const char sim_usage[] =
     "  lose GPU                the GPU falls off the bus (XID 79, calls fail GPU_IS_LOST)\n"
     "  hang GPU                calls on the GPU block until it is recovered (a hung GPU)\n"
     "  mig GPU PROFILE,...|none  a new MIG layout on a GPU with MIG on, as mig-parted makes\n"
+    "  mig GPU                 its GPU instances: profile@start, ID, MIG UUID\n"
     "  recover GPU             GPU reset: answers again, volatile counters zeroed,\n"
     "                          pending retirements, remaps and MIG mode applied\n"
     "  set GPU FIELD=VALUE...  pin a live value (or FIELD=auto), or set a counter, or a\n"

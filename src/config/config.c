@@ -304,6 +304,12 @@ bool config_dra_shares(const struct config *c, const struct gpu_info *g)
     return config_dra_takes(c, g) && config_gpus_match(c->dra_shares, g);
 }
 
+bool config_dra_mig(const struct config *c, const struct gpu_info *g)
+{
+    return config_dra_takes(c, g) && g->mig_mode == NVML_DEVICE_MIG_ENABLE &&
+           config_gpus_match(c->dra_mig, g);
+}
+
 bool config_cdi_wanted(const struct config *c)
 {
     /* DRA's prepared devices are this spec's, named by UUID. */

@@ -118,6 +118,7 @@ struct config {
     char dra_gpus[256];                 /* which GPUs, with CONFIG_DRA_ALL (config_dra_takes) */
     char dra_evict_on[256];             /* faults whose device taints are NoExecute */
     char dra_shares[256];               /* GPUs DRA publishes for shares (config_dra_shares) */
+    char dra_mig[256];                  /* GPUs whose MIG devices DRA makes per claim */
     char kubelet_registry_dir[CONFIG_PATH_MAX];
     char dra_plugin_dir[CONFIG_PATH_MAX];
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
@@ -261,6 +262,10 @@ bool config_dra_takes(const struct config *c, const struct gpu_info *g);
 /* Whether DRA publishes GPU g for shares: it takes it, and a --dra-shares
  * item matches it. */
 bool config_dra_shares(const struct config *c, const struct gpu_info *g);
+
+/* Whether DRA makes GPU g's MIG devices per claim: it takes it, a --dra-mig
+ * item matches it, and it is in MIG mode (gpulet never changes the mode). */
+bool config_dra_mig(const struct config *c, const struct gpu_info *g);
 
 /* The kubelet's PodResources socket: --pod-resources-kubelet-socket, or
  * <kubelet-root>/pod-resources/kubelet.sock. */

@@ -143,6 +143,11 @@ const struct config_opt config_options[] = {
      "with --dra all, the GPUs published for shares (Kubernetes 1.34+: consumable capacity, "
      "memory and compute, each claim's share enforced by MPS), as --dra-gpus lists GPUs; "
      "default: none", "LIST", NULL},
+    {"dra-mig", "GPULET_DRA_MIG", "flags.draMig", T_STRING, S(dra_mig), NULL, "",
+     "with --dra all, the GPUs in MIG mode whose MIG devices are made per claim (Kubernetes "
+     "1.35+: partitionable devices; every placement of every profile published, the instance "
+     "made at prepare and destroyed at unprepare), as --dra-gpus lists GPUs; default: none",
+     "LIST", NULL},
     {"dra-evict-on", "GPULET_DRA_EVICT_ON", "flags.draEvictOn", T_STRING, S(dra_evict_on), NULL, "",
      "the faults whose device taints are NoExecute (the pods using the device are evicted), as "
      "--fault-taint-on lists them; the rest are NoSchedule. Default: none", "LIST", NULL},

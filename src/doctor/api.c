@@ -50,7 +50,7 @@ static void api_target(const struct config *c, const struct api_right *r, char *
 {
     ns[0] = name[0] = '\0';
     if (!strcmp(r->resource, "resourceslices")) {
-        dra_slice_name(c->node_name, name, namelen);
+        dra_slice_name(NULL, c->node_name, 0, name, namelen);
     } else if (!strcmp(r->resource, "resourceclaims") || !strcmp(r->resource, "pods")) {
         return; /* any namespace's */
     } else if (!strcmp(r->resource, "nodes")) {

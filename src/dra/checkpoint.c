@@ -99,6 +99,15 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
             dra_checkpoint_copy(x, "shareID", pd->share_id, sizeof pd->share_id);
             unsigned long long compute = dra_checkpoint_number(x, "shareCompute");
             pd->share_compute = compute <= 100 ? (unsigned)compute : 0;
+            /* A MIG device the claim made: a restart adopts it (it is
+             * destroyed at unprepare), where it is still there. */
+            json_t *made = json_object_get(x, "migMade");
+            if (json_is_object(made)) {
+                pd->mig_made = true;
+                pd->gpu = (unsigned)dra_checkpoint_number(made, "gpu");
+                pd->gi = (unsigned)dra_checkpoint_number(made, "gi");
+                pd->ci = (unsigned)dra_checkpoint_number(made, "ci");
+            }
         }
     }
     json_decref(root);
@@ -127,6 +136,13 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
                 jsonx_set(x, "shareID", jsonx_ok(json_string(p->devs[k].share_id)));
             if (p->devs[k].share_compute)
                 jsonx_set(x, "shareCompute", jsonx_ok(json_integer(p->devs[k].share_compute)));
+            if (p->devs[k].mig_made) {
+                json_t *made = jsonx_ok(json_object());
+                jsonx_set(made, "gpu", jsonx_ok(json_integer(p->devs[k].gpu)));
+                jsonx_set(made, "gi", jsonx_ok(json_integer(p->devs[k].gi)));
+                jsonx_set(made, "ci", jsonx_ok(json_integer(p->devs[k].ci)));
+                jsonx_set(x, "migMade", made);
+            }
             jsonx_append(devs, x);
         }
         json_t *consumers = jsonx_ok(json_array());

@@ -33,8 +33,8 @@ static void dra_read_pcie_roots(struct dra *d)
 
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
-              struct kube_client *kc, struct kube_watch *node, const struct dra_hooks *hooks,
-              struct err *e)
+              const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
+              const struct dra_hooks *hooks, struct err *e)
 {
     *out = NULL;
     if (!cfg->node_name[0])
@@ -52,6 +52,8 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     d->node_watch = node;
     if (hooks)
         d->hooks = *hooks;
+    if (gpus)
+        d->gpus = *gpus;
     snprintf(d->node, sizeof d->node, "%s", cfg->node_name);
     if (cfg->kubelet_registry_dir[0])
         snprintf(d->registry_socket, sizeof d->registry_socket, "%s/" DRA_DRIVER "-reg.sock",
@@ -71,6 +73,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     uv_timer_init(loop, &d->held_timer);
     d->retry.data = d->refresh.data = d->health_timer.data = d->held_timer.data = d;
     d->handles = 4;
+    dra_mig_start(d);
     dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
     if (dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
@@ -99,6 +102,7 @@ void dra_status(const struct dra *d, struct strbuf *out)
     strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->plugin_socket,
                   d->registered ? "registered" : "unregistered", dra_count(&in),
                   d->nprepared, d->api ? DRA_GROUP "/" : "", d->api ? dra_api_name(d->api) : "unknown");
+    dra_slice_in_free(&in);
 }
 
 void dra_holders(const struct dra *d,
@@ -127,6 +131,7 @@ void dra_stop(struct dra *d)
     d->stopping = true;
     dra_service_stop(d);
     dra_prepare_stop(d);
+    dra_mig_stop(d);
     dra_mps_stop_all(d);
     dra_held_stop(d);
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
@@ -142,7 +147,7 @@ void dra_maybe_free(struct dra *d)
 {
     if (!d->stopping || d->jobs || d->handles)
         return;
-    strbuf_free(&d->applied);
+    free(d->slices); /* their objects went with dra_unpublish */
     for (unsigned i = 0; i < d->nprepared; i++)
         dra_prepared_free(&d->prepared[i]);
     free(d->prepared);

@@ -86,7 +86,66 @@ struct dra_slice_in {
                                      * (a node moved to DRA); NULL: none */
     bool consumable;                /* the API has consumable capacity: --dra-shares GPUs are
                                      * published for shares (dra_share_*) */
+    bool partitionable;             /* the API has counters in slices of their own (1.35+):
+                                     * --dra-mig GPUs are published as placements */
+    const char (*made)[96];         /* the UUIDs of the MIG devices claims made */
+    unsigned nmade;
 };
+
+/* --- MIG devices made per claim (partition.c, pure, fuzzed) --------------------- */
+
+#define DRA_COUNTER_SETS_PER_SLICE 8  /* a counters slice holds this many GPUs' sets */
+#define DRA_MAX_COUNTERS (8 + GPU_MIG_SLICES)
+
+/* One counter: of a GPU's counter set, or what a placement consumes of it. */
+struct dra_counter {
+    char name[24];                  /* "memory", "multiprocessors", "memory-slice-3"... */
+    unsigned long long value;
+    bool bytes;                     /* a quantity in bytes (memory) */
+};
+
+/* A MIG device that a claim may have made: profile at memory slice start on GPU gpu. */
+struct dra_placement {
+    unsigned gpu;                   /* its index in the inventory */
+    const struct gpu_mig_profile *profile;
+    unsigned start;
+};
+
+/* Whether GPU i is published as placements (--dra-mig, the API has
+ * counters, and its MIG profiles are known); how many GPUs are. */
+bool dra_partitions(const struct dra_slice_in *in, unsigned i);
+unsigned dra_partitioned(const struct dra_slice_in *in);
+
+/* GPU g's counters (p NULL: its counter set, each dimension's most and
+ * every memory slice) or what profile p at start consumes of them (its
+ * memory slices only); returns how many, at most DRA_MAX_COUNTERS. */
+unsigned dra_counters(const struct gpu_info *g, const struct gpu_mig_profile *p, unsigned start,
+                      struct dra_counter *out);
+
+/* gpu-<minor>-counter-set. */
+void dra_counter_set_name(const struct gpu_info *g, char *out, size_t len);
+
+/* NVIDIA's MIG profile in a device name: "1g.10gb+me" is 1g10gb-me. */
+void dra_profile_label(const char *profile, char *out, size_t len);
+
+/* gpu-<minor>-mig-<profile>-<profile ID>-<start>. */
+void dra_placement_name(const struct gpu_info *g, const struct gpu_mig_profile *p, unsigned start,
+                        char *out, size_t len);
+
+/* GPU g's placements: how many, and the n-th (its gpu left 0). */
+unsigned dra_placements(const struct gpu_info *g);
+bool dra_placement_at(const struct gpu_info *g, unsigned n, struct dra_placement *out);
+
+/* The placement a device name names on a GPU dra_partitions; false if none. */
+bool dra_placement_find(const struct dra_slice_in *in, const char *name, struct dra_placement *out);
+
+/* Whether MIG device uuid is one a claim made (in->made). */
+bool dra_made(const struct dra_slice_in *in, const char *uuid);
+
+/* Whether a placement can be had: no MIG device that no claim made
+ * (in->made) overlaps it, save one exactly there, which a claim adopts
+ * (*mig: its index, else -1). */
+bool dra_placement_open(const struct dra_slice_in *in, const struct dra_placement *pl, int *mig);
 
 /* --- shares of a GPU (slice.c, claim.c; pure) ------------------------------------ */
 
@@ -108,19 +167,27 @@ unsigned long long dra_share_default(unsigned long long total);
  * so that the scheduler cannot pick it. */
 bool dra_publishes(const struct dra_slice_in *in, unsigned i, unsigned mig);
 
-/* The devices in the slice. */
+/* The devices in the pool's slices. */
 unsigned dra_count(const struct dra_slice_in *in);
 
-/* The node's ResourceSlice (server-side apply body) in in->api: the GPUs
- * dra_publishes, with NVIDIA's attributes and capacities; owned by the
- * Node (node_uid) so that it goes with it. */
-void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out);
+/* The pool's slices: the first holds the GPUs and MIG devices
+ * dra_publishes; where GPUs are partitioned, then their counter sets
+ * (DRA_COUNTER_SETS_PER_SLICE a slice) and a slice of each one's
+ * placements (a slice holds counters or devices, not both, from 1.35). */
+unsigned dra_slices(const struct dra_slice_in *in);
+
+/* Slice s of the pool (server-side apply body) in in->api, with NVIDIA's
+ * attributes and capacities; owned by the Node (node_uid) so that it goes
+ * with it. */
+void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *out);
 
 /* A PCI address as Kubernetes' pciBusID attribute writes it ("0000:1b:00.0"). */
 void dra_pci_bus_id(const char *nvml, char *out, size_t len);
 
-/* The slice's object name: <node>-gpu.nvidia.com. */
-void dra_slice_name(const char *node, char *out, size_t len);
+/* Slice s's object name: <node>-gpu.nvidia.com for the first (s 0; in
+ * may be NULL), then -counters[-N] and -gpu-<minor>. */
+void dra_slice_name(const struct dra_slice_in *in, const char *node, unsigned s, char *out,
+                    size_t len);
 
 /* --- the kubelet's health stream (health.c; the message is pure, fuzzed) ------- */
 
@@ -215,7 +282,19 @@ struct dra;
 /* What the driver tells the agent, on the loop. */
 struct dra_hooks {
     void (*on_claims)(void *ctx);    /* prepared claims or their containers changed */
+    /* GPU gpu's MIG devices changed (a claim's was made or destroyed): seen
+     * holds them as read again on its lane; the agent's records follow */
+    void (*on_mig)(void *ctx, unsigned gpu, const struct gpu_info *seen);
     void *ctx;
+};
+
+/* The agent's NVML and its GPUs' lanes, through which MIG devices are
+ * made per claim (--dra-mig); NULL lanes: none made. */
+struct nvml;
+struct gpu_lanes;
+struct dra_gpus {
+    struct nvml *nvml;
+    struct gpu_lanes *lanes;
 };
 
 /* Calls fn for each device of a prepared claim (its UUID: a GPU's or a MIG
@@ -229,8 +308,8 @@ void dra_holders(const struct dra *d,
  * watch of the Node (the slice's owner). */
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
-              struct kube_client *kc, struct kube_watch *node, const struct dra_hooks *hooks,
-              struct err *e);
+              const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
+              const struct dra_hooks *hooks, struct err *e);
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims

@@ -35,6 +35,12 @@ struct dra_prepared {
                                         * 0: the GPU's memory */
         char share_id[64];        /* a share of the GPU (its GPU's daemon, claim_mps.c); "" none */
         unsigned share_compute;   /* a share's active thread percentage; 0: not capped */
+        /* a placement (--dra-mig): the MIG device made for the claim, or adopted */
+        bool placement;
+        unsigned gpu;             /* its GPU's index in the inventory */
+        unsigned mig_profile, mig_start; /* the GPU instance profile ID, first memory slice */
+        unsigned gi, ci;          /* once made: its GPU and compute instance IDs */
+        bool mig_made;            /* made for the claim: destroyed at unprepare */
     } *devs;
     unsigned nconsumers;
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
@@ -50,6 +56,16 @@ bool dra_prepared_mps(const struct dra_prepared *p);
 /* p's share, if it is one: the device whose GPU's daemon its containers
  * use (a claim takes shares of one GPU); NULL for none. */
 const struct dra_prepared_device *dra_prepared_share(const struct dra_prepared *p);
+
+/* One slice of the pool on the API server (publish.c). */
+struct dra_slice_obj {
+    struct dra *d;
+    unsigned index;                       /* its place in the pool (dra_slice_json's s) */
+    char name[320];
+    struct kube_watch *watch;
+    struct kube_sync *sync;
+    struct strbuf applied;                /* as last applied, at d->generation */
+};
 
 struct dra {
     uv_loop_t *loop;
@@ -73,13 +89,13 @@ struct dra {
     bool registered;
     struct dra_health_watch *health_watches; /* the kubelet's NodeWatchResources streams */
     uv_timer_t health_timer;              /* sends them again */
-    /* the slice (publish.c), kept in step by kube/sync.c from its watch */
-    struct kube_watch *slice_watch;
-    struct kube_sync *slice_sync;
+    /* the pool's slices (publish.c), each kept in step by kube/sync.c from its watch */
+    struct dra_slice_obj **slices;        /* each its own: the syncs hold them */
+    unsigned nslices;
     unsigned long long generation;        /* the pool's, as the server holds it or last applied */
-    struct strbuf applied;                /* the slice as last applied, at generation */
     unsigned published;                   /* devices in it */
     bool taints_dropped;                  /* the server took a slice without its taints */
+    bool counters_dropped;                /* ... or its counters: no placements then */
     bool *held;                           /* per device (DRA_AT): a device plugin's pod holds it */
     struct grpc_client_call *held_call;   /* the kubelet's PodResources List in flight */
     uv_timer_t held_timer;                /* reads it again while one is held */
@@ -95,6 +111,9 @@ struct dra {
     unsigned nmps;
     struct dra_job *waiting;              /* prepares answered once their daemons are up */
     struct dra_hooks hooks;
+    struct dra_gpus gpus;                 /* the agent's NVML and lanes: MIG devices made */
+    uv_async_t mig_done;                  /* a lane is done with a make or a destroy */
+    struct dra_mig_op *mig_ops;           /* those in flight (claim_mig.c) */
     unsigned jobs;                        /* jobs not yet freed: d is freed after the last */
     bool stopping;
 };
@@ -118,6 +137,8 @@ bool dra_tainted(const struct dra *d);
  * configuration. */
 void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
                   struct health_faults *evict, struct dra_slice_in *in);
+/* Frees what dra_slice_of allocated in in (the made MIG devices' list). */
+void dra_slice_in_free(struct dra_slice_in *in);
 
 /* The devices pods of the device plugin still hold (held.c), from the
  * kubelet's PodResources List: read at start and with each refresh while
@@ -164,6 +185,8 @@ struct dra_job {
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     bool mapped;                      /* its claims were mapped: a second pass sets time slices */
     bool refresh;                     /* not the kubelet's: the claims' containers only */
+    bool made;                        /* its placements' MIG devices were asked for */
+    unsigned making;                  /* of them, not yet back */
 };
 
 /* Reads j's claims (read.c): each claim not prepared before, and in a
@@ -216,6 +239,15 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
 bool dra_timeslice_wanted(const struct dra_prepared *p);
 int dra_timeslice_set(const struct dra *d, const struct dra_prepared *p, char *error, size_t len);
 void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
+
+/* MIG devices made per claim (claim_mig.c): j's placements made on their
+ * GPUs' lanes, then dra_job_next (returns how many were asked for: 0,
+ * go on at once); p's made devices destroyed (unprepare, a failed
+ * prepare); the lanes' notification, set up and closed with the driver. */
+unsigned dra_mig_make(struct dra *d, struct dra_job *j);
+void dra_mig_unmake(struct dra *d, const struct dra_prepared *p);
+void dra_mig_start(struct dra *d);
+void dra_mig_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);

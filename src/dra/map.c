@@ -36,7 +36,9 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
              * pod runs, as a NoSchedule taint means). */
             struct dra_slice_in in;
             dra_slice_of(d, "", 0, NULL, &in);
-            if (!dra_publishes(&in, i, k)) {
+            bool published = dra_publishes(&in, i, k);
+            dra_slice_in_free(&in);
+            if (!published) {
                 const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
                 snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
                          k ? g->mig[k - 1].uuid : g->uuid, h ? h : "not in the slice");
@@ -138,6 +140,48 @@ static bool dra_map_shares_apart(const struct dra_prepared *p, char *why, size_t
     return true;
 }
 
+/* A placement (--dra-mig): the MIG device to make at prepare, or the one
+ * another made exactly there, adopted. False with why where its GPU is
+ * faulty or its slices are held by a MIG device no claim made. */
+static bool dra_map_placement(const struct dra *d, const struct dra_allocation *al, unsigned k,
+                              const struct dra_placement *pl, struct dra_prepared *p, char *why,
+                              size_t len)
+{
+    struct dra_prepared_device *pd = &p->devs[p->count - 1];
+    const struct gpu_info *g = &d->inv->gpus[pl->gpu];
+    struct dra_slice_in in;
+    int there = -1;
+    dra_slice_of(d, "", 0, NULL, &in);
+    bool open = dra_placement_open(&in, pl, &there);
+    bool made = there >= 0 && dra_made(&in, g->mig[there].uuid); /* another claim's */
+    dra_slice_in_free(&in);
+    if (al->results[k].share_id[0]) {
+        snprintf(why, len, "device %s: a MIG device is not shared by capacity", pd->device);
+        return false;
+    }
+    if (!open || made) {
+        snprintf(why, len, "device %s: its memory slices are held by MIG device %s, which no claim "
+                           "of this node made (or another claim's)", pd->device,
+                 there >= 0 ? g->mig[there].uuid : "of an unknown placement");
+        return false;
+    }
+    const char *h = gpu_device_unhealthy(&d->devs[pl->gpu], there);
+    if (h && !dra_tainted(d)) {
+        snprintf(why, len, "device %s (GPU %s) is unhealthy: %s", pd->device, g->uuid, h);
+        return false;
+    }
+    pd->placement = true;
+    pd->gpu = pl->gpu;
+    pd->mig_profile = pl->profile->info.id;
+    pd->mig_start = pl->start;
+    if (there >= 0) { /* adopted: another made it, and it stays */
+        snprintf(pd->uuid, sizeof pd->uuid, "%s", g->mig[there].uuid);
+        pd->gi = g->mig[there].gi;
+        pd->ci = g->mig[there].ci;
+    }
+    return dra_map_config(al, k, true, p, why, len);
+}
+
 /* The allocation as prepared devices; false with why where one cannot be. */
 bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *name,
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len)
@@ -149,6 +193,20 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
     snprintf(p->name, sizeof p->name, "%s", name);
     for (unsigned k = 0; k < al->count; k++) {
         unsigned mig = 0;
+        struct dra_placement pl;
+        struct dra_slice_in in;
+        dra_slice_of(d, "", 0, NULL, &in);
+        bool placement = !strcmp(al->results[k].pool, d->node) &&
+                         dra_placement_find(&in, al->results[k].device, &pl);
+        dra_slice_in_free(&in);
+        if (placement) {
+            struct dra_prepared_device *pd = &p->devs[p->count++];
+            snprintf(pd->request, sizeof pd->request, "%s", al->results[k].request);
+            snprintf(pd->device, sizeof pd->device, "%s", al->results[k].device);
+            if (!dra_map_placement(d, al, k, &pl, p, why, len))
+                return false;
+            continue;
+        }
         int g = dra_result_gpu(d, &al->results[k], &mig, why, len);
         if (g < 0)
             return false;

@@ -132,6 +132,7 @@ static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begu
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
         if (c->timeslice_set)
             dra_timeslice_reset(d, p); /* set by the second pass: back to Default */
+        dra_mig_unmake(d, p);          /* and the MIG devices made for it go */
         return;
     }
     p->nconsumers = c->nconsumers;
@@ -275,6 +276,11 @@ void dra_job_next(struct dra_job *j)
             return;
         }
     }
+    if (!j->refresh && !j->made) {
+        j->made = true;
+        if (dra_mig_make(d, j)) /* back here once they are made */
+            return;
+    }
     bool changed = false;
     for (unsigned i = 0; i < j->n; i++)
         if (!dra_job_update(d, &j->claims[i], &changed) && !j->refresh)
@@ -351,6 +357,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
                      req->claims[i]->name, uid);
             dra_mps_stop(d, uid);
             dra_timeslice_reset(d, p);
+            dra_mig_unmake(d, p);
             dra_prepared_free(p);
             *p = d->prepared[--d->nprepared];
             changed = true;

@@ -57,6 +57,21 @@ bool dra_tainted(const struct dra *d)
     return (d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2) && !d->taints_dropped;
 }
 
+/* The UUIDs of the MIG devices claims made (a placement's), for the slice
+ * to tell them from those another made; the caller frees them. */
+static char (*dra_made_list(const struct dra *d, unsigned *n))[96]
+{
+    char(*made)[96] = NULL;
+    *n = 0;
+    for (unsigned i = 0; i < d->nprepared; i++)
+        for (unsigned k = 0; k < d->prepared[i].count; k++)
+            if (d->prepared[i].devs[k].mig_made) {
+                made = xrealloc(made, (*n + 1) * sizeof *made);
+                snprintf(made[(*n)++], sizeof *made, "%s", d->prepared[i].devs[k].uuid);
+            }
+    return made;
+}
+
 void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
                   struct health_faults *evict, struct dra_slice_in *in)
 {
@@ -65,43 +80,53 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
         memset(evict, 0, sizeof *evict); /* checked with the configuration */
     *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
                                 (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,
-                                d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2};
+                                d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2,
+                                d->api == DRA_API_V1 && !d->counters_dropped, NULL, 0};
+    in->made = (const char(*)[96])dra_made_list(d, &in->nmade);
 }
 
-static void dra_build(const struct dra *d, const char *uid, unsigned long long generation,
-                      struct strbuf *out)
+void dra_slice_in_free(struct dra_slice_in *in)
+{
+    free((void *)in->made);
+    in->made = NULL;
+}
+
+static void dra_build(const struct dra *d, const char *uid, unsigned s,
+                      unsigned long long generation, struct strbuf *out)
 {
     struct health_faults evict;
     struct dra_slice_in in;
     dra_slice_of(d, uid, generation, &evict, &in);
-    dra_slice_json(&in, out);
+    dra_slice_json(&in, s, out);
+    dra_slice_in_free(&in);
 }
 
-/* Whether a slice (JSON) has a device with taints. */
-static bool dra_has_taints(const char *json, size_t len)
+/* Whether a slice (JSON) has a device with taints, or counter sets. */
+static bool dra_has(const char *json, size_t len, const char *list, const char *field)
 {
     json_t *s = json_loadb(json, len, 0, NULL);
-    json_t *devs = json_object_get(json_object_get(s, "spec"), "devices"), *dev;
+    json_t *items = json_object_get(json_object_get(s, "spec"), list), *item;
     size_t i;
     bool found = false;
-    json_array_foreach(devs, i, dev)
-        found = found || json_object_get(dev, "taints");
+    json_array_foreach(items, i, item)
+        found = found || !field || json_object_get(item, field);
     json_decref(s);
     return found;
 }
 
-/* Whether the server's slice (text) is ours as built now at its generation:
- * the one last applied, or one whose every field we set it holds (after a
- * restart). */
-static bool dra_slice_holds(struct dra *d, const char *uid, const char *json, size_t len)
+/* Whether the server's slice (text) is ours as built now, at the pool's
+ * generation: the one last applied, or one whose every field we set it
+ * holds (after a restart, whose first slice seen gives the generation). */
+static bool dra_slice_holds(struct dra_slice_obj *o, const char *uid, const char *json, size_t len)
 {
+    struct dra *d = o->d;
     json_t *have = json_loadb(json, len, 0, NULL);
     unsigned long long g = dra_generation(have);
     struct strbuf now = {0};
-    dra_build(d, uid, g, &now);
-    bool same = g == d->generation && now.len == d->applied.len &&
-                !memcmp(now.data, d->applied.data, now.len);
-    if (!same) {
+    dra_build(d, uid, o->index, g, &now);
+    bool same = g == d->generation && now.len == o->applied.len &&
+                !memcmp(now.data, o->applied.data, now.len);
+    if (!same && (g == d->generation || !d->generation)) {
         json_t *want = json_loadb(now.data, now.len, 0, NULL);
         same = dra_json_within(json_object_get(want, "spec"), json_object_get(have, "spec"));
         json_decref(want);
@@ -113,11 +138,19 @@ static bool dra_slice_holds(struct dra *d, const char *uid, const char *json, si
     return same;
 }
 
+static void dra_poke_others(struct dra *d, const struct dra_slice_obj *o)
+{
+    for (unsigned k = 0; k < d->nslices; k++)
+        if (d->slices[k] != o)
+            kube_sync_poke(d->slices[k]->sync);
+}
+
 static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_write *w,
                           struct err *e)
 {
     (void)e;
-    struct dra *d = ctx;
+    struct dra_slice_obj *o = ctx;
+    struct dra *d = o->d;
     size_t nlen;
     const char *node = kube_watch_object(d->node_watch, &nlen);
     json_t *n = node ? json_loadb(node, nlen, 0, NULL) : NULL;
@@ -129,50 +162,70 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
         return 0;
     if (d->held_call && !d->held) /* the GPUs pods hold are being read: it pokes */
         return 0;
-    if (json && dra_slice_holds(d, owner, json, len))
+    if (json && dra_slice_holds(o, owner, json, len))
         return 0;
-    if (!json && d->applied.len)
-        log_warn("DRA: the ResourceSlice was deleted (the kubelet does so when a driver's socket "
-                 "goes); publishing it again");
+    if (!json && o->applied.len)
+        log_warn("DRA: the ResourceSlice %s was deleted (the kubelet does so when a driver's "
+                 "socket goes); publishing it again", o->name);
+    unsigned long long g = 0;
     if (json) {
         json_t *have = json_loadb(json, len, 0, NULL);
-        unsigned long long g = dra_generation(have);
+        g = dra_generation(have);
         json_decref(have);
         if (g > d->generation)
             d->generation = g;
     }
-    d->generation++;
-    strbuf_free(&d->applied);
-    dra_build(d, owner, d->generation, &d->applied);
-    strbuf_append(&w->body, d->applied.data, d->applied.len);
-    char name[320];
-    dra_slice_name(d->node, name, sizeof name);
+    /* A change the pool's slices already carry at this generation needs a
+     * new one, and the others follow it; a slice behind is only brought
+     * up to it (one change, one new generation). */
+    if (!d->generation || (json && g == d->generation)) {
+        d->generation++;
+        dra_poke_others(d, o);
+    }
+    strbuf_free(&o->applied);
+    dra_build(d, owner, o->index, d->generation, &o->applied);
+    strbuf_append(&w->body, o->applied.data, o->applied.len);
     w->method = "PATCH";
     snprintf(w->path, sizeof w->path, "/apis/" DRA_GROUP "/%s/resourceslices/%s"
-             "?fieldManager=gpulet&force=true", dra_api_name(d->api), name);
+             "?fieldManager=gpulet&force=true", dra_api_name(d->api), o->name);
     w->content_type = "application/apply-patch+yaml";
     return 0;
 }
 
+static void dra_slices_stop(struct dra *d, unsigned from);
+
 static void dra_slice_took(void *ctx, const struct kube_answer *a)
 {
-    struct dra *d = ctx;
+    struct dra_slice_obj *o = ctx;
+    struct dra *d = o->d;
     /* A server whose DRADeviceTaints gate is off drops the field without a
      * word: then a faulty device would look healthy to the scheduler. It
-     * leaves the slice instead, as on 1.32. */
-    if (a && a->len && dra_tainted(d) && dra_has_taints(d->applied.data, d->applied.len) &&
-        !dra_has_taints(a->body, a->len)) {
+     * leaves the slice instead, as on 1.32. Without DRAPartitionableDevices
+     * it drops counters: then placements would not exclude each other, and
+     * the GPUs go back to their MIG devices as they are. */
+    if (a && a->len && dra_tainted(d) && dra_has(o->applied.data, o->applied.len, "devices", "taints") &&
+        !dra_has(a->body, a->len, "devices", "taints")) {
         d->taints_dropped = true;
         log_warn("DRA: the API server drops device taints (its DRADeviceTaints feature gate is "
                  "off): faulty devices leave the ResourceSlice instead");
         dra_publish(d);
         return;
     }
+    if (a && a->len && !d->counters_dropped &&
+        dra_has(o->applied.data, o->applied.len, "sharedCounters", NULL) &&
+        !dra_has(a->body, a->len, "sharedCounters", NULL)) {
+        d->counters_dropped = true;
+        log_warn("DRA: the API server drops counter sets (its DRAPartitionableDevices feature gate "
+                 "is off): --dra-mig GPUs are published as the MIG devices they have");
+        dra_publish(d);
+        return;
+    }
     struct dra_slice_in in;
     dra_slice_of(d, "", 0, NULL, &in);
     d->published = dra_count(&in);
-    log_info("DRA: ResourceSlice published: %u device(s), pool generation %llu", d->published,
-             d->generation);
+    dra_slice_in_free(&in);
+    log_info("DRA: ResourceSlice published: %s; the pool: %u device(s) in %u slice(s), "
+             "generation %llu", o->name, d->published, d->nslices, d->generation);
 }
 
 static void dra_on_node(void *ctx, struct kube_watch *w)
@@ -181,30 +234,62 @@ static void dra_on_node(void *ctx, struct kube_watch *w)
     dra_publish(ctx); /* the Node's UID may be there now */
 }
 
-void dra_publish_start(struct dra *d)
+/* Slice obj o's watch and sync. */
+static void dra_slice_start(struct dra *d, struct dra_slice_obj *o)
 {
-    if (d->slice_sync || d->stopping)
-        return;
-    char name[320], collection[128], what[400];
+    char collection[128], what[400];
     struct err e;
-    dra_slice_name(d->node, name, sizeof name);
     snprintf(collection, sizeof collection, "/apis/" DRA_GROUP "/%s/resourceslices",
              dra_api_name(d->api));
-    snprintf(what, sizeof what, "ResourceSlice %s", name);
-    const struct kube_watch_spec ws = {collection, name, what};
-    kube_watch_start(&d->slice_watch, d->kc, &ws, &e);
+    snprintf(what, sizeof what, "ResourceSlice %s", o->name);
+    const struct kube_watch_spec ws = {collection, o->name, what};
+    kube_watch_start(&o->watch, d->kc, &ws, &e);
     const struct kube_sync_spec ss = {.what = what, .rbac = "get, list, watch, patch and delete "
                                       "on resourceslices (deploy/dra/rbac.yaml)",
-                                      .watch = d->slice_watch, .next = dra_slice_next,
-                                      .took = dra_slice_took, .ctx = d};
-    kube_sync_start(&d->slice_sync, d->kc, &ss, &e);
+                                      .watch = o->watch, .next = dra_slice_next,
+                                      .took = dra_slice_took, .ctx = o};
+    kube_sync_start(&o->sync, d->kc, &ss, &e);
+}
+
+/* The pool's slices as the GPUs and the API make them now: those past the
+ * count go (deleted from the server), new ones start. */
+static void dra_slices_resize(struct dra *d)
+{
+    struct dra_slice_in in;
+    dra_slice_of(d, "", 0, NULL, &in);
+    unsigned n = dra_slices(&in), had = d->nslices;
+    if (n < had)
+        dra_slices_stop(d, n);
+    if (n > had) {
+        d->slices = xrealloc(d->slices, n * sizeof *d->slices);
+        for (unsigned k = had; k < n; k++) {
+            struct dra_slice_obj *o = xcalloc(1, sizeof *o);
+            *o = (struct dra_slice_obj){.d = d, .index = k};
+            dra_slice_name(&in, d->node, k, o->name, sizeof o->name);
+            d->slices[k] = o;
+        }
+        d->nslices = n;
+        for (unsigned k = had; k < n; k++)
+            dra_slice_start(d, d->slices[k]);
+    }
+    dra_slice_in_free(&in);
+}
+
+void dra_publish_start(struct dra *d)
+{
+    if (d->nslices || d->stopping)
+        return;
+    dra_slices_resize(d);
     kube_watch_listen(d->node_watch, dra_on_node, d);
 }
 
 void dra_publish(struct dra *d)
 {
-    if (!d->stopping)
-        kube_sync_poke(d->slice_sync);
+    if (d->stopping || !d->nslices)
+        return;
+    dra_slices_resize(d);
+    for (unsigned k = 0; k < d->nslices; k++)
+        kube_sync_poke(d->slices[k]->sync);
 }
 
 static void dra_deleted(void *ctx, const struct kube_answer *a)
@@ -214,30 +299,41 @@ static void dra_deleted(void *ctx, const struct kube_answer *a)
     if (a->status != 200 && a->status != 404)
         snprintf(why, sizeof why, "not deleted: %.500s (the kubelet removes it later)",
                  a->status ? "HTTP error" : a->error);
-    if (a->status && !why[0])
-        log_info("DRA: ResourceSlice deleted");
-    else
-        log_info("DRA: ResourceSlice %s%s", why, a->status ? "" : "");
+    if (why[0])
+        log_info("DRA: ResourceSlice %s", why);
     d->jobs--;
     dra_maybe_free(d);
+}
+
+/* Stops slices from on and deletes them from the API server. */
+static void dra_slices_stop(struct dra *d, unsigned from)
+{
+    for (unsigned k = from; k < d->nslices; k++) {
+        struct dra_slice_obj *o = d->slices[k];
+        char path[512];
+        snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s",
+                 dra_api_name(d->api), o->name);
+        kube_sync_stop(o->sync);
+        kube_watch_stop(o->watch);
+        strbuf_free(&o->applied);
+        free(o);
+        if (!d->api)
+            continue; /* nothing was ever published */
+        d->jobs++;
+        /* No owner: the agent's stop does not cancel it; the client stays
+         * until it is answered. */
+        kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
+                                                  .done = dra_deleted, .ctx = d});
+    }
+    if (from == 0 && d->nslices)
+        log_info("DRA: ResourceSlices deleted (%u)", d->nslices);
+    d->nslices = from < d->nslices ? from : d->nslices;
 }
 
 void dra_unpublish(struct dra *d)
 {
     kube_watch_unlisten(d->node_watch, dra_on_node, d);
-    kube_sync_stop(d->slice_sync);
-    kube_watch_stop(d->slice_watch);
-    d->slice_sync = NULL;
-    d->slice_watch = NULL;
-    if (!d->api)
-        return; /* nothing was ever published */
-    char name[320], path[512];
-    dra_slice_name(d->node, name, sizeof name);
-    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s", dra_api_name(d->api),
-             name);
-    d->jobs++;
-    /* No owner: the agent's stop does not cancel it; the client stays
-     * until it is answered. */
-    kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
-                                              .done = dra_deleted, .ctx = d});
+    dra_slices_stop(d, 0);
+    free(d->slices);
+    d->slices = NULL;
 }

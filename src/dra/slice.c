@@ -10,22 +10,6 @@
 
 #include "util/jsonx.h"
 
-/* NVIDIA's MIG profile in a device name: "1g.10gb+me" is 1g10gb-me
- * (dots dropped, then what a DNS label cannot hold made a dash). */
-static void dra_profile_label(const char *profile, char *out, size_t len)
-{
-    size_t n = 0;
-    for (const char *p = profile; *p && n + 1 < len; p++) {
-        char c = (char)tolower((unsigned char)*p);
-        if (c == '.')
-            continue;
-        out[n++] = isalnum((unsigned char)c) || c == '-' ? c : '-';
-    }
-    while (n && out[n - 1] == '-')
-        n--;
-    out[n] = '\0';
-}
-
 void dra_device_name(const struct gpu_info *g, unsigned mig, char *out, size_t len)
 {
     if (!mig) {
@@ -43,9 +27,41 @@ unsigned dra_migs(const struct gpu_info *g)
     return g->mig_mode == NVML_DEVICE_MIG_ENABLE ? g->nmig : 0;
 }
 
-void dra_slice_name(const char *node, char *out, size_t len)
+/* GPU index of the n-th GPU dra_partitions. */
+static unsigned dra_nth_partitioned(const struct dra_slice_in *in, unsigned n)
 {
-    snprintf(out, len, "%s-" DRA_DRIVER, node);
+    unsigned i = 0;
+    for (; i < in->inv->count; i++)
+        if (dra_partitions(in, i) && !n--)
+            break;
+    return i;
+}
+
+static unsigned dra_counter_slices(const struct dra_slice_in *in)
+{
+    unsigned p = dra_partitioned(in);
+    return (p + DRA_COUNTER_SETS_PER_SLICE - 1) / DRA_COUNTER_SETS_PER_SLICE;
+}
+
+unsigned dra_slices(const struct dra_slice_in *in)
+{
+    unsigned p = dra_partitioned(in);
+    return 1 + (p ? dra_counter_slices(in) + p : 0);
+}
+
+void dra_slice_name(const struct dra_slice_in *in, const char *node, unsigned s, char *out,
+                    size_t len)
+{
+    unsigned c = s && in ? dra_counter_slices(in) : 0;
+    if (!s)
+        snprintf(out, len, "%s-" DRA_DRIVER, node);
+    else if (s == 1 && c)
+        snprintf(out, len, "%s-" DRA_DRIVER "-counters", node);
+    else if (s <= c)
+        snprintf(out, len, "%s-" DRA_DRIVER "-counters-%u", node, s - 1);
+    else
+        snprintf(out, len, "%s-" DRA_DRIVER "-gpu-%u", node,
+                 in->inv->gpus[dra_nth_partitioned(in, s - c - 1)].minor);
 }
 
 /* The API versions, newest first: the group's path of each. */
@@ -314,7 +330,7 @@ static json_t *dra_device(const struct dra_slice_in *in, unsigned i, unsigned mi
 bool dra_publishes(const struct dra_slice_in *in, unsigned i, unsigned mig)
 {
     const struct gpu_info *g = &in->inv->gpus[i];
-    if (!config_dra_takes(in->cfg, g) || !g->name[0])
+    if (!config_dra_takes(in->cfg, g) || !g->name[0] || dra_partitions(in, i))
         return false;
     if (!in->tainted && (!gpu_device_healthy(&in->devs[i], (int)mig - 1) ||
                          (in->held && in->held[DRA_AT(i, mig)])))
@@ -325,20 +341,128 @@ bool dra_publishes(const struct dra_slice_in *in, unsigned i, unsigned mig)
     return !dra_migs(g) && g->mig_mode != NVML_DEVICE_MIG_ENABLE;
 }
 
+/* A placement's device is in its GPU's slice: it can be had (no MIG
+ * device another made in its way) and, where faulty devices cannot stay
+ * tainted, healthy. *mig: 1 + the index of the MIG device there, else 0. */
+static bool dra_placement_published(const struct dra_slice_in *in, const struct dra_placement *pl,
+                                    unsigned *mig)
+{
+    int k;
+    if (!dra_placement_open(in, pl, &k))
+        return false;
+    *mig = (unsigned)(k + 1);
+    return in->tainted || gpu_device_healthy(&in->devs[pl->gpu], k);
+}
+
 unsigned dra_count(const struct dra_slice_in *in)
 {
-    unsigned n = 0;
-    for (unsigned i = 0; i < in->inv->count; i++)
+    unsigned n = 0, mig;
+    for (unsigned i = 0; i < in->inv->count; i++) {
         for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
             n += dra_publishes(in, i, k);
+        struct dra_placement pl;
+        for (unsigned p = 0; dra_partitions(in, i) && dra_placement_at(&in->inv->gpus[i], p, &pl); p++) {
+            pl.gpu = i;
+            n += dra_placement_published(in, &pl, &mig);
+        }
+    }
     return n;
 }
 
-void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out)
+static json_t *dra_counters_json(const struct dra_counter *c, unsigned n)
+{
+    json_t *o = jsonx_ok(json_object());
+    for (unsigned k = 0; k < n; k++) {
+        if (c[k].bytes)
+            dra_capacity_bytes(o, c[k].name, c[k].value);
+        else
+            dra_capacity_count(o, c[k].name, c[k].value);
+    }
+    return o;
+}
+
+/* A placement: a MIG device as NVIDIA's dynamic MIG describes it (no UUID:
+ * it is made when allocated), consuming its counters from its GPU's set. */
+static json_t *dra_placement_device(const struct dra_slice_in *in, const struct dra_placement *pl,
+                                    unsigned mig)
+{
+    const struct gpu_info *g = &in->inv->gpus[pl->gpu];
+    const nvmlGpuInstanceProfileInfo_t *p = &pl->profile->info;
+    char name[96], set[48];
+    json_t *attrs = jsonx_ok(json_object()), *capacity = jsonx_ok(json_object());
+    dra_attr_string(attrs, "type", "mig");
+    dra_attr_string(attrs, "parentUUID", g->uuid);
+    dra_attr_string(attrs, "profile", pl->profile->name);
+    dra_common_attrs(attrs, in, pl->gpu);
+    dra_capacity_count(capacity, "multiprocessors", p->multiprocessorCount);
+    dra_capacity_count(capacity, "copyEngines", p->copyEngineCount);
+    dra_capacity_count(capacity, "decoders", p->decoderCount);
+    dra_capacity_count(capacity, "encoders", p->encoderCount);
+    dra_capacity_count(capacity, "jpegEngines", p->jpegCount);
+    dra_capacity_count(capacity, "ofaEngines", p->ofaCount);
+    dra_capacity_bytes(capacity, "memory", p->memorySizeMB << 20);
+    struct dra_counter c[DRA_MAX_COUNTERS];
+    unsigned n = dra_counters(g, pl->profile, pl->start, c);
+    json_t *use = jsonx_ok(json_object()), *uses = jsonx_ok(json_array());
+    dra_counter_set_name(g, set, sizeof set);
+    jsonx_set(use, "counterSet", jsonx_ok(json_string(set)));
+    jsonx_set(use, "counters", dra_counters_json(c, n));
+    jsonx_append(uses, use);
+    json_t *dev = jsonx_ok(json_object());
+    dra_placement_name(g, pl->profile, pl->start, name, sizeof name);
+    jsonx_set(dev, "name", jsonx_ok(json_string(name)));
+    jsonx_set(dev, "attributes", attrs);
+    jsonx_set(dev, "capacity", capacity);
+    jsonx_set(dev, "consumesCounters", uses);
+    json_t *taints = in->tainted ? dra_device_taints(in, pl->gpu, mig) : NULL;
+    if (taints)
+        jsonx_set(dev, "taints", taints);
+    return dev;
+}
+
+/* Slice s's contents into spec: devices, or counter sets. */
+static void dra_slice_contents(const struct dra_slice_in *in, unsigned s, json_t *spec)
+{
+    unsigned c = dra_partitioned(in) ? dra_counter_slices(in) : 0;
+    json_t *list = jsonx_ok(json_array());
+    if (!s) {
+        for (unsigned i = 0; i < in->inv->count; i++)
+            for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
+                if (dra_publishes(in, i, k))
+                    jsonx_append(list, dra_device(in, i, k));
+        jsonx_set(spec, "devices", list);
+        return;
+    }
+    if (s <= c) {
+        for (unsigned n = (s - 1) * DRA_COUNTER_SETS_PER_SLICE;
+             n < s * DRA_COUNTER_SETS_PER_SLICE && n < dra_partitioned(in); n++) {
+            const struct gpu_info *g = &in->inv->gpus[dra_nth_partitioned(in, n)];
+            struct dra_counter ct[DRA_MAX_COUNTERS];
+            char name[48];
+            dra_counter_set_name(g, name, sizeof name);
+            json_t *set = jsonx_ok(json_object());
+            jsonx_set(set, "name", jsonx_ok(json_string(name)));
+            jsonx_set(set, "counters", dra_counters_json(ct, dra_counters(g, NULL, 0, ct)));
+            jsonx_append(list, set);
+        }
+        jsonx_set(spec, "sharedCounters", list);
+        return;
+    }
+    unsigned i = dra_nth_partitioned(in, s - c - 1), mig;
+    struct dra_placement pl;
+    for (unsigned p = 0; dra_placement_at(&in->inv->gpus[i], p, &pl); p++) {
+        pl.gpu = i;
+        if (dra_placement_published(in, &pl, &mig))
+            jsonx_append(list, dra_placement_device(in, &pl, mig));
+    }
+    jsonx_set(spec, "devices", list);
+}
+
+void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *out)
 {
     const char *node = in->node;
     char name[320];
-    dra_slice_name(node, name, sizeof name);
+    dra_slice_name(in, node, s, name, sizeof name);
     json_t *owner = jsonx_ok(json_object());
     jsonx_set(owner, "apiVersion", jsonx_ok(json_string("v1")));
     jsonx_set(owner, "kind", jsonx_ok(json_string("Node")));
@@ -350,20 +474,15 @@ void dra_slice_json(const struct dra_slice_in *in, struct strbuf *out)
     json_t *meta = jsonx_ok(json_object());
     jsonx_set(meta, "name", jsonx_ok(json_string(name)));
     jsonx_set(meta, "ownerReferences", owners);
-    json_t *devices = jsonx_ok(json_array());
-    for (unsigned i = 0; i < in->inv->count; i++)
-        for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
-            if (dra_publishes(in, i, k))
-                jsonx_append(devices, dra_device(in, i, k));
     json_t *pool = jsonx_ok(json_object());
     jsonx_set(pool, "name", jsonx_ok(json_string(node)));
     jsonx_set(pool, "generation", jsonx_ok(json_integer((json_int_t)in->generation)));
-    jsonx_set(pool, "resourceSliceCount", jsonx_ok(json_integer(1)));
+    jsonx_set(pool, "resourceSliceCount", jsonx_ok(json_integer(dra_slices(in))));
     json_t *spec = jsonx_ok(json_object());
     jsonx_set(spec, "driver", jsonx_ok(json_string(DRA_DRIVER)));
     jsonx_set(spec, "nodeName", jsonx_ok(json_string(node)));
     jsonx_set(spec, "pool", pool);
-    jsonx_set(spec, "devices", devices);
+    dra_slice_contents(in, s, spec);
     json_t *slice = jsonx_ok(json_object());
     char api[64];
     snprintf(api, sizeof api, DRA_GROUP "/%s", dra_api_name(in->api));

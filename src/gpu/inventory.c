@@ -145,6 +145,7 @@ static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
         g->architecture = inventory_arch_name(arch);
     inventory_pci_class(n, g);
     inventory_clique(n, g);
+    gpu_mig_profiles_read(n, g);
     nvmlBrandType_t brand;
     if (n->DeviceGetBrand && inventory_check(n, g, "brand", n->DeviceGetBrand(g->handle, &brand)))
         g->brand = (int)brand;

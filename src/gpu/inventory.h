@@ -25,6 +25,17 @@ struct gpu_mig {
     nvmlDeviceAttributes_t attr;    /* SMs, engines, slices, memory (MiB) */
 };
 
+/* A GPU instance profile of a MIG-capable GPU: what a MIG device of it
+ * holds, and where one may be placed. */
+#define GPU_MIG_PROFILES 8
+#define GPU_MIG_SLICES 8            /* memory slices of a MIG GPU (placements count in them) */
+struct gpu_mig_profile {
+    char name[32];                  /* "1g.10gb+me" (gpu_mig_profile_name) */
+    nvmlGpuInstanceProfileInfo_t info; /* its ID, slices, SMs, engines, memory (MiB) */
+    unsigned starts;                /* bit k: a placement may start at memory slice k */
+    unsigned size;                  /* the memory slices a placement spans */
+};
+
 struct gpu_info {
     nvmlDevice_t handle;            /* as found when built; a running agent uses its device model's */
     unsigned index;
@@ -39,6 +50,8 @@ struct gpu_info {
     int mig_mode;                   /* -1: not supported, else NVML_DEVICE_MIG_* */
     struct gpu_mig mig[GPU_MIG_MAX]; /* with MIG enabled: its MIG devices */
     unsigned nmig;
+    struct gpu_mig_profile mig_profiles[GPU_MIG_PROFILES]; /* with MIG enabled: what it can make */
+    unsigned nmig_profiles;
     int pci_class;                  /* base << 8 | sub: 0x0302 compute, 0x0300 graphics; -1 unknown */
     int brand;                      /* nvmlBrandType_t; -1 unknown */
     char clique[64];                /* "<fabric cluster UUID>.<clique ID>"; empty: no fabric */
@@ -99,6 +112,25 @@ void gpu_topology_read(struct nvml *n, struct gpu_inventory *inv);
 
 /* The MIG devices of g, where MIG is enabled (gpu/mig.c). */
 void gpu_mig_read(struct nvml *n, struct gpu_info *g);
+
+/* The GPU instance profiles of g and their placements, where MIG is
+ * enabled (the facts' half: they never change). */
+void gpu_mig_profiles_read(struct nvml *n, struct gpu_info *g);
+
+/* Makes a MIG device on g (its handle the one in use): a GPU instance of
+ * profile (its ID) at placement start, with one compute instance spanning
+ * it; then reads g's MIG devices again, and *made is the new one's index
+ * among them. The GPU instance goes again if its compute instance fails.
+ * 0, or -1 with NVML's word. */
+int gpu_mig_create(struct nvml *n, struct gpu_info *g, unsigned profile, unsigned start,
+                   unsigned *made, struct err *e);
+
+/* Destroys g's MIG device of GPU instance gi, compute instance ci, where
+ * its UUID is still uuid (a restart may find another there, or none: then
+ * nothing is done); then reads g's MIG devices again. 0, or -1 with
+ * NVML's word (IN_USE: a process still runs in it). */
+int gpu_mig_destroy(struct nvml *n, struct gpu_info *g, unsigned gi, unsigned ci, const char *uuid,
+                    struct err *e);
 
 /* A MIG device's profile name as NVIDIA's plugin and GFD spell it: slices
  * and memory in GB as a fraction of the GPU's (gpu_total_mib), "+me" for

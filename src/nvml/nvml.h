@@ -55,6 +55,20 @@
       "nvmlDeviceGetComputeInstanceId")                                               \
     X(DeviceGetGpuInstanceById, nvmlDeviceGetGpuInstanceById, "nvmlDeviceGetGpuInstanceById") \
     X(GpuInstanceGetInfo, nvmlGpuInstanceGetInfo, "nvmlGpuInstanceGetInfo")           \
+    X(DeviceGetGpuInstanceProfileInfo, nvmlDeviceGetGpuInstanceProfileInfo,           \
+      "nvmlDeviceGetGpuInstanceProfileInfo")                                          \
+    X(DeviceGetGpuInstancePossiblePlacements, nvmlDeviceGetGpuInstancePossiblePlacements_v2, \
+      "nvmlDeviceGetGpuInstancePossiblePlacements_v2")                                \
+    X(DeviceCreateGpuInstanceWithPlacement, nvmlDeviceCreateGpuInstanceWithPlacement, \
+      "nvmlDeviceCreateGpuInstanceWithPlacement")                                     \
+    X(GpuInstanceGetComputeInstanceProfileInfo, nvmlGpuInstanceGetComputeInstanceProfileInfo, \
+      "nvmlGpuInstanceGetComputeInstanceProfileInfo")                                 \
+    X(GpuInstanceCreateComputeInstance, nvmlGpuInstanceCreateComputeInstance,         \
+      "nvmlGpuInstanceCreateComputeInstance")                                         \
+    X(GpuInstanceGetComputeInstanceById, nvmlGpuInstanceGetComputeInstanceById,       \
+      "nvmlGpuInstanceGetComputeInstanceById")                                        \
+    X(ComputeInstanceDestroy, nvmlComputeInstanceDestroy, "nvmlComputeInstanceDestroy") \
+    X(GpuInstanceDestroy, nvmlGpuInstanceDestroy, "nvmlGpuInstanceDestroy")           \
     X(DeviceGetAttributes, nvmlDeviceGetAttributes_v2, "nvmlDeviceGetAttributes_v2",  \
       "nvmlDeviceGetAttributes")                                                      \
     X(DeviceGetPersistenceMode, nvmlDeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode") \

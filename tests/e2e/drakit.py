@@ -86,10 +86,22 @@ def remove_cdi_specs(made):
         CDI_DIR.rmdir()
 
 
-def slice_devices(cluster):
+def pool_slices(cluster):
+    """The node's gpu.nvidia.com pool, where complete: its slices of the
+    newest generation, as many as it says it has; None otherwise."""
     slices = [s for s in cluster.get("resourceslices")["items"]
               if s["spec"]["driver"] == "gpu.nvidia.com" and s["spec"].get("nodeName") == cluster.node]
-    return slices[0]["spec"]["devices"] if len(slices) == 1 else None
+    if not slices:
+        return None
+    newest = max(s["spec"]["pool"]["generation"] for s in slices)
+    slices = [s for s in slices if s["spec"]["pool"]["generation"] == newest]
+    return slices if len(slices) == slices[0]["spec"]["pool"]["resourceSliceCount"] else None
+
+
+def slice_devices(cluster):
+    """The devices of the node's pool (None while it is incomplete)."""
+    slices = pool_slices(cluster)
+    return None if slices is None else [d for s in slices for d in s["spec"].get("devices", [])]
 
 
 def wait_devices(cluster, n, timeout=60):
@@ -177,7 +189,7 @@ def driver_fixture(cluster, name, simulate, *args):
         # comes sooner waits out the scheduler's and the kubelet's backoff.
         d.wait_log("DRA: registered gpu.nvidia.com with the kubelet")
         deadline = time.monotonic() + 60
-        while not slice_devices(cluster):
+        while not pool_slices(cluster):
             assert time.monotonic() < deadline, d.log()[-3000:]
             time.sleep(0.2)
         yield d

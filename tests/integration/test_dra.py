@@ -161,7 +161,7 @@ def exercise(api, pb, reg, a, tmp, sim_env, gpulet):
     api.delete_slice("n1-gpu.nvidia.com")
     api.wait_for(lambda: "n1-gpu.nvidia.com" in api.slices, "the slice applied again", timeout=30)
     assert sum(1 for m, p, _ in api.requests if m == "PATCH" and "resourceslices" in p) == applied + 1
-    a.wait_log("DRA: the ResourceSlice was deleted")
+    a.wait_log("was deleted (the kubelet does so")
     # Bytes that are no request: INVALID_ARGUMENT, and the driver serves on.
     with grpc.insecure_channel(f"unix://{kubelet / 'plugins' / 'gpu.nvidia.com' / 'dra.sock'}") as ch:
         raw = ch.unary_unary(DRA + "NodePrepareResources")
@@ -562,6 +562,120 @@ def test_dra_shares(agent, sim_env, tmp_path):
         assert (daemon / "pipe" / "nvidia-cuda-mps-control.pid").exists()
         unprepare("b")
         assert wait_for(lambda: not daemon.exists(), timeout=20)
+        assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+MIG_RESTARTED = """\
+# h100-mig-empty as a restarted gpulet finds it: GPU 0 keeps the 1g.10gb
+# it made (the simulator's first instance, so its UUID is the same).
+name: h100-mig-empty
+driver_version: "580.159.04"
+cuda_version: "13.0"
+numa_nodes: 2
+nvlink: nvswitch
+gpus:
+  - {product: h100-sxm, mig: true, mig_devices: [1g.10gb]}
+  - {product: h100-sxm, count: 7, mig: true}
+"""
+
+
+def test_dra_mig_per_claim(agent, sim_env, tmp_path):
+    """--dra-mig 0 on a DGX H100 in MIG mode with no MIG device: the pool is
+    three slices (the GPUs, GPU 0's counters, its 25 placements) at one
+    generation; a claim for a 1g.10gb placement gets a new MIG device (the
+    simulator, gpulet list and the CDI spec have it), another's 3g.40gb
+    too; a placement the GPU cannot make fails and leaves nothing; after a
+    restart the checkpoint's device is adopted; unprepares destroy them."""
+    from test_metrics import wait_for
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    cdi, status = tmp_path / "node-cdi", tmp_path / "s.sock"
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    restarted = tmp_path / "restarted.yaml"
+    restarted.write_text(MIG_RESTARTED)
+
+    def start(scenario="h100-mig-empty"):
+        return agent("--simulate", scenario, "--dra", "all", "--dra-mig", "0",
+                     "--kubelet-root", str(tmp_path / "k"), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
+                     "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
+                     "--status-socket", str(status))
+
+    def prepare(uid):
+        return call(sock, DRA + "NodePrepareResources",
+                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
+                    pb.NodePrepareResourcesResponse).claims[uid]
+
+    def unprepare(uid):
+        call(sock, DRA + "NodeUnprepareResources",
+             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
+             pb.NodeUnprepareResourcesResponse)
+
+    def sim_mig():
+        return subprocess.run([GPULET, "sim", "mig", "0"], capture_output=True, text=True, env=sim_env,
+                              timeout=30).stdout.strip()
+
+    def listed():
+        out = subprocess.run([GPULET, "list", "-o", "json", "--status-socket", str(status)],
+                             capture_output=True, text=True, env=sim_env, timeout=30).stdout
+        return [m["uuid"] for m in json.loads(out)["gpus"][0].get("mig_devices", [])]
+
+    names = ["n1-gpu.nvidia.com", "n1-gpu.nvidia.com-counters", "n1-gpu.nvidia.com-gpu-0"]
+    try:
+        a = start()
+        api.wait_for(lambda: all(n in api.slices for n in names), "the three slices", timeout=30)
+        pools = [api.slices[n]["spec"]["pool"] for n in names]
+        assert {p["resourceSliceCount"] for p in pools} == {3} and len({p["generation"] for p in pools}) == 1
+        [counters] = api.slices[names[1]]["spec"]["sharedCounters"]
+        assert counters["name"] == "gpu-0-counter-set" and counters["counters"]["memory-slice-7"] == {"value": "1"}
+        devs = {d["name"]: d for d in api.slices[names[2]]["spec"]["devices"]}
+        assert len(devs) == 25 and devs["gpu-0-mig-1g10gb-19-0"]["attributes"]["profile"] == {"string": "1g.10gb"}
+        assert sim_mig() == "ok none"
+        api.claims[("ns", "c-a")] = claim("a", "gpu-0-mig-1g10gb-19-0")
+        api.claims[("ns", "c-b")] = claim("b", "gpu-0-mig-3g40gb-9-4")
+        got = {u: prepare(u) for u in ("a", "b")}
+        made = {}
+        for u in ("a", "b"):
+            assert not got[u].error, got[u].error
+            [dev] = got[u].devices
+            [cdi_id] = dev.cdi_device_ids
+            assert cdi_id.startswith("nvidia.com/gpu=MIG-")
+            made[u] = cdi_id.split("=")[1]
+        assert sim_mig() == f"ok 1g.10gb@0 gi 1 {made['a']}, 3g.40gb@4 gi 2 {made['b']}"
+        assert sorted(listed()) == sorted(made.values())
+        spec = json.loads((cdi / "nvidia.com-gpu.json").read_text())
+        assert {made["a"], made["b"]} <= {d["name"] for d in spec["devices"]}
+        # Placements a claim made hold nothing back: the slice did not change.
+        assert len(api.slices[names[2]]["spec"]["devices"]) == 25
+        # A fault in a's MIG device (its GPU instance) taints its placement
+        # only; the pool's three slices move to one new generation.
+        generation = api.slices[names[0]]["spec"]["pool"]["generation"]
+        subprocess.run([GPULET, "sim", "xid", "0", "94", "1"], check=True, env=sim_env, timeout=30)
+
+        def tainted():
+            if {api.slices[n]["spec"]["pool"]["generation"] for n in names} != {generation + 1}:
+                return None
+            return {d["name"]: d.get("taints") for d in api.slices[names[2]]["spec"]["devices"] if d.get("taints")}
+        got_taints = api.wait_for(tainted, "the MIG device's taint", timeout=20)
+        assert list(got_taints) == ["gpu-0-mig-1g10gb-19-0"], got_taints
+        assert got_taints["gpu-0-mig-1g10gb-19-0"][0]["key"] == "gpu.nvidia.com/xid"
+        # What the GPU cannot make (its slices are b's) fails, leaving nothing.
+        api.claims[("ns", "c-c")] = claim("c", "gpu-0-mig-7g80gb-0-0")
+        assert "Insufficient" in prepare("c").error or "insufficient" in prepare("c").error.lower()
+        assert sim_mig().count("gi") == 2
+        # A restart whose GPU kept a's device (the same UUID) and lost b's.
+        assert a.stop() == 0
+        a = start(str(restarted))
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=60)
+        assert prepare("a") == got["a"]
+        assert listed() == [made["a"]]
+        unprepare("a")
+        assert wait_for(lambda: sim_mig() == "ok none", timeout=20)
+        assert wait_for(lambda: listed() == [], timeout=20)
+        unprepare("b")  # gone already: nothing to destroy, no error
+        a.wait_log("DRA: unprepared claim ns/c-b")
+        assert "not destroyed" not in a.log()
         assert a.stop() == 0
     finally:
         api.stop()

@@ -144,7 +144,7 @@ def test_help_and_version(gpulet):
 def test_sim_presets_show_check(gpulet, tmp_path):
     p = gpulet("sim", "presets")
     assert p.stdout.split() == ["dgx-h100", "hgx-h200", "h200x4-vm", "gh200", "a100-2x4", "a100-mig-mixed",
-                                "h100-mig-single", "h200-mig-mixed", "l4-pcie", "t4",
+                                "h100-mig-single", "h100-mig-empty", "h200-mig-mixed", "l4-pcie", "t4",
                                 "mixed-pcie", "scale-64"]
     shown = gpulet("sim", "show", "l4-pcie").stdout
     f = tmp_path / "copy.yaml"

@@ -31,8 +31,10 @@ static json_t *slice_with(const char *preset, unsigned unhealthy_gpu, const stru
     char roots[8][32] = {"pci0000:00"};
     struct health_faults faults;
     assert_int_equal(health_faults_parse(&faults, "test", evict, &e), 0);
-    struct dra_slice_in in = {&cfg, &inv, devs, "node-a", "uid-1", 3, api, roots, tainted, &faults, held, false};
-    dra_slice_json(&in, &out);
+    struct dra_slice_in in = {.cfg = &cfg, .inv = &inv, .devs = devs, .node = "node-a",
+                              .node_uid = "uid-1", .generation = 3, .api = api, .pcie_roots = roots,
+                              .tainted = tainted, .evict = &faults, .held = held};
+    dra_slice_json(&in, 0, &out);
     json_t *slice = json_loads(out.data, 0, NULL);
     assert_non_null(slice);
     assert_int_equal(dra_count(&in),
@@ -363,7 +365,7 @@ static void test_slice_shares(void **state)
         struct dra_slice_in in = {.cfg = &cfg, .inv = &inv, .devs = devs, .node = "n", .node_uid = "u",
                                   .generation = 1, .api = DRA_API_V1, .consumable = consumable};
         struct strbuf out = {0};
-        dra_slice_json(&in, &out);
+        dra_slice_json(&in, 0, &out);
         json_t *s = json_loads(out.data, 0, NULL);
         json_t *devices = json_object_get(json_object_get(s, "spec"), "devices");
         json_t *d0 = json_array_get(devices, 0), *d1 = json_array_get(devices, 1);

@@ -27,7 +27,7 @@ static void expect_error(const char *yaml, const char *where, const char *what)
 static void test_presets_parse(void **state)
 {
     (void)state;
-    static const unsigned counts[] = {8, 8, 4, 1, 8, 8, 8, 4, 4, 1, 6, 64};
+    static const unsigned counts[] = {8, 8, 4, 1, 8, 8, 8, 8, 4, 4, 1, 6, 64};
     struct err e;
     for (size_t i = 0; sim_preset_names[i]; i++) {
         if (scenario_load(sim_preset_names[i], &sc, &e) < 0)
