@@ -317,8 +317,10 @@ void doctor_mig(struct doctor *d, struct doctor_result *r)
 {
     if (gpus_skip(d, r))
         return;
+    const struct config *c = d->o->cfg;
     bool *on = xcalloc(d->inv.count, sizeof *on), *pending = xcalloc(d->inv.count, sizeof *pending);
-    unsigned capable = 0, non = 0, npending = 0;
+    bool *off = xcalloc(d->inv.count, sizeof *off);
+    unsigned capable = 0, non = 0, npending = 0, noff = 0;
     for (unsigned i = 0; i < d->inv.count; i++) {
         unsigned cur, next;
         doctor_step(d, "GPU %u: nvmlDeviceGetMigMode", i);
@@ -326,19 +328,29 @@ void doctor_mig(struct doctor *d, struct doctor_result *r)
             d->nvml.DeviceGetMigMode(d->inv.gpus[i].handle, &cur, &next) != NVML_SUCCESS)
             continue;
         capable++;
-        non += on[i] = cur == NVML_DEVICE_MIG_ENABLE;
+        /* The device plugin's MIG GPUs need a strategy; DRA's are their
+         * MIG devices whatever it says. A --dra-mig GPU needs MIG on. */
+        struct gpu_info as_mig = d->inv.gpus[i];
+        as_mig.mig_mode = NVML_DEVICE_MIG_ENABLE;
+        non += on[i] = cur == NVML_DEVICE_MIG_ENABLE && !config_dra_takes(c, &d->inv.gpus[i]);
+        noff += off[i] = cur != NVML_DEVICE_MIG_ENABLE && config_dra_mig(c, &as_mig);
         npending += pending[i] = cur != next;
     }
-    struct strbuf a = {0}, b = {0};
+    struct strbuf a = {0}, b = {0}, o = {0};
     gpus_list(&a, pending, d->inv.count);
     gpus_list(&b, on, d->inv.count);
+    gpus_list(&o, off, d->inv.count);
     if (!capable)
         doctor_set(r, DOCTOR_SKIP, NULL, "no MIG-capable GPU");
     else if (npending)
         doctor_set(r, DOCTOR_WARN, "reset the GPU with no process on it (nvidia-smi -r -i N), or "
                    "reboot, to apply it", "a MIG mode change waits for a reset on GPU(s) %s",
                    a.data);
-    else if (non && d->o->cfg->mig_strategy == CONFIG_MIG_NONE)
+    else if (noff)
+        doctor_set(r, DOCTOR_WARN, "enable MIG on them (nvidia-smi -i N -mig 1, then a reset), or "
+                   "leave them out of --dra-mig", "--dra-mig lists GPU(s) %s, whose MIG mode is off: "
+                   "they are published whole, and no MIG device is made per claim", o.data);
+    else if (non && c->mig_strategy == CONFIG_MIG_NONE)
         doctor_set(r, DOCTOR_WARN, "use --mig-strategy mixed (or single), or disable MIG on them",
                    "MIG is on on GPU(s) %s with --mig-strategy none: they are advertised whole, "
                    "and CUDA in a container sees no device on them", b.data);
@@ -347,6 +359,8 @@ void doctor_mig(struct doctor *d, struct doctor_result *r)
                    non ? "on on some" : "off", capable);
     strbuf_free(&a);
     strbuf_free(&b);
+    strbuf_free(&o);
     free(on);
+    free(off);
     free(pending);
 }

@@ -113,6 +113,26 @@ void dra_mig_unmake(struct dra *d, const struct dra_prepared *p)
     }
 }
 
+char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96]
+{
+    char(*made)[96] = NULL;
+    *n = 0;
+    for (unsigned i = 0; i < d->nprepared; i++)
+        for (unsigned k = 0; k < d->prepared[i].count; k++)
+            if (d->prepared[i].devs[k].mig_made) {
+                made = xrealloc(made, (*n + 1) * sizeof *made);
+                snprintf(made[(*n)++], sizeof *made, "%s", d->prepared[i].devs[k].uuid);
+            }
+    /* One being destroyed is still a claim's: its slices come free, not
+     * taken by another first (the slice would change twice). */
+    for (const struct dra_mig_op *op = d->mig_ops; op; op = op->next)
+        if (op->destroy) {
+            made = xrealloc(made, (*n + 1) * sizeof *made);
+            snprintf(made[(*n)++], sizeof *made, "%s", op->uuid);
+        }
+    return made;
+}
+
 /* A make back: its device is the claim's now, or the claim fails. */
 static void dra_mig_made(struct dra_mig_op *op)
 {

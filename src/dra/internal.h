@@ -245,6 +245,9 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
  * go on at once); p's made devices destroyed (unprepare, a failed
  * prepare); the lanes' notification, set up and closed with the driver. */
 unsigned dra_mig_make(struct dra *d, struct dra_job *j);
+/* The UUIDs of the MIG devices claims made and hold, or that are being
+ * destroyed (the slice's made list); the caller frees them. */
+char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96];
 void dra_mig_unmake(struct dra *d, const struct dra_prepared *p);
 void dra_mig_start(struct dra *d);
 void dra_mig_stop(struct dra *d);

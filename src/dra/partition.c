@@ -63,7 +63,7 @@ unsigned dra_counters(const struct gpu_info *g, const struct gpu_mig_profile *p,
     } else {
         /* The GPU whole: each dimension's most, which its largest
          * profile takes (a 7g instance is the GPU). */
-        struct dra_counter c[DRA_MAX_COUNTERS];
+        struct dra_counter c[DRA_MAX_COUNTERS] = {0};
         first = 0;
         for (unsigned k = 0; k < g->nmig_profiles; k++) {
             const struct gpu_mig_profile *q = &g->mig_profiles[k];

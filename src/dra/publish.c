@@ -57,21 +57,6 @@ bool dra_tainted(const struct dra *d)
     return (d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2) && !d->taints_dropped;
 }
 
-/* The UUIDs of the MIG devices claims made (a placement's), for the slice
- * to tell them from those another made; the caller frees them. */
-static char (*dra_made_list(const struct dra *d, unsigned *n))[96]
-{
-    char(*made)[96] = NULL;
-    *n = 0;
-    for (unsigned i = 0; i < d->nprepared; i++)
-        for (unsigned k = 0; k < d->prepared[i].count; k++)
-            if (d->prepared[i].devs[k].mig_made) {
-                made = xrealloc(made, (*n + 1) * sizeof *made);
-                snprintf(made[(*n)++], sizeof *made, "%s", d->prepared[i].devs[k].uuid);
-            }
-    return made;
-}
-
 void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
                   struct health_faults *evict, struct dra_slice_in *in)
 {
@@ -82,7 +67,7 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
                                 (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,
                                 d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2,
                                 d->api == DRA_API_V1 && !d->counters_dropped, NULL, 0};
-    in->made = (const char(*)[96])dra_made_list(d, &in->nmade);
+    in->made = (const char(*)[96])dra_mig_made_list(d, &in->nmade);
 }
 
 void dra_slice_in_free(struct dra_slice_in *in)

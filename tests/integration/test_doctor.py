@@ -254,6 +254,16 @@ def test_gpu_faults(node):
           faults="set 7 mig.pending=1")
 
 
+def test_dra_mig_needs_mig_mode(node):
+    """--dra-mig lists GPUs whose MIG mode is off: a warning (they are
+    published whole); GPUs DRA serves in MIG mode need no strategy."""
+    c = node.doctor("--dra", "all", "--dra-mig", "0,1")["by_id"]["mig"]
+    assert c["status"] == "WARN" and "--dra-mig lists GPU(s) 0, 1, whose MIG mode is off" in c["message"], c
+    assert "nvidia-smi -i N -mig 1" in c["fix"], c
+    c = node.doctor("--dra", "all", "--dra-mig", "*", preset="h100-mig-empty")["by_id"]["mig"]
+    assert c["status"] == "PASS", c
+
+
 def test_fabric_manager_down(node):
     scenario = node.d / "fabric.yaml"
     show = subprocess.run([GPULET, "sim", "show", PRESET], capture_output=True, text=True,
