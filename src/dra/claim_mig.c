@@ -181,8 +181,10 @@ static void dra_mig_done(uv_async_t *h)
     }
     if (d->stopping && !d->mig_ops && !uv_is_closing((uv_handle_t *)h))
         uv_close((uv_handle_t *)h, dra_closed);
-    else if (!d->stopping)
-        dra_publish(d); /* the MIG devices no claim made keep their slices out */
+    else if (!d->stopping) {
+        dra_publish(d);     /* the MIG devices no claim made keep their slices out */
+        dra_health_send(d); /* the placements claims hold now */
+    }
 }
 
 void dra_mig_start(struct dra *d)

@@ -41,18 +41,28 @@ static void dra_health_mps(const struct dra *d, const char *uuid, char *why, siz
     }
 }
 
-/* Device mig of GPU i as the stream tells it. */
-static void dra_health_of(const struct dra *d, unsigned i, unsigned mig, long long now,
+/* Device name, GPU i's MIG device k (-1: the GPU whole), as the stream tells it. */
+static void dra_health_of(const struct dra *d, unsigned i, int k, const char *name, long long now,
                           struct dra_device_health *h)
 {
     const struct gpu_info *g = &d->inv->gpus[i];
     h->pool = d->node;
-    dra_device_name(g, mig, h->name, sizeof h->name);
+    snprintf(h->name, sizeof h->name, "%s", name);
     h->updated = now;
-    health_describe(gpu_device_health(&d->devs[i], (int)mig - 1), h->message, sizeof h->message);
+    health_describe(gpu_device_health(&d->devs[i], k), h->message, sizeof h->message);
     if (!h->message[0])
-        dra_health_mps(d, mig ? g->mig[mig - 1].uuid : g->uuid, h->message, sizeof h->message);
+        dra_health_mps(d, k >= 0 ? g->mig[k].uuid : g->uuid, h->message, sizeof h->message);
     h->healthy = !h->message[0];
+}
+
+/* The MIG device a prepared placement made or adopted: its index on GPU i, or -1. */
+static int dra_health_placement(const struct dra *d, const struct dra_prepared_device *pd)
+{
+    const struct gpu_info *g = &d->inv->gpus[pd->gpu];
+    for (unsigned k = 0; k < g->nmig; k++)
+        if (!strcmp(g->mig[k].uuid, pd->uuid))
+            return (int)k;
+    return -1;
 }
 
 uint8_t *dra_health_pack(const struct dra_device_health *devs, unsigned n, size_t *len)
@@ -86,13 +96,28 @@ uint8_t *dra_health_pack(const struct dra_device_health *devs, unsigned n, size_
 uint8_t *dra_health_message(const struct dra *d, long long now, size_t *len)
 {
     unsigned max = d->inv->count * (GPU_MIG_MAX + 1), n = 0;
+    for (unsigned c = 0; c < d->nprepared; c++)
+        max += d->prepared[c].count;
     struct dra_device_health *devs = xcalloc(max + 1, sizeof *devs);
-    /* Every device DRA serves, faulty or not: the slice's with taints. */
-    const struct dra_slice_in in = {.cfg = d->cfg, .inv = d->inv, .devs = d->devs, .tainted = true};
+    /* Every device DRA serves, faulty or not: the slice's with taints;
+     * of the placements (--dra-mig), those claims hold. */
+    struct dra_slice_in in;
+    dra_slice_of(d, "", 0, NULL, &in);
+    in.tainted = true;
     for (unsigned i = 0; i < d->inv->count; i++)
         for (unsigned k = 0; k <= GPU_MIG_MAX; k++)
-            if (dra_publishes(&in, i, k))
-                dra_health_of(d, i, k, now, &devs[n++]);
+            if (dra_publishes(&in, i, k)) {
+                char name[96];
+                dra_device_name(&d->inv->gpus[i], k, name, sizeof name);
+                dra_health_of(d, i, (int)k - 1, name, now, &devs[n++]);
+            }
+    dra_slice_in_free(&in);
+    for (unsigned c = 0; c < d->nprepared; c++)
+        for (unsigned k = 0; k < d->prepared[c].count; k++) {
+            const struct dra_prepared_device *pd = &d->prepared[c].devs[k];
+            if (pd->placement && pd->gpu < d->inv->count)
+                dra_health_of(d, pd->gpu, dra_health_placement(d, pd), pd->device, now, &devs[n++]);
+        }
     uint8_t *buf = dra_health_pack(devs, n, len);
     free(devs);
     return buf;

@@ -12,8 +12,8 @@
 
 /* The GPU a result names on this node, and its MIG device (*mig, 0 for
  * the GPU whole), or -1 with why. */
-static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsigned *mig, char *why,
-                          size_t len)
+static int dra_result_gpu(const struct dra *d, const struct dra_slice_in *in,
+                          const struct dra_result *r, unsigned *mig, char *why, size_t len)
 {
     if (strcmp(r->pool, d->node)) {
         snprintf(why, len, "device %s is in pool %s, not this node's (%s)", r->device, r->pool, d->node);
@@ -34,11 +34,7 @@ static int dra_result_gpu(const struct dra *d, const struct dra_result *r, unsig
             /* A tainted device was allocated knowing it: a claim that
              * tolerates the taint, or one allocated before the fault (its
              * pod runs, as a NoSchedule taint means). */
-            struct dra_slice_in in;
-            dra_slice_of(d, "", 0, NULL, &in);
-            bool published = dra_publishes(&in, i, k);
-            dra_slice_in_free(&in);
-            if (!published) {
+            if (!dra_publishes(in, i, k)) {
                 const char *h = gpu_device_unhealthy(&d->devs[i], (int)k - 1);
                 snprintf(why, len, "device %s (%s) is unhealthy or not published: %s", name,
                          k ? g->mig[k - 1].uuid : g->uuid, h ? h : "not in the slice");
@@ -143,26 +139,28 @@ static bool dra_map_shares_apart(const struct dra_prepared *p, char *why, size_t
 /* A placement (--dra-mig): the MIG device to make at prepare, or the one
  * another made exactly there, adopted. False with why where its GPU is
  * faulty or its slices are held by a MIG device no claim made. */
-static bool dra_map_placement(const struct dra *d, const struct dra_allocation *al, unsigned k,
+static bool dra_map_placement(const struct dra *d, const struct dra_slice_in *in,
+                              const struct dra_allocation *al, unsigned k,
                               const struct dra_placement *pl, struct dra_prepared *p, char *why,
                               size_t len)
 {
     struct dra_prepared_device *pd = &p->devs[p->count - 1];
     const struct gpu_info *g = &d->inv->gpus[pl->gpu];
-    struct dra_slice_in in;
     int there = -1;
-    dra_slice_of(d, "", 0, NULL, &in);
-    bool open = dra_placement_open(&in, pl, &there);
-    bool made = there >= 0 && dra_made(&in, g->mig[there].uuid); /* another claim's */
-    dra_slice_in_free(&in);
+    bool open = dra_placement_open(in, pl, &there);
+    bool made = there >= 0 && dra_made(in, g->mig[there].uuid); /* another claim's */
     if (al->results[k].share_id[0]) {
         snprintf(why, len, "device %s: a MIG device is not shared by capacity", pd->device);
         return false;
     }
-    if (!open || made) {
-        snprintf(why, len, "device %s: its memory slices are held by MIG device %s, which no claim "
-                           "of this node made (or another claim's)", pd->device,
-                 there >= 0 ? g->mig[there].uuid : "of an unknown placement");
+    if (made) {
+        snprintf(why, len, "device %s is MIG device %s, another claim's", pd->device,
+                 g->mig[there].uuid);
+        return false;
+    }
+    if (!open) {
+        snprintf(why, len, "device %s: its memory slices are held by a MIG device no claim made "
+                           "(mig-parted's, an operator's): gpulet's slice leaves it out", pd->device);
         return false;
     }
     const char *h = gpu_device_unhealthy(&d->devs[pl->gpu], there);
@@ -182,6 +180,30 @@ static bool dra_map_placement(const struct dra *d, const struct dra_allocation *
     return dra_map_config(al, k, true, p, why, len);
 }
 
+/* Result k as a prepared device: a placement (--dra-mig), or a GPU or
+ * MIG device the node has, shared as its configuration or share says. */
+static bool dra_map_result(const struct dra *d, const struct dra_slice_in *in,
+                           const struct dra_allocation *al, unsigned k, struct dra_prepared *p,
+                           char *why, size_t len)
+{
+    const struct dra_result *r = &al->results[k];
+    struct dra_prepared_device *pd = &p->devs[p->count++];
+    snprintf(pd->request, sizeof pd->request, "%s", r->request);
+    snprintf(pd->device, sizeof pd->device, "%s", r->device);
+    struct dra_placement pl;
+    if (!strcmp(r->pool, d->node) && dra_placement_find(in, r->device, &pl))
+        return dra_map_placement(d, in, al, k, &pl, p, why, len);
+    unsigned mig = 0;
+    int g = dra_result_gpu(d, in, r, &mig, why, len);
+    if (g < 0)
+        return false;
+    /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
+    snprintf(pd->uuid, sizeof pd->uuid, "%s",
+             mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
+    return r->share_id[0] ? dra_map_share(d, al, k, &d->inv->gpus[g], mig, p, why, len)
+                          : dra_map_config(al, k, mig != 0, p, why, len);
+}
+
 /* The allocation as prepared devices; false with why where one cannot be. */
 bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *name,
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len)
@@ -191,35 +213,11 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
     snprintf(p->uid, sizeof p->uid, "%s", uid);
     snprintf(p->ns, sizeof p->ns, "%s", ns);
     snprintf(p->name, sizeof p->name, "%s", name);
-    for (unsigned k = 0; k < al->count; k++) {
-        unsigned mig = 0;
-        struct dra_placement pl;
-        struct dra_slice_in in;
-        dra_slice_of(d, "", 0, NULL, &in);
-        bool placement = !strcmp(al->results[k].pool, d->node) &&
-                         dra_placement_find(&in, al->results[k].device, &pl);
-        dra_slice_in_free(&in);
-        if (placement) {
-            struct dra_prepared_device *pd = &p->devs[p->count++];
-            snprintf(pd->request, sizeof pd->request, "%s", al->results[k].request);
-            snprintf(pd->device, sizeof pd->device, "%s", al->results[k].device);
-            if (!dra_map_placement(d, al, k, &pl, p, why, len))
-                return false;
-            continue;
-        }
-        int g = dra_result_gpu(d, &al->results[k], &mig, why, len);
-        if (g < 0)
-            return false;
-        struct dra_prepared_device *pd = &p->devs[p->count++];
-        snprintf(pd->request, sizeof pd->request, "%s", al->results[k].request);
-        snprintf(pd->device, sizeof pd->device, "%s", al->results[k].device);
-        /* gpulet's CDI spec names each GPU and each MIG device by its UUID. */
-        snprintf(pd->uuid, sizeof pd->uuid, "%s",
-                 mig ? d->inv->gpus[g].mig[mig - 1].uuid : d->inv->gpus[g].uuid);
-        if (!(al->results[k].share_id[0] ? dra_map_share(d, al, k, &d->inv->gpus[g], mig, p, why, len)
-                                         : dra_map_config(al, k, mig != 0, p, why, len)))
-            return false;
-    }
-    return dra_map_shares_apart(p, why, len);
+    struct dra_slice_in in;
+    dra_slice_of(d, "", 0, NULL, &in);
+    bool ok = true;
+    for (unsigned k = 0; k < al->count && ok; k++)
+        ok = dra_map_result(d, &in, al, k, p, why, len);
+    dra_slice_in_free(&in);
+    return ok && dra_map_shares_apart(p, why, len);
 }
-

@@ -7,7 +7,8 @@
  * restarted agent whose GPUs did not change writes nothing, and a slice
  * deleted by another (the kubelet does so when a driver's socket goes) is
  * applied again as soon as the watch says so. At stop the slice is
- * deleted. */
+ * deleted. With --dra-mig the pool has more slices (slice.c): each is kept
+ * in step this way on its own, and all carry the pool's one generation. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -177,8 +178,6 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
     return 0;
 }
 
-static void dra_slices_stop(struct dra *d, unsigned from);
-
 static void dra_slice_took(void *ctx, const struct kube_answer *a)
 {
     struct dra_slice_obj *o = ctx;
@@ -235,6 +234,8 @@ static void dra_slice_start(struct dra *d, struct dra_slice_obj *o)
                                       .took = dra_slice_took, .ctx = o};
     kube_sync_start(&o->sync, d->kc, &ss, &e);
 }
+
+static void dra_slices_stop(struct dra *d, unsigned from);
 
 /* The pool's slices as the GPUs and the API make them now: those past the
  * count go (deleted from the server), new ones start. */

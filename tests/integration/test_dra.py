@@ -587,7 +587,8 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
     generation; a claim for a 1g.10gb placement gets a new MIG device (the
     simulator, gpulet list and the CDI spec have it), another's 3g.40gb
     too; a placement the GPU cannot make fails and leaves nothing; after a
-    restart the checkpoint's device is adopted; unprepares destroy them."""
+    restart the checkpoint's device is adopted; unprepares destroy them.
+    A fault in a's device taints its placement and the health stream says it."""
     from test_metrics import wait_for
     api = FakeAPI("n1")
     pb, _ = dra_stubs(tmp_path / "stubs")
@@ -651,7 +652,12 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
         # A fault in a's MIG device (its GPU instance) taints its placement
         # only; the pool's three slices move to one new generation.
         generation = api.slices[names[0]]["spec"]["pool"]["generation"]
+        stream = HealthStream(sock, health_stubs(tmp_path / "health-stubs"))
+        assert stream.next()["gpu-0-mig-1g10gb-19-0"][0] == "HEALTHY"
         subprocess.run([GPULET, "sim", "xid", "0", "94", "1"], check=True, env=sim_env, timeout=30)
+        health = stream.until(lambda g: g["gpu-0-mig-1g10gb-19-0"][0] == "UNHEALTHY")
+        assert health["gpu-0-mig-3g40gb-9-4"][0] == "HEALTHY" and "XID 94" in health["gpu-0-mig-1g10gb-19-0"][1]
+        stream.close()
 
         def tainted():
             if {api.slices[n]["spec"]["pool"]["generation"] for n in names} != {generation + 1}:
