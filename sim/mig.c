@@ -40,7 +40,8 @@ const struct sim_mig_profile sim_mig_a100_80gb[] = {
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
-/* Hopper: 132 SMs; a 1g instance 16, 1g with two memory units 26. */
+/* Hopper: 132 SMs; a 1g instance 16, 1g with two memory units 26.
+ * Checked against the real H100 80GB HBM3 (tests/realgpu/data/h100-mig-disabled.json). */
 const struct sim_mig_profile sim_mig_h100_80gb[] = {
     {"1g.10gb", P_1, 19, 1, 7, 16, 1, 1, 0, 1, 0, 9984, 1, STARTS_1},
     {"1g.10gb+me", P_1_REV1, 20, 1, 1, 16, 1, 1, 0, 1, 1, 9984, 1, STARTS_1},
@@ -48,7 +49,7 @@ const struct sim_mig_profile sim_mig_h100_80gb[] = {
     {"2g.20gb", P_2, 14, 2, 3, 32, 2, 2, 0, 2, 0, 20096, 2, STARTS_2_OF_3},
     {"3g.40gb", P_3, 9, 3, 2, 60, 3, 3, 0, 3, 0, 40448, 4, STARTS_4},
     {"4g.40gb", P_4, 5, 4, 1, 64, 4, 4, 0, 4, 0, 40448, 4, 0x1},
-    {"7g.80gb", P_7, 0, 7, 1, 132, 8, 7, 0, 7, 1, 80896, 8, 0x1},
+    {"7g.80gb", P_7, 0, 7, 1, 132, 8, 7, 0, 7, 1, 81152, 8, 0x1},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 

@@ -364,12 +364,17 @@ print(json.dumps(out))
 """
 
 
-def test_h200_tables_match_the_real_card(sim_env, tmp_path):
-    """What the simulator's H200 answers with MIG disabled, read as
-    tests/realgpu/mig_probe.py read the real card: the same."""
+@pytest.mark.parametrize("card,scenario,profiles", [
+    ("h200", "h200x4-vm", ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
+    ("h100", "dgx-h100", ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+])
+def test_tables_match_the_real_card(sim_env, tmp_path, card, scenario, profiles):
+    """What the simulator's H200 and H100 answer with MIG disabled, read as
+    tests/realgpu/mig_probe.py read the real cards: the same (the profiles
+    and placements --dra-mig publishes, and its counters' values)."""
     from conftest import SIM_LIB, SOURCE
-    real = json.loads((SOURCE / "tests/realgpu/data/h200-mig-disabled.json").read_text())["gpus"][0]
-    env = ctypes_env(dict(sim_env, GPULET_SIM_SCENARIO="h200x4-vm", GPULET_SIM_CONTROL="off"))
+    real = json.loads((SOURCE / f"tests/realgpu/data/{card}-mig-disabled.json").read_text())["gpus"][0]
+    env = ctypes_env(dict(sim_env, GPULET_SIM_SCENARIO=scenario, GPULET_SIM_CONTROL="off"))
     p = subprocess.run(["/usr/bin/python3", "-c", PROFILE_INFO, SIM_LIB], capture_output=True,
                        text=True, env=env, check=True)
     sim = json.loads(p.stdout)
@@ -378,8 +383,7 @@ def test_h200_tables_match_the_real_card(sim_env, tmp_path):
             for row in real["gpu_instance_profiles"] if "error" not in row]
     # The driver's names are the simulator's table's (which gpulet derives: unit test).
     names = sorted(row["name"] for row in real["gpu_instance_profiles"] if "name" in row)
-    assert names == sorted("MIG " + n for n in ("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb",
-                                                 "3g.71gb", "4g.71gb", "7g.141gb"))
+    assert names == sorted("MIG " + n for n in profiles)
     for row in want:
         row["placements"] = [list(x) for x in row["placements"]]
     assert sim["profiles"] == want
