@@ -19,6 +19,7 @@ tests (tests/integration/fakeapi.py) on the simulated dgx-h100:
   report for the device plugin's run, as a DaemonSet has them.
 usage: bench/dra_bench.py [--claims 200] [--gpulet build-release/gpulet]"""
 import argparse
+import atexit
 import importlib
 import json
 import os
@@ -62,12 +63,25 @@ def pct(values, p):
     return values[min(len(values) - 1, int(len(values) * p))]
 
 
+AGENTS = []
+
+
+@atexit.register
+def stop_agents():
+    """A bench that fails halfway leaves no agent behind."""
+    for p in AGENTS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def start(gpulet, tmp, env, *args, simulate="dgx-h100"):
     log = open(tmp / f"agent-{len(list(tmp.glob('agent-*')))}.log", "w")
-    return subprocess.Popen([gpulet, "agent", "--simulate", simulate, "--no-metrics",
-                             "--kubelet-root", str(tmp / "kubelet"),
-                             "--status-socket", str(tmp / "status.sock"), *args],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    AGENTS.append(subprocess.Popen([gpulet, "agent", "--simulate", simulate, "--no-metrics",
+                                    "--kubelet-root", str(tmp / "kubelet"),
+                                    "--status-socket", str(tmp / "status.sock"), *args],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env))
+    return AGENTS[-1]
 
 
 def wait(pred, timeout=30):
