@@ -597,11 +597,19 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
     restarted = tmp_path / "restarted.yaml"
     restarted.write_text(MIG_RESTARTED)
 
+    from test_metrics import free_port
+    port = free_port()
+
     def start(scenario="h100-mig-empty"):
         return agent("--simulate", scenario, "--dra", "all", "--dra-mig", "0",
                      "--kubelet-root", str(tmp_path / "k"), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
-                     "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
-                     "--status-socket", str(status))
+                     "--node-name", "n1", "--labels", "none", "--metrics-listen", f"127.0.0.1:{port}",
+                     "--fault-report", "none", "--status-socket", str(status))
+
+    def metrics():
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            return r.read().decode()
 
     def prepare(uid):
         return call(sock, DRA + "NodePrepareResources",
@@ -645,6 +653,8 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
             made[u] = cdi_id.split("=")[1]
         assert sim_mig() == f"ok 1g.10gb@0 gi 1 {made['a']}, 3g.40gb@4 gi 2 {made['b']}"
         assert sorted(listed()) == sorted(made.values())
+        # Metrics have the new devices (their GPU instance's framebuffer).
+        assert wait_for(lambda: metrics().count('GPU_I_PROFILE="1g.10gb",GPU_I_ID="1"') >= 2, timeout=20)
         spec = json.loads((cdi / "nvidia.com-gpu.json").read_text())
         assert {made["a"], made["b"]} <= {d["name"] for d in spec["devices"]}
         # Placements a claim made hold nothing back: the slice did not change.
