@@ -132,8 +132,7 @@ void dra_profile_label(const char *profile, char *out, size_t len);
 void dra_placement_name(const struct gpu_info *g, const struct gpu_mig_profile *p, unsigned start,
                         char *out, size_t len);
 
-/* GPU g's placements: how many, and the n-th (its gpu left 0). */
-unsigned dra_placements(const struct gpu_info *g);
+/* GPU g's n-th placement (its gpu left 0); false past the last. */
 bool dra_placement_at(const struct gpu_info *g, unsigned n, struct dra_placement *out);
 
 /* The placement a device name names on a GPU dra_partitions; false if none. */

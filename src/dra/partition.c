@@ -108,14 +108,6 @@ void dra_placement_name(const struct gpu_info *g, const struct gpu_mig_profile *
     snprintf(out, len, "gpu-%u-mig-%s-%u-%u", g->minor, label, p->info.id, start);
 }
 
-unsigned dra_placements(const struct gpu_info *g)
-{
-    unsigned n = 0;
-    for (unsigned k = 0; k < g->nmig_profiles; k++)
-        n += (unsigned)__builtin_popcount(g->mig_profiles[k].starts);
-    return n;
-}
-
 bool dra_placement_at(const struct gpu_info *g, unsigned n, struct dra_placement *out)
 {
     for (unsigned k = 0; k < g->nmig_profiles; k++)
