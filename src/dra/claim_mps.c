@@ -152,7 +152,7 @@ static int dra_mps_spec_of(const struct dra_prepared *p, struct mps_spec *spec, 
     memset(spec, 0, sizeof *spec);
     const struct dra_prepared_device *share = dra_prepared_share(p);
     if (share) {
-        snprintf(spec->name, sizeof spec->name, "share-%.72s", share->uuid); /* a UUID: 40 */
+        dra_mps_key(p, spec->name, sizeof spec->name); /* the key is its name */
         spec->thread_percentage = 100;
         spec->ngpus = 1;
         snprintf(spec->uuids[0], sizeof spec->uuids[0], "%s", share->uuid);

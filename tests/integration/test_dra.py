@@ -83,6 +83,17 @@ def call(sock, path, req, resp_cls):
         return fn(req, timeout=30)
 
 
+def prepare_one(sock, pb, uid, name=None):
+    """The kubelet's NodePrepareResources for one claim of namespace ns: its answer."""
+    req = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=name or f"c-{uid}")])
+    return call(sock, DRA + "NodePrepareResources", req, pb.NodePrepareResourcesResponse).claims[uid]
+
+
+def unprepare_one(sock, pb, uid):
+    req = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")])
+    call(sock, DRA + "NodeUnprepareResources", req, pb.NodeUnprepareResourcesResponse)
+
+
 def claim(uid, device, pool="n1"):
     return {"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1beta1",
             "metadata": {"name": f"c-{uid}", "namespace": "ns", "uid": uid},
@@ -382,9 +393,7 @@ def sharing(agent, sim_env, tmp_path, prefix=()):
                      "--metrics-interval-ms", "200", "--pod-resources-interval-ms", "1000", prefix=prefix)
 
     def prepare(uid, name):
-        return call(sock, DRA + "NodePrepareResources",
-                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=name)]),
-                    pb.NodePrepareResourcesResponse).claims[uid]
+        return prepare_one(sock, pb, uid, name)
     try:
         ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
                                    text=True, env=sim_env).stdout)
@@ -510,14 +519,10 @@ def test_dra_shares(agent, sim_env, tmp_path):
                      "--status-socket", str(tmp_path / "s.sock"), "--mps-root", str(mps), "--mps-control", FAKE_MPS)
 
     def prepare(uid):
-        return call(sock, DRA + "NodePrepareResources",
-                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
-                    pb.NodePrepareResourcesResponse).claims[uid]
+        return prepare_one(sock, pb, uid)
 
     def unprepare(uid):
-        call(sock, DRA + "NodeUnprepareResources",
-             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
-             pb.NodeUnprepareResourcesResponse)
+        unprepare_one(sock, pb, uid)
     try:
         ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
                                    text=True, env=sim_env).stdout)
@@ -597,7 +602,7 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
     restarted = tmp_path / "restarted.yaml"
     restarted.write_text(MIG_RESTARTED)
 
-    from test_metrics import free_port
+    from test_metrics import free_port, get
     port = free_port()
 
     def start(scenario="h100-mig-empty"):
@@ -607,19 +612,13 @@ def test_dra_mig_per_claim(agent, sim_env, tmp_path):
                      "--fault-report", "none", "--status-socket", str(status))
 
     def metrics():
-        import urllib.request
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            return r.read().decode()
+        return get(f"http://127.0.0.1:{port}/metrics")[2]
 
     def prepare(uid):
-        return call(sock, DRA + "NodePrepareResources",
-                    pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
-                    pb.NodePrepareResourcesResponse).claims[uid]
+        return prepare_one(sock, pb, uid)
 
     def unprepare(uid):
-        call(sock, DRA + "NodeUnprepareResources",
-             pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid=uid, name=f"c-{uid}")]),
-             pb.NodeUnprepareResourcesResponse)
+        unprepare_one(sock, pb, uid)
 
     def sim_mig():
         return subprocess.run([GPULET, "sim", "mig", "0"], capture_output=True, text=True, env=sim_env,
