@@ -54,7 +54,7 @@ static void dra_mps_key(const struct dra_prepared *p, char *out, size_t len)
 {
     const struct dra_prepared_device *share = dra_prepared_share(p);
     if (share)
-        snprintf(out, len, "share-%s", share->uuid);
+        snprintf(out, len, "share-%.72s", share->uuid); /* a UUID: 40; fits an mps_spec name */
     else
         snprintf(out, len, "%s", p->uid);
 }
