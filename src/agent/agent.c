@@ -139,7 +139,7 @@ static void agent_shutdown(struct agent *a)
     agent_plugin_stop(a);
     agent_labels_stop(a);
     agent_report_stop(a);
-    agent_dra_stop(a);
+    agent_dra_stop(a, DRA_STOP_KEEP); /* the slices stay for the next gpulet */
     agent_health_stop(a);
     agent_probe_stop(a);
     agent_mig_stop(a);
@@ -162,6 +162,7 @@ static void agent_shutdown(struct agent *a)
     agent_driver_stop(a);
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
+    free(a->mps_modes);
     gpu_inventory_free(&a->inv);
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     if (!a->lanes_stuck)

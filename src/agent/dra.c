@@ -56,7 +56,9 @@ void agent_dra_start(struct agent *a, const struct config *old)
         dra_on_device(a->dra); /* --dra-evict-on may have changed: the slice follows, if at all */
         return;
     }
-    agent_dra_stop(a);
+    /* DRA restarted keeps the slices (the new one finds them in step); DRA
+     * turned off withdraws them: the GPUs move to the device plugins. */
+    agent_dra_stop(a, a->cfg.dra == CONFIG_DRA_ALL ? DRA_STOP_KEEP : DRA_STOP_WITHDRAW);
     if (a->cfg.dra != CONFIG_DRA_ALL)
         return;
     struct err e;
@@ -81,11 +83,11 @@ void agent_dra_refresh(struct agent *a)
     dra_on_device(a->dra);
 }
 
-void agent_dra_stop(struct agent *a)
+void agent_dra_stop(struct agent *a, enum dra_stop_mode mode)
 {
     if (!a->dra)
         return;
-    dra_stop(a->dra);
+    dra_stop(a->dra, mode);
     a->dra = NULL;
     metrics_on_claims(a->metrics, NULL, 0);
 }

@@ -52,7 +52,7 @@ struct agent {
     struct plugin_resource *resources;   /* what each plugin serves; kept until its plugin is freed */
     unsigned nresources;
     struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
-    nvmlComputeMode_t *mps_modes;        /* per GPU: its compute mode before MPS */
+    int *mps_modes;                      /* per GPU: its compute mode before MPS set it, or -1 */
     struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
@@ -205,7 +205,7 @@ void agent_dra_refresh(struct agent *a);
 /* Tells metrics who holds the claims' devices (at a change, and once
  * metrics has started). */
 void agent_dra_holders(struct agent *a);
-void agent_dra_stop(struct agent *a);
+void agent_dra_stop(struct agent *a, enum dra_stop_mode mode);
 
 /* Starts the status socket, making its directory (recorded in a->made);
  * fails, naming the path and its owner, when it cannot. */

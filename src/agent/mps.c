@@ -44,48 +44,83 @@ int agent_mps_check(const struct config *cfg, struct err *e)
     return mps_find_control(cfg, control, sizeof control, e);
 }
 
+/* Whether GPU g is shared through MPS in the config. */
+static bool agent_mps_gpu(const struct agent *a, unsigned g)
+{
+    for (unsigned r = 0; r < a->nresources; r++)
+        for (unsigned k = 0; a->resources[r].sharing == GPU_SHARING_MPS && k < a->resources[r].ngpus; k++)
+            if (a->resources[r].gpus[k] == g)
+                return true;
+    return false;
+}
+
 /* --mps-compute-mode exclusive-process: only the MPS server may then hold a
- * context on the GPU, so no pod can bypass MPS and its limits. The mode
- * each GPU had is restored when MPS stops. */
+ * context on the GPU, so no pod can bypass MPS and its limits. Set when MPS
+ * starts; the mode each GPU had is given back when MPS leaves the config
+ * (not when gpulet stops: the daemons and their clients run on). */
 static void agent_mps_compute_mode(struct agent *a, bool set)
 {
     struct nvml *n = &a->nvml;
     if (a->cfg.mps_compute_mode != CONFIG_COMPUTE_EXCLUSIVE || !a->nvml_up ||
         !n->DeviceGetComputeMode || !n->DeviceSetComputeMode)
         return;
-    for (unsigned r = 0; r < a->nresources; r++) {
-        const struct plugin_resource *res = &a->resources[r];
-        for (unsigned k = 0; res->sharing == GPU_SHARING_MPS && k < res->ngpus; k++) {
-            unsigned g = res->gpus[k];
-            nvmlDevice_t h = a->devs[g].handle;
-            nvmlComputeMode_t mode = set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS : a->mps_modes[g];
-            if (set && n->DeviceGetComputeMode(h, &a->mps_modes[g]) != NVML_SUCCESS)
-                a->mps_modes[g] = NVML_COMPUTEMODE_DEFAULT;
-            nvmlReturn_t rc = n->DeviceSetComputeMode(h, mode);
-            if (rc != NVML_SUCCESS)
-                log_error("MPS: cannot set GPU %u's compute mode to %d: %s", g, (int)mode,
-                          nvml_strerror(n, rc));
-            else
-                log_info("MPS: GPU %u compute mode %s", g, set ? "EXCLUSIVE_PROCESS" : "restored");
+    for (unsigned g = 0; g < a->inv.count; g++) {
+        if (set != (a->mps_modes[g] < 0) || (set && !agent_mps_gpu(a, g)))
+            continue;
+        nvmlDevice_t h = a->devs[g].handle;
+        nvmlComputeMode_t was = NVML_COMPUTEMODE_DEFAULT;
+        if (set && n->DeviceGetComputeMode(h, &was) != NVML_SUCCESS)
+            was = NVML_COMPUTEMODE_DEFAULT;
+        nvmlComputeMode_t mode = set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+                                     : (nvmlComputeMode_t)a->mps_modes[g];
+        nvmlReturn_t rc = n->DeviceSetComputeMode(h, mode);
+        if (rc != NVML_SUCCESS) {
+            log_error("MPS: cannot set GPU %u's compute mode to %d: %s", g, (int)mode,
+                      nvml_strerror(n, rc));
+            continue;
         }
+        a->mps_modes[g] = set ? (int)was : -1;
+        log_info("MPS: GPU %u compute mode %s", g, set ? "EXCLUSIVE_PROCESS" : "restored");
     }
+}
+
+/* Ends the daemons of resources that are no longer in the config (or
+ * all, without MPS), and gives back the compute modes this agent set for
+ * MPS where MPS is gone. */
+static void agent_mps_sweep(struct agent *a, const char *control)
+{
+    const char *keep[a->nresources + 1];
+    unsigned n = 0;
+    for (unsigned r = 0; a->cfg.sharing == GPU_SHARING_MPS && r < a->nresources; r++)
+        if (a->resources[r].sharing == GPU_SHARING_MPS)
+            keep[n++] = a->resources[r].name;
+    mps_sweep(&a->loop, &a->cfg, control, MPS_OWNER_PLUGIN, keep, n);
+    if (!n)
+        agent_mps_compute_mode(a, false);
 }
 
 int agent_mps_start(struct agent *a, struct err *e)
 {
-    /* The limits need each GPU's memory: daemons start once the facts are in. */
-    if (a->cfg.sharing != GPU_SHARING_MPS || a->mps || !a->nplugins)
+    if (!a->facts_known || a->mps || !a->nplugins)
         return 0;
+    char control[CONFIG_PATH_MAX] = "";
+    bool mps = a->cfg.sharing == GPU_SHARING_MPS;
+    if (!a->mps_modes) { /* -1: a mode this agent did not set */
+        a->mps_modes = xmalloc((a->inv.count + 1) * sizeof *a->mps_modes);
+        for (unsigned g = 0; g <= a->inv.count; g++)
+            a->mps_modes[g] = -1;
+    }
+    struct err why;
+    if (mps_find_control(&a->cfg, control, sizeof control, mps ? e : &why) < 0 && mps)
+        return -1;
+    agent_mps_sweep(a, control);
+    if (!mps)
+        return 0;
+    /* The limits need each GPU's memory: daemons start once the facts are in. */
     for (unsigned r = 0; r < a->nresources; r++)
         if (a->resources[r].sharing == GPU_SHARING_MPS)
             plugin_set_available(a->plugins[r], false);
-    if (!a->facts_known)
-        return 0;
-    char control[CONFIG_PATH_MAX];
-    if (mps_find_control(&a->cfg, control, sizeof control, e) < 0)
-        return -1;
     a->mps = xcalloc(a->nresources + 1, sizeof *a->mps);
-    a->mps_modes = xcalloc(a->inv.count + 1, sizeof *a->mps_modes);
     agent_mps_compute_mode(a, true);
     struct agent_mps_owner *owners = xcalloc(a->nresources + 1, sizeof *owners);
     a->mps_owners = owners;
@@ -103,17 +138,16 @@ int agent_mps_start(struct agent *a, struct err *e)
     return 0;
 }
 
+/* The plugins stop (a reload, or gpulet's stop): their daemons run on,
+ * with their clients, and are adopted when the plugins start again. */
 void agent_mps_stop(struct agent *a)
 {
     if (!a->mps)
         return;
     for (unsigned r = 0; r < a->nresources; r++)
-        mps_stop(a->mps[r], false);
-    agent_mps_compute_mode(a, false);
+        mps_stop(a->mps[r], MPS_LEAVE, false);
     free(a->mps);
-    free(a->mps_modes);
     free(a->mps_owners);
     a->mps = NULL;
-    a->mps_modes = NULL;
     a->mps_owners = NULL;
 }

@@ -212,15 +212,16 @@ bool dra_mps_ready(const struct dra *d, const char *uid)
     return !m || (*m)->up;
 }
 
-/* Stops a claim's daemon; unprepared, its directory and CDI spec go too.
- * At gpulet's stop they stay: a container of the claim that restarts
- * meanwhile still finds its CDI device, and the daemon started again
- * (from the checkpoint) serves the directory the containers mounted. */
+/* Unprepared, a claim's daemon ends, and its directory and CDI spec go
+ * too. At gpulet's stop they stay, and the daemon runs on with its
+ * clients: the next gpulet adopts it (from the checkpoint), and a
+ * container of the claim that restarts meanwhile still finds it. */
 static void dra_mps_end(struct dra *d, struct dra_mps **at, bool unprepared)
 {
     struct dra_mps *m = *at;
     *at = d->mps[--d->nmps];
-    mps_stop(m->daemon, unprepared); /* the daemon reads no more of m once stopping */
+    /* the daemon reads no more of m once stopping */
+    mps_stop(m->daemon, unprepared ? MPS_END : MPS_LEAVE, unprepared);
     free(m);
 }
 
@@ -249,6 +250,17 @@ void dra_mps_stop(struct dra *d, const char *uid)
     struct dra_mps **at = dra_mps_find(d, key);
     if (at && !dra_mps_used(d, key, uid)) /* a share's GPU's daemon: after its last share */
         dra_mps_end(d, at, true);
+}
+
+void dra_mps_sweep(struct dra *d)
+{
+    const char *keep[d->nmps + 1];
+    for (unsigned i = 0; i < d->nmps; i++)
+        keep[i] = d->mps[i]->name;
+    char control[CONFIG_PATH_MAX] = "";
+    struct err e;
+    mps_find_control(d->cfg, control, sizeof control, &e); /* without it: SIGTERM */
+    mps_sweep(d->loop, d->cfg, control, MPS_OWNER_DRA, keep, d->nmps);
 }
 
 void dra_mps_stop_all(struct dra *d)

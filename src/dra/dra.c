@@ -77,7 +77,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
     if (dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
-        dra_stop(d);
+        dra_stop(d, DRA_STOP_KEEP);
         return -1;
     }
     if (d->nprepared)
@@ -88,6 +88,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
             log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
                       d->prepared[i].uid, me.msg);
     }
+    dra_mps_sweep(d);
     dra_held_read(d);
     dra_api_search(d); /* then the slice */
     uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
@@ -124,7 +125,7 @@ void dra_on_device(struct dra *d)
     dra_health_send(d);
 }
 
-void dra_stop(struct dra *d)
+void dra_stop(struct dra *d, enum dra_stop_mode mode)
 {
     if (!d)
         return;
@@ -136,7 +137,7 @@ void dra_stop(struct dra *d)
     dra_held_stop(d);
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
     dra_job_api(d);               /* prepares waiting for it end (d->stopping) */
-    dra_unpublish(d);
+    dra_unpublish(d, mode == DRA_STOP_WITHDRAW);
     uv_close((uv_handle_t *)&d->retry, dra_closed);
     uv_close((uv_handle_t *)&d->refresh, dra_closed);
     uv_close((uv_handle_t *)&d->health_timer, dra_closed);

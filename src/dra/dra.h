@@ -319,7 +319,15 @@ void dra_status(const struct dra *d, struct strbuf *out);
 /* A GPU's health changed: the slice follows (one request). */
 void dra_on_device(struct dra *d);
 
-/* Removes the slice and the sockets; frees d once libuv is done with it. */
-void dra_stop(struct dra *d);
+/* Why DRA stops: gpulet stops, or restarts DRA at a reload, and the slices
+ * stay in the API server, the claims' MPS daemons run on (the next gpulet
+ * takes them over; uninstalled, the kubelet wipes the slices 30 s after
+ * the driver's socket went); or DRA leaves the config, and the slices are
+ * deleted. */
+enum dra_stop_mode { DRA_STOP_KEEP, DRA_STOP_WITHDRAW };
+
+/* Removes the sockets, and with DRA_STOP_WITHDRAW the slices; frees d once
+ * libuv is done with it. */
+void dra_stop(struct dra *d, enum dra_stop_mode mode);
 
 #endif

@@ -212,7 +212,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
  * request going out after d is stopped (unpublish). */
 void dra_publish_start(struct dra *d);
 void dra_publish(struct dra *d);
-void dra_unpublish(struct dra *d);
+void dra_unpublish(struct dra *d, bool withdraw);
 
 /* MPS daemons of claims (claim_mps.c): one per claim with an MPS device, its
  * CDI spec (DRA_CLAIM_CDI_KIND=<uid>: the pipe directory and /dev/shm)
@@ -221,6 +221,9 @@ void dra_unpublish(struct dra *d);
 int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e);
 bool dra_mps_ready(const struct dra *d, const char *uid);
 void dra_mps_stop(struct dra *d, const char *uid);
+/* Ends the daemons of claims that were unprepared while no gpulet ran
+ * (the checkpoint's claims have theirs, started or adopted). */
+void dra_mps_sweep(struct dra *d);
 void dra_mps_stop_all(struct dra *d);
 void dra_prepare_wake(struct dra *d);
 /* Ends the prepares still waiting (at stop). */

@@ -235,7 +235,7 @@ static void dra_slice_start(struct dra *d, struct dra_slice_obj *o)
     kube_sync_start(&o->sync, d->kc, &ss, &e);
 }
 
-static void dra_slices_stop(struct dra *d, unsigned from);
+static void dra_slices_stop(struct dra *d, unsigned from, bool withdraw);
 
 /* The pool's slices as the GPUs and the API make them now: those past the
  * count go (deleted from the server), new ones start. */
@@ -245,7 +245,7 @@ static void dra_slices_resize(struct dra *d)
     dra_slice_of(d, "", 0, NULL, &in);
     unsigned n = dra_slices(&in), had = d->nslices;
     if (n < had)
-        dra_slices_stop(d, n);
+        dra_slices_stop(d, n, true);
     if (n > had) {
         d->slices = xrealloc(d->slices, n * sizeof *d->slices);
         for (unsigned k = had; k < n; k++) {
@@ -291,8 +291,9 @@ static void dra_deleted(void *ctx, const struct kube_answer *a)
     dra_maybe_free(d);
 }
 
-/* Stops slices from on and deletes them from the API server. */
-static void dra_slices_stop(struct dra *d, unsigned from)
+/* Stops keeping slices from on in step, and with withdraw deletes them
+ * from the API server. */
+static void dra_slices_stop(struct dra *d, unsigned from, bool withdraw)
 {
     for (unsigned k = from; k < d->nslices; k++) {
         struct dra_slice_obj *o = d->slices[k];
@@ -303,8 +304,8 @@ static void dra_slices_stop(struct dra *d, unsigned from)
         kube_watch_stop(o->watch);
         strbuf_free(&o->applied);
         free(o);
-        if (!d->api)
-            continue; /* nothing was ever published */
+        if (!d->api || !withdraw)
+            continue; /* nothing was ever published, or it stays */
         d->jobs++;
         /* No owner: the agent's stop does not cancel it; the client stays
          * until it is answered. */
@@ -312,14 +313,16 @@ static void dra_slices_stop(struct dra *d, unsigned from)
                                                   .done = dra_deleted, .ctx = d});
     }
     if (from == 0 && d->nslices)
-        log_info("DRA: ResourceSlices deleted (%u)", d->nslices);
+        log_info(withdraw ? "DRA: ResourceSlices deleted (%u)"
+                          : "DRA: ResourceSlices kept in the API server for the next gpulet (%u)",
+                 d->nslices);
     d->nslices = from < d->nslices ? from : d->nslices;
 }
 
-void dra_unpublish(struct dra *d)
+void dra_unpublish(struct dra *d, bool withdraw)
 {
     kube_watch_unlisten(d->node_watch, dra_on_node, d);
-    dra_slices_stop(d, 0);
+    dra_slices_stop(d, 0, withdraw);
     free(d->slices);
     d->slices = NULL;
 }

@@ -32,7 +32,8 @@ static const struct {
     {"libnvcuvid", "libnvcuvid.so.1"},
 };
 static const char *const stub_bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
-                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
+                                        "gpulet-mps-client"};
 /* The stand-in nvidia-smi models the one setting gpulet changes through
  * it: `compute-policy -i GPU --set-timeslice N` (a DRA claim's TimeSlicing
  * interval) records N in var/lib/gpulet-sim/timeslice/<GPU> of the root. */
@@ -52,13 +53,21 @@ static const char stub_smi[] =
     "    exit 0\n"
     "fi\n";
 
-/* The stand-in nvidia-cuda-mps-control behaves enough like the real one to
- * try MPS without a GPU: -f (or -d, in the background) is the control
- * daemon, which writes its pid file in CUDA_MPS_PIPE_DIRECTORY and runs
- * until quit; without arguments it is the client, which takes commands on
- * stdin (logged in CUDA_MPS_LOG_DIRECTORY/commands.log), keeps the
- * set_default_* limits in the pipe directory and answers get_default_*,
- * and fails as the real one does when no daemon runs. */
+/* The stand-in nvidia-cuda-mps-control behaves as the real one does where
+ * gpulet and its tests can tell: -f (or -d, in the background) is the
+ * control daemon, which writes its pid file in CUDA_MPS_PIPE_DIRECTORY,
+ * refuses to start where one runs already ("An instance of this daemon is
+ * already running", exit 1) and runs until quit or a signal; without
+ * arguments it is the client, which takes commands on stdin (logged in
+ * CUDA_MPS_LOG_DIRECTORY/commands.log), keeps the set_default_* limits in
+ * the pipe directory, answers get_default_*, refuses quit while MPS
+ * clients are active ("Server has N active worker threads", as the real
+ * one logs) and fails as the real one does when no daemon runs.
+ *
+ * Its clients are gpulet-mps-client (below), which work until their daemon
+ * goes and then fail loudly, as a CUDA client does: the daemon's identity
+ * (instance) and heartbeat are files of the pipe directory, so a client in
+ * a container (another PID namespace) sees them too. */
 static const char stub_mps[] =
     "pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}\n"
     "log=${CUDA_MPS_LOG_DIRECTORY:-/var/log/nvidia-mps}\n"
@@ -66,10 +75,13 @@ static const char stub_mps[] =
     "case $1 in\n"
     "-d) \"$0\" -f </dev/null >/dev/null 2>&1 & exit 0 ;;\n"
     "-f)\n"
-    "    mkdir -p \"$pipe\" \"$log\" && echo $$ >\"$pid\" || exit 1\n"
+    "    mkdir -p \"$pipe/clients\" \"$log\" || exit 1\n"
+    "    old=$(cat \"$pid\" 2>/dev/null) && [ -n \"$old\" ] && kill -0 \"$old\" 2>/dev/null &&\n"
+    "        { echo \"An instance of this daemon is already running\" >&2; exit 1; }\n"
+    "    echo $$ >\"$pid\" && echo \"$$-$(date +%s%N)\" >\"$pipe/instance\" || exit 1\n"
     "    echo \"start pid=$$ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\" >>\"$log/control.log\"\n"
-    "    trap 'rm -f \"$pid\"; echo quit >>\"$log/control.log\"; exit 0' TERM INT\n"
-    "    while :; do sleep 1 & wait $!; done ;;\n"
+    "    trap 'rm -f \"$pid\" \"$pipe/instance\"; echo quit >>\"$log/control.log\"; exit 0' TERM INT\n"
+    "    while :; do : >\"$pipe/heartbeat\"; sleep 1 & wait $!; done ;;\n"
     "esac\n"
     "daemon=$(cat \"$pid\" 2>/dev/null) && kill -0 \"$daemon\" 2>/dev/null ||\n"
     "    { echo \"Cannot find MPS control daemon process\" >&2; exit 1; }\n"
@@ -80,10 +92,45 @@ static const char stub_mps[] =
     "    get_default_active_thread_percentage) cat \"$pipe/threads\" 2>/dev/null || echo 100.0 ;;\n"
     "    set_default_device_pinned_mem_limit) echo \"$arg2\" >\"$pipe/pinned.$arg1\" ;;\n"
     "    get_default_device_pinned_mem_limit) cat \"$pipe/pinned.$arg1\" 2>/dev/null || echo 0 ;;\n"
-    "    quit) kill -TERM \"$daemon\" ;;\n"
+    "    quit)\n"
+    "        n=0 now=$(date +%s)\n"
+    "        for c in \"$pipe\"/clients/*; do\n"
+    "            [ -e \"$c\" ] && [ $((now - $(stat -c %Y \"$c\"))) -le 3 ] && n=$((n + 1))\n"
+    "        done\n"
+    "        if [ $n -gt 0 ]; then\n"
+    "            echo \"Server has $n active worker threads. Server will not shutdown.\" >>\"$log/control.log\"\n"
+    "        else\n"
+    "            kill -TERM \"$daemon\"\n"
+    "        fi ;;\n"
     "    *) echo \"Unknown command $cmd\" ;;\n"
     "    esac\n"
     "done\n"
+    "exit 0\n";
+
+/* An MPS client stand-in: binds to the daemon of CUDA_MPS_PIPE_DIRECTORY
+ * and works (for $1 seconds, or until stopped), showing it is alive in
+ * clients/ of the pipe directory; once its daemon is gone (another
+ * instance, or no heartbeat for 3 s) it fails at once and for good, as a
+ * CUDA client does with CUDA_ERROR_MPS_RPC_FAILURE. Busybox runs it. */
+static const char stub_mps_client[] =
+    "pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}\n"
+    "inst=$(cat \"$pipe/instance\" 2>/dev/null) ||\n"
+    "    { echo \"CUDA_ERROR_MPS_CONNECTION_FAILED (805): no MPS daemon at $pipe\" >&2; exit 1; }\n"
+    "me=\"$pipe/clients/$(hostname)-$$\"\n"
+    "trap 'rm -f \"$me\"; exit 0' TERM INT\n"
+    "echo \"MPS client $$ bound to daemon $inst\"\n"
+    "end=$(($(date +%s) + ${1:-999999999}))\n"
+    "while [ \"$(date +%s)\" -lt \"$end\" ]; do\n"
+    "    : >\"$me\"\n"
+    "    beat=$(stat -c %Y \"$pipe/heartbeat\" 2>/dev/null || echo 0)\n"
+    "    if [ \"$(cat \"$pipe/instance\" 2>/dev/null)\" != \"$inst\" ] || [ $(($(date +%s) - beat)) -gt 3 ]; then\n"
+    "        echo \"CUDA_ERROR_MPS_RPC_FAILURE (806): the MPS server of daemon $inst went away\" >&2\n"
+    "        rm -f \"$me\"\n"
+    "        exit 1\n"
+    "    fi\n"
+    "    sleep 0.2\n"
+    "done\n"
+    "rm -f \"$me\"\n"
     "exit 0\n";
 
 /* The stand-in programs that do more than say what they stand for. */
@@ -92,6 +139,7 @@ static const struct {
 } stub_bodies[] = {
     {"nvidia-smi", stub_smi},
     {"nvidia-cuda-mps-control", stub_mps},
+    {"gpulet-mps-client", stub_mps_client},
 };
 
 static const char *stub_body(const char *name)

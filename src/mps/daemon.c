@@ -1,15 +1,20 @@
-/* One MPS control daemon: spawned in the foreground (so its exit is seen),
- * given its limits through the control program's own command interface,
- * restarted with backoff, told to quit on stop. */
+/* One MPS control daemon: started detached (exec.c) or adopted, watched
+ * through a pidfd (it is no child of gpulet's), given its limits through
+ * the control program's own command interface, restarted with backoff,
+ * left running when gpulet stops or reloads, told to quit when nothing
+ * needs it any more. */
 #include "mps/mps.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "driver/driver.h"
@@ -24,9 +29,14 @@
 #define MPS_READY_RETRY_MS 200
 #define MPS_BACKOFF_MIN_MS 1000
 #define MPS_BACKOFF_MAX_MS 30000
-#define MPS_QUIT_GRACE_MS 5000        /* then SIGTERM, and 2 s later SIGKILL */
+#define MPS_KILL_AFTER_MS 2000        /* SIGTERM not obeyed: SIGKILL */
+#define MPS_QUIT_RETRY_MS 1000        /* quit again while draining */
+#define MPS_CHECK_MS 500              /* without a pidfd, how often the daemon is looked at */
+#define MPS_PID_FILE "nvidia-cuda-mps-control.pid" /* the daemon's own, in its pipe directory */
 
-enum mps_state { MPS_STARTING, MPS_UP, MPS_WAITING, MPS_STOPPING };
+/* STARTING: spawned or adopted, until it takes the limits. REPLACING: an
+ * adopted daemon of other GPUs, ending before this one starts. */
+enum mps_state { MPS_STARTING, MPS_UP, MPS_WAITING, MPS_REPLACING, MPS_STOPPING };
 
 struct mps_daemon {
     uv_loop_t *loop;
@@ -35,16 +45,26 @@ struct mps_daemon {
     struct mps_hooks hooks;
     char control[CONFIG_PATH_MAX];
     char self[CONFIG_PATH_MAX];       /* gpulet, for mps-exec */
+    char host[CONFIG_PATH_MAX];       /* mps-exec --host: the host's /, where gpulet is in a container */
+    char host_control[CONFIG_PATH_MAX]; /* control as the host names it */
+    char out[CONFIG_PATH_MAX + 160];  /* the daemon's stdout and stderr */
+    char started[CONFIG_PATH_MAX + 160]; /* where mps-exec puts the pid of the daemon it started */
     struct config_mps_dirs dirs;
     char **env;                       /* the daemon's and the commands' environment */
-    uv_process_t proc;                /* the daemon */
-    bool proc_alive;
+    uv_process_t helper;              /* gpulet mps-exec, until the daemon runs */
+    bool helper_alive;
+    pid_t pid;                        /* the daemon, once known (0: not) */
+    int pidfd;
+    uv_poll_t watch;                  /* its pidfd: readable once it has exited */
+    uv_timer_t check;                 /* or, without pidfds (valgrind, old kernels), a look */
+    bool watching;
+    bool checking;
+    bool adopted;                     /* found running, not started by this gpulet */
     uv_process_t cmd;                 /* a command being sent, with its stdin */
     uv_pipe_t cmd_in;
     bool cmd_alive;
     uv_write_t cmd_write;
     struct strbuf cmd_text;
-    bool cmd_quit;                    /* the command in flight is quit */
     unsigned tries;
     uv_timer_t timer;
     enum mps_state state;
@@ -52,12 +72,16 @@ struct mps_daemon {
     unsigned kills;                   /* signals sent after quit was not obeyed */
     bool failing;                     /* an outage was logged: the restarts are quiet till up */
     bool remove_dir;                  /* dir goes once stopped */
+    enum mps_stop_mode mode;
+    uint64_t drain_end;               /* uv_now when an ended daemon's clients lose it */
     int handles;                      /* open libuv handles */
 };
 
 static void mps_spawn(struct mps_daemon *m);
 static void mps_send_limits(struct mps_daemon *m);
 static void mps_quit(struct mps_daemon *m);
+static void mps_failed(struct mps_daemon *m, const char *how, int code);
+static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out);
 
 static void mps_on_limits_timer(uv_timer_t *t)
 {
@@ -100,7 +124,7 @@ static int mps_remove_entry(const char *path, const struct stat *st, int flag, s
 
 static void mps_maybe_free(struct mps_daemon *m)
 {
-    if (m->state != MPS_STOPPING || m->handles || m->proc_alive || m->cmd_alive)
+    if (m->state != MPS_STOPPING || m->handles)
         return;
     if (m->remove_dir)
         nftw(m->dirs.dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
@@ -134,8 +158,7 @@ static char **mps_environment(struct mps_daemon *m)
             env[k++] = xstrdup(environ[i]);
     struct strbuf v = {0};
     strbuf_puts(&v, "CUDA_VISIBLE_DEVICES=");
-    for (unsigned i = 0; i < m->spec.ngpus; i++)
-        strbuf_printf(&v, "%s%s", i ? "," : "", m->spec.uuids[i]);
+    mps_gpu_list(m, &v);
     env[k++] = xstrdup(v.data);
     strbuf_free(&v);
     size_t plen = strlen(m->dirs.pipe) + 32, llen = strlen(m->dirs.log) + 32;
@@ -154,28 +177,112 @@ static int mps_mkdirs(const char *path, struct err *e)
     return 0;
 }
 
+/* --- a daemon that runs already ------------------------------------------------------ */
+
+/* A running process (not a zombie whose parent has not reaped it yet). */
+static bool mps_alive(pid_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')'); /* the name may hold anything */
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+}
+
+/* key's value in pid's environment: 1, 0 where it has none, -1 where it
+ * cannot be read (another user's process). */
+static int mps_environ(pid_t pid, const char *key, char *out, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    struct strbuf env = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        strbuf_append(&env, buf, n);
+    fclose(f);
+    int found = 0;
+    size_t klen = strlen(key);
+    for (size_t at = 0; at < env.len && !found; at += strlen(env.data + at) + 1)
+        if (!strncmp(env.data + at, key, klen) && env.data[at + klen] == '=') {
+            snprintf(out, len, "%s", env.data + at + klen + 1);
+            found = 1;
+        }
+    strbuf_free(&env);
+    return found;
+}
+
+/* The daemon serving m's pipe directory, from the pid file it writes
+ * there: 0 where none runs. A pid that was reused since is someone else's:
+ * its environment names no such pipe directory. */
+static pid_t mps_read_pid(const struct mps_daemon *m)
+{
+    char path[sizeof m->dirs.pipe + 32], pipe[sizeof m->dirs.pipe];
+    snprintf(path, sizeof path, "%s/" MPS_PID_FILE, m->dirs.pipe);
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (pid <= 0 || !mps_alive(pid))
+        return 0;
+    if (mps_environ(pid, "CUDA_MPS_PIPE_DIRECTORY", pipe, sizeof pipe) == 1 &&
+        strcmp(pipe, m->dirs.pipe))
+        return 0;
+    return pid;
+}
+
+/* The GPUs m serves, as its daemon's CUDA_VISIBLE_DEVICES. */
+static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out)
+{
+    for (unsigned i = 0; i < m->spec.ngpus; i++)
+        strbuf_printf(out, "%s%s", i ? "," : "", m->spec.uuids[i]);
+}
+
 /* --- commands through the control program's stdin ------------------------------- */
+
+static void mps_watch(struct mps_daemon *m, pid_t pid);
+
+/* The limits were taken: the daemon is up, and now its pid is known. */
+static void mps_up(struct mps_daemon *m)
+{
+    if (!m->pid) {
+        pid_t pid = mps_read_pid(m);
+        if (pid)
+            mps_watch(m, pid);
+    }
+    m->state = MPS_UP;
+    m->backoff_ms = 0;
+    m->failing = false;
+    log_info("MPS daemon for %s is up, %s (pid %d, %u GPU(s), active threads %u%%, pipe %s)",
+             m->spec.name, m->adopted ? "adopted: it and its clients ran on" : "started",
+             (int)m->pid, m->spec.ngpus, m->spec.thread_percentage, m->dirs.pipe);
+    mps_state(m, true);
+}
 
 static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
 {
     struct mps_daemon *m = p->data;
     m->cmd_alive = false;
     uv_close((uv_handle_t *)p, mps_closed);
-    if (m->state == MPS_STOPPING) {
-        if (!m->cmd_quit && m->proc_alive)
-            mps_quit(m);
-        mps_maybe_free(m);
+    if (m->state == MPS_STOPPING || m->state == MPS_REPLACING) {
+        mps_maybe_free(m); /* a drain, if any, sends quit again by itself */
         return;
     }
     if (m->state != MPS_STARTING)
         return; /* the daemon died meanwhile: its restart is under way */
     if (status == 0 && sig == 0) {
-        m->state = MPS_UP;
-        m->backoff_ms = 0;
-        m->failing = false;
-        log_info("MPS daemon for %s is up (pid %d, %u GPU(s), active threads %u%%, pipe %s)",
-                 m->spec.name, m->proc.pid, m->spec.ngpus, m->spec.thread_percentage, m->dirs.pipe);
-        mps_state(m, true);
+        mps_up(m);
         return;
     }
     /* Not listening yet: it is still starting. */
@@ -185,8 +292,10 @@ static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
     }
     log_error("MPS daemon for %s does not take its limits (%s exited %lld); restarting it",
               m->spec.name, m->control, (long long)status);
-    if (m->proc_alive)
-        uv_process_kill(&m->proc, SIGTERM);
+    if (m->pid)
+        kill(m->pid, SIGTERM); /* its watch sees it go, and restarts it */
+    else
+        mps_failed(m, "status", (int)status);
 }
 
 static void mps_cmd_written(uv_write_t *w, int status)
@@ -197,7 +306,7 @@ static void mps_cmd_written(uv_write_t *w, int status)
 }
 
 /* Runs the control program as a client with text on its stdin. */
-static void mps_command(struct mps_daemon *m, const char *text, bool quit)
+static void mps_command(struct mps_daemon *m, const char *text)
 {
     if (m->cmd_alive)
         return;
@@ -223,7 +332,6 @@ static void mps_command(struct mps_daemon *m, const char *text, bool quit)
     }
     m->handles++;
     m->cmd_alive = true;
-    m->cmd_quit = quit;
     strbuf_free(&m->cmd_text);
     strbuf_puts(&m->cmd_text, text);
     uv_buf_t buf = uv_buf_init(m->cmd_text.data, (unsigned)m->cmd_text.len);
@@ -241,60 +349,163 @@ static void mps_send_limits(struct mps_daemon *m)
     for (unsigned i = 0; i < m->spec.ngpus; i++)
         if (m->spec.memory_mib[i])
             strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i, m->spec.memory_mib[i]);
-    mps_command(m, t.data, false);
+    mps_command(m, t.data);
     strbuf_free(&t);
 }
 
 /* --- the daemon ------------------------------------------------------------------------ */
 
-static void mps_exit(uv_process_t *p, int64_t status, int sig)
+/* Its last handles: the daemon's owner lets go. */
+static void mps_close(struct mps_daemon *m)
 {
-    struct mps_daemon *m = p->data;
-    m->proc_alive = false;
-    uv_close((uv_handle_t *)p, mps_closed);
+    uv_close((uv_handle_t *)&m->timer, mps_closed);
+    uv_close((uv_handle_t *)&m->check, mps_closed);
+}
+
+static void mps_unwatch(struct mps_daemon *m)
+{
+    if (m->checking) {
+        m->checking = false;
+        uv_timer_stop(&m->check);
+    }
+    if (!m->watching)
+        return;
+    m->watching = false;
+    uv_close((uv_handle_t *)&m->watch, mps_closed);
+    close(m->pidfd); /* the closed handle polls it no more */
+    m->pidfd = -1;
+}
+
+/* It has exited: restarted, or what was waited for. */
+static void mps_gone(struct mps_daemon *m)
+{
+    pid_t pid = m->pid;
+    mps_unwatch(m);
+    m->pid = 0;
     if (m->state == MPS_STOPPING) {
-        log_info("MPS daemon for %s stopped", m->spec.name);
-        uv_close((uv_handle_t *)&m->timer, mps_closed);
+        log_info("MPS daemon for %s stopped (pid %d)", m->spec.name, (int)pid);
+        mps_close(m);
         return;
     }
+    if (m->state == MPS_REPLACING) {
+        log_info("MPS daemon for %s stopped (pid %d); starting it for its GPUs now",
+                 m->spec.name, (int)pid);
+        uv_timer_stop(&m->timer);
+        mps_spawn(m);
+        return;
+    }
+    mps_failed(m, "pid", (int)pid);
+}
+
+static void mps_on_gone(uv_poll_t *w, int status, int events)
+{
+    (void)status, (void)events;
+    mps_gone(w->data);
+}
+
+static void mps_on_check(uv_timer_t *t)
+{
+    struct mps_daemon *m = t->data;
+    if (!mps_alive(m->pid))
+        mps_gone(m);
+}
+
+/* Watches pid, the daemon, which is no child of gpulet's: its pidfd
+ * becomes readable once it has exited. */
+static void mps_watch(struct mps_daemon *m, pid_t pid)
+{
+    m->pid = pid;
+    m->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (m->pidfd < 0) {
+        if (errno == ESRCH) { /* gone already */
+            mps_gone(m);
+            return;
+        }
+        m->checking = true; /* no pidfd here: a look twice a second */
+        uv_timer_start(&m->check, mps_on_check, MPS_CHECK_MS, MPS_CHECK_MS);
+        return;
+    }
+    uv_poll_init(m->loop, &m->watch, m->pidfd);
+    m->watch.data = m;
+    m->handles++;
+    m->watching = true;
+    uv_poll_start(&m->watch, UV_READABLE, mps_on_gone);
+}
+
+/* A daemon that keeps dying is one outage: said once, then restarted
+ * with a growing backoff, quietly, until it is up. */
+static void mps_failed(struct mps_daemon *m, const char *how, int code)
+{
     bool was_up = m->state == MPS_UP;
     m->state = MPS_WAITING;
+    m->adopted = false;
     unsigned wait = backoff_next(&m->backoff_ms, MPS_BACKOFF_MIN_MS, MPS_BACKOFF_MAX_MS);
-    /* A daemon that keeps exiting is one outage: said once, then restarted
-     * with a growing backoff, quietly, until it is up. */
     if (!m->failing)
         log_error("MPS daemon for %s exited (%s %d); restarting it with a backoff of %u ms "
-                  "doubling to %u s (logged again once it is up)", m->spec.name,
-                  sig ? "signal" : "status", sig ? sig : (int)status, MPS_BACKOFF_MIN_MS,
-                  MPS_BACKOFF_MAX_MS / 1000);
+                  "doubling to %u s (logged again once it is up)", m->spec.name, how, code,
+                  MPS_BACKOFF_MIN_MS, MPS_BACKOFF_MAX_MS / 1000);
     m->failing = true;
     if (was_up)
         mps_state(m, false);
     uv_timer_start(&m->timer, mps_on_spawn_timer, wait, 0);
 }
 
+/* gpulet mps-exec has started the daemon (0), or could not. */
+static void mps_helper_exit(uv_process_t *p, int64_t status, int sig)
+{
+    struct mps_daemon *m = p->data;
+    m->helper_alive = false;
+    uv_close((uv_handle_t *)p, mps_closed);
+    if (m->state == MPS_STOPPING || m->state == MPS_REPLACING) {
+        mps_maybe_free(m);
+        return;
+    }
+    if (status != 0 || sig != 0) {
+        uv_timer_stop(&m->timer);
+        mps_failed(m, sig ? "signal" : "status", sig ? sig : (int)status);
+        return;
+    }
+    /* It runs: watched from now on (an exit at once is seen at once); the
+     * limits, being tried, say when it is up. */
+    FILE *f = fopen(m->started, "r");
+    int pid = 0;
+    if (f && fscanf(f, "%d", &pid) == 1 && pid > 0 && !m->pid)
+        mps_watch(m, pid);
+    if (f)
+        fclose(f);
+}
+
 static void mps_spawn(struct mps_daemon *m)
 {
     if (m->state == MPS_STOPPING)
         return;
-    char *args[7];
+    char *args[14];
     unsigned n = 0;
     args[n++] = m->self;
     args[n++] = "mps-exec";
-    if (m->failing) /* its /dev/shm warning is said once an outage, as the exit is */
+    if (m->failing) /* its warnings are said once an outage, as the exit is */
         args[n++] = "--quiet";
+    if (m->host[0]) {
+        args[n++] = "--host";
+        args[n++] = m->host;
+    }
+    args[n++] = "--out";
+    args[n++] = m->out;
+    args[n++] = "--pid-file";
+    args[n++] = m->started;
     args[n++] = m->dirs.shm;
-    args[n++] = m->control;
+    args[n++] = m->host[0] ? m->host_control : m->control;
     args[n++] = "-f";
     args[n] = NULL;
-    uv_process_options_t o = {.exit_cb = mps_exit, .file = m->self, .args = args, .env = m->env};
+    uv_process_options_t o = {.exit_cb = mps_helper_exit, .file = m->self, .args = args, .env = m->env};
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2}};
     o.stdio = stdio;
     o.stdio_count = 3;
-    m->proc.data = m;
-    int rc = uv_spawn(m->loop, &m->proc, &o);
+    m->helper.data = m;
+    m->adopted = false;
+    int rc = uv_spawn(m->loop, &m->helper, &o);
     if (rc < 0) {
         log_error("MPS: cannot start %s for %s: %s", m->control, m->spec.name, uv_strerror(rc));
         m->state = MPS_WAITING;
@@ -302,10 +513,79 @@ static void mps_spawn(struct mps_daemon *m)
         return;
     }
     m->handles++;
-    m->proc_alive = true;
+    m->helper_alive = true;
     m->state = MPS_STARTING;
     m->tries = 0;
     uv_timer_start(&m->timer, mps_on_limits_timer, MPS_READY_RETRY_MS, 0);
+}
+
+/* Adopts the daemon that serves the pipe directory, if one does: the same
+ * GPUs keep it, with its clients; other GPUs end it first. Else starts
+ * one. */
+static void mps_begin(struct mps_daemon *m)
+{
+    pid_t pid = mps_read_pid(m);
+    if (!pid) {
+        mps_spawn(m);
+        return;
+    }
+    char has[MPS_MAX_GPUS * 48] = "";
+    struct strbuf want = {0};
+    mps_gpu_list(m, &want);
+    bool other = mps_environ(pid, "CUDA_VISIBLE_DEVICES", has, sizeof has) == 1 &&
+                 strcmp(has, want.data ? want.data : "");
+    if (other) {
+        log_warn("MPS daemon for %s (pid %d) serves GPUs %s, not %s: it is stopped, and its "
+                 "running clients lose it in %d s at most if they have not ended",
+                 m->spec.name, (int)pid, has, want.data ? want.data : "none", MPS_DRAIN_MS / 1000);
+        m->state = MPS_REPLACING;
+        m->mode = MPS_END;
+        mps_watch(m, pid);
+        if (m->pid)
+            mps_quit(m);
+    } else {
+        m->adopted = true;
+        m->state = MPS_STARTING;
+        m->tries = 0;
+        mps_watch(m, pid);
+        if (m->pid)
+            mps_send_limits(m); /* the same when unchanged; else for its new servers */
+    }
+    strbuf_free(&want);
+}
+
+/* Where gpulet runs in a container that sees the host's / (the driver
+ * root "/" at --container-driver-root), the daemon runs on the host's
+ * files: its program as the host names it. */
+static void mps_host_paths(struct mps_daemon *m)
+{
+    const char *croot = m->cfg->container_driver_root;
+    size_t n = strlen(croot);
+    if (!n || strcmp(m->cfg->driver_root, "/") || strncmp(m->control, croot, n) ||
+        m->control[n] != '/')
+        return;
+    snprintf(m->host, sizeof m->host, "%s", croot);
+    snprintf(m->host_control, sizeof m->host_control, "%s", m->control + n);
+}
+
+static struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
+                                  const struct mps_spec *spec, const char *control)
+{
+    struct mps_daemon *m = xcalloc(1, sizeof *m);
+    m->loop = loop;
+    m->cfg = cfg;
+    m->spec = *spec;
+    m->pidfd = -1;
+    snprintf(m->control, sizeof m->control, "%s", control);
+    config_mps_dirs(cfg, spec->name, &m->dirs);
+    snprintf(m->out, sizeof m->out, "%s/gpulet-daemon.out", m->dirs.log);
+    snprintf(m->started, sizeof m->started, "%s/gpulet-daemon.pid", m->dirs.log);
+    mps_host_paths(m);
+    uv_timer_init(loop, &m->timer);
+    uv_timer_init(loop, &m->check);
+    m->timer.data = m->check.data = m;
+    m->handles = 2;
+    return m;
 }
 
 int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg,
@@ -313,30 +593,21 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
               struct err *e)
 {
     *out = NULL;
-    struct mps_daemon *m = xcalloc(1, sizeof *m);
-    m->loop = loop;
-    m->cfg = cfg;
-    m->spec = *spec;
+    char self[CONFIG_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
+    self[n] = '\0';
+    struct config_mps_dirs dirs;
+    config_mps_dirs(cfg, spec->name, &dirs);
+    if (mps_mkdirs(dirs.pipe, e) < 0 || mps_mkdirs(dirs.log, e) < 0 || mps_mkdirs(dirs.shm, e) < 0)
+        return -1;
+    struct mps_daemon *m = mps_new(loop, cfg, spec, control);
+    snprintf(m->self, sizeof m->self, "%s", self);
     if (hooks)
         m->hooks = *hooks;
-    snprintf(m->control, sizeof m->control, "%s", control);
-    config_mps_dirs(cfg, spec->name, &m->dirs);
-    ssize_t n = readlink("/proc/self/exe", m->self, sizeof m->self - 1);
-    if (n <= 0) {
-        free(m);
-        return err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
-    }
-    m->self[n] = '\0';
-    if (mps_mkdirs(m->dirs.pipe, e) < 0 || mps_mkdirs(m->dirs.log, e) < 0 ||
-        mps_mkdirs(m->dirs.shm, e) < 0) {
-        free(m);
-        return -1;
-    }
     m->env = mps_environment(m);
-    uv_timer_init(loop, &m->timer);
-    m->timer.data = m;
-    m->handles = 1;
-    mps_spawn(m);
+    mps_begin(m);
     *out = m;
     return 0;
 }
@@ -345,32 +616,160 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
 static void mps_kill(uv_timer_t *t)
 {
     struct mps_daemon *m = t->data;
-    if (!m->proc_alive)
+    if (!m->pid)
         return;
-    log_warn("MPS daemon for %s did not quit; %s", m->spec.name,
-             m->kills ? "killing it" : "terminating it");
-    uv_process_kill(&m->proc, m->kills++ ? SIGKILL : SIGTERM);
-    uv_timer_start(&m->timer, mps_kill, 2000, 0);
+    log_warn("MPS daemon for %s (pid %d) did not quit; %s", m->spec.name, (int)m->pid,
+             m->kills ? "killing it" : "terminating it: its clients lose it now");
+    kill(m->pid, m->kills++ ? SIGKILL : SIGTERM);
+    uv_timer_start(&m->timer, mps_kill, MPS_KILL_AFTER_MS, 0);
+}
+
+/* The drain: quit, again every second (a daemon with clients refuses it,
+ * and takes it once they have ended), and at the end of MPS_DRAIN_MS,
+ * SIGTERM. */
+static void mps_drain(uv_timer_t *t)
+{
+    struct mps_daemon *m = t->data;
+    if (!m->pid)
+        return;
+    if (uv_now(m->loop) >= m->drain_end || !m->control[0]) { /* no program to say quit */
+        mps_kill(t);
+        return;
+    }
+    mps_command(m, "quit\n");
+    uv_timer_start(&m->timer, mps_drain, MPS_QUIT_RETRY_MS, 0);
 }
 
 static void mps_quit(struct mps_daemon *m)
 {
-    mps_command(m, "quit\n", true);
-    uv_timer_start(&m->timer, mps_kill, MPS_QUIT_GRACE_MS, 0);
+    if (!m->drain_end)
+        m->drain_end = uv_now(m->loop) + MPS_DRAIN_MS;
+    mps_drain(&m->timer);
 }
 
-void mps_stop(struct mps_daemon *m, bool remove_dir)
+/* Let go of: the daemon runs on. A helper or command still running ends
+ * by itself; gpulet no longer waits for it. */
+static void mps_leave(struct mps_daemon *m)
+{
+    if (m->pid)
+        log_info("MPS daemon for %s (pid %d) runs on, with its clients, to be adopted",
+                 m->spec.name, (int)m->pid);
+    mps_unwatch(m);
+    if (m->helper_alive) {
+        m->helper_alive = false;
+        uv_close((uv_handle_t *)&m->helper, mps_closed);
+    }
+    if (m->cmd_alive) {
+        m->cmd_alive = false;
+        uv_close((uv_handle_t *)&m->cmd, mps_closed);
+    }
+    mps_close(m);
+}
+
+void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
 {
     if (!m)
         return;
+    bool replacing = m->state == MPS_REPLACING;
     m->state = MPS_STOPPING;
+    m->mode = replacing ? MPS_END : mode; /* one being replaced is ended already */
     m->remove_dir = remove_dir;
     uv_timer_stop(&m->timer);
-    if (!m->proc_alive) {
-        uv_close((uv_handle_t *)&m->timer, mps_closed);
+    if (m->mode == MPS_LEAVE) {
+        mps_leave(m);
         return;
     }
-    /* A command still running (the limits) goes first; quit follows it. */
-    if (!m->cmd_alive)
+    if (!m->pid && !m->helper_alive) {
+        pid_t pid = mps_read_pid(m);
+        if (pid)
+            mps_watch(m, pid);
+    }
+    if (!m->pid) {
+        mps_close(m);
+        return;
+    }
+    mps_quit(m); /* a command still running (the limits): quit goes at the next tick */
+}
+
+/* --- daemons nothing needs ------------------------------------------------------------- */
+
+static bool mps_kept(const char *name, const char *const *keep, unsigned nkeep)
+{
+    for (unsigned i = 0; i < nkeep; i++)
+        if (!strcmp(keep[i], name))
+            return true;
+    return false;
+}
+
+/* Ends name's daemon, if one runs: nothing needs it. */
+static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char *control,
+                          const char *name)
+{
+    struct mps_spec spec = {0};
+    snprintf(spec.name, sizeof spec.name, "%s", name);
+    struct mps_daemon *m = mps_new(loop, cfg, &spec, control);
+    m->env = mps_environment(m);
+    m->state = MPS_STOPPING;
+    m->mode = MPS_END;
+    m->remove_dir = true;
+    pid_t pid = mps_read_pid(m);
+    if (!pid) {
+        mps_close(m);
+        return;
+    }
+    log_warn("MPS daemon for %s (pid %d): nothing needs it any more (its resource left the "
+             "config, or its claim was unprepared while gpulet was away): it is stopped, and its "
+             "running clients lose it in %d s at most if they have not ended",
+             name, (int)pid, MPS_DRAIN_MS / 1000);
+    mps_watch(m, pid);
+    if (m->pid)
         mps_quit(m);
+    else
+        mps_close(m);
+}
+
+/* Whether dir/name/pipe is a daemon's directory. */
+static bool mps_is_dir(const char *dir, const char *name)
+{
+    char path[CONFIG_PATH_MAX + 700];
+    snprintf(path, sizeof path, "%s/%s/pipe", dir, name);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The names under dir (at most one level below it: a resource's name has
+ * one '/'), each a daemon's directory, into *names. */
+static void mps_names(const char *root, const char *prefix, struct strbuf *names, int depth)
+{
+    char dir[CONFIG_PATH_MAX + 700];
+    snprintf(dir, sizeof dir, "%s%s%s", root, prefix[0] ? "/" : "", prefix);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.' || (!prefix[0] && !strcmp(de->d_name, "shm")))
+            continue;
+        char name[600];
+        snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
+        if (mps_is_dir(root, name))
+            strbuf_append(names, name, strlen(name) + 1);
+        else if (depth > 0)
+            mps_names(root, name, names, depth - 1);
+    }
+    closedir(dp);
+}
+
+void mps_sweep(uv_loop_t *loop, const struct config *cfg, const char *control,
+               enum mps_owner owner, const char *const *keep, unsigned nkeep)
+{
+    struct strbuf names = {0};
+    mps_names(cfg->mps_root, "", &names, 1);
+    for (size_t at = 0; at < names.len; at += strlen(names.data + at) + 1) {
+        const char *name = names.data + at;
+        bool plugins = strchr(name, '/') != NULL;
+        if (plugins == (owner == MPS_OWNER_PLUGIN) && !mps_kept(name, keep, nkeep))
+            mps_end_stray(loop, cfg, control, name);
+    }
+    strbuf_free(&names);
 }

@@ -1,40 +1,245 @@
-/* The MPS daemon's /dev/shm: a private mount namespace in which SHM (under
- * --mps-root, also mounted into every MPS container) is /dev/shm. Run by
- * the agent as `gpulet mps-exec`, between fork and exec, which libuv's
- * spawn cannot do itself. */
+/* `gpulet mps-exec`: starts an MPS control daemon that gpulet does not
+ * take down with it. The agent runs it (libuv's spawn cannot do this work
+ * between fork and exec); it forks the daemon and returns once the daemon
+ * runs. The daemon:
+ * - is in a session of its own, the child of no gpulet process, so a
+ *   SIGTERM, SIGKILL or crash of gpulet never reaches it;
+ * - with --host ROOT (gpulet in a container, ROOT the host's / as the
+ *   container sees it: CONTAINER_DRIVER_ROOT), runs on the host's files
+ *   (its own mount namespace pivoted to ROOT, holding nothing of gpulet's
+ *   image) and in a cgroup of its own, outside the pod's, so a container
+ *   restart or a rollout to a new image does not stop it either;
+ * - has SHM (under --mps-root, also mounted into every MPS container) as its
+ *   /dev/shm, in that private mount namespace;
+ * - writes its output to OUT (the pod's log would go with the pod).
+ * Without the privilege for a step it says so once and runs without it. */
 #include "mps/mps.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-static int mps_private_shm(const char *shm)
+#define MPS_CGROUP "gpulet-mps"   /* beside kubepods, under each hierarchy's root */
+
+struct mps_exec_args {
+    bool quiet;
+    const char *host;              /* the host's / as gpulet sees it, or NULL */
+    const char *out;               /* the daemon's stdout and stderr, or NULL */
+    const char *pid_file;          /* where its pid goes, once it runs, or NULL */
+    const char *shm;
+    char **program;                /* the program and its arguments */
+};
+
+static int mps_exec_usage(void)
+{
+    fputs("usage: gpulet mps-exec [--quiet] [--host ROOT] [--out FILE] [--pid-file FILE] SHM "
+          "PROGRAM [ARGS...] (the agent runs it)\n", stderr);
+    return 2;
+}
+
+/* Its options, then SHM and the program. 0, or -1 for a bad command line. */
+static int mps_exec_parse(int argc, char **argv, struct mps_exec_args *a)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
+        if (!strcmp(argv[i], "--quiet"))
+            a->quiet = true;
+        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+            a->host = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            a->out = argv[++i];
+        else if (!strcmp(argv[i], "--pid-file") && i + 1 < argc)
+            a->pid_file = argv[++i];
+        else
+            return -1;
+    }
+    if (argc - i < 2)
+        return -1;
+    a->shm = argv[i];
+    a->program = argv + i + 1;
+    return 0;
+}
+
+/* The mount namespace of the daemon's own, every mount private to it. */
+static int mps_private_mounts(void)
 {
     if (unshare(CLONE_NEWNS) < 0)
         return -1;
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+}
+
+/* ROOT becomes the daemon's /, and the container's root is let go. */
+static int mps_pivot(const char *root)
+{
+    if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
         return -1;
-    return mount(shm, "/dev/shm", NULL, MS_BIND, NULL);
+    if (umount2(".", MNT_DETACH) < 0)
+        return -1;
+    return chdir("/");
+}
+
+/* Moves the calling process into MPS_CGROUP of every hierarchy it is in:
+ * a container's stop kills what is in the container's cgroup. */
+static int mps_leave_cgroup(void)
+{
+    /* cgroup v2 with a private cgroup namespace: a move must be seen from
+     * the host's. Where that cannot be entered, the write below says why. */
+    int ns = open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);
+    if (ns >= 0) {
+        setns(ns, CLONE_NEWCGROUP);
+        close(ns);
+    }
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int rc = 0, moved = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        *b = '\0';
+        const char *controllers = a + 1;
+        if (!strncmp(controllers, "name=", 5))
+            controllers += 5;
+        char dir[600], procs[640];
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s%s/" MPS_CGROUP, *controllers ? "/" : "",
+                 controllers);
+        if (*controllers && access(dir, F_OK) < 0 && errno == ENOENT) {
+            /* a v1 hierarchy not mounted under its name (net_cls,net_prio …) */
+            char parent[600];
+            snprintf(parent, sizeof parent, "/sys/fs/cgroup/%s", controllers);
+            if (access(parent, F_OK) < 0)
+                continue;
+        }
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+            rc = -1;
+            break;
+        }
+        snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+        int fd = open(procs, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            rc = -1;
+        else
+            moved++;
+        if (fd >= 0)
+            close(fd);
+    }
+    fclose(f);
+    return rc == 0 && moved ? 0 : -1;
+}
+
+static bool mps_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* In the child, before exec: what can be done of the above. A step that
+ * fails is said (unless quiet) and the daemon runs without it, except a
+ * host whose SHM is another directory than gpulet's: the containers could
+ * never reach that daemon, so it is not started. */
+static int mps_prepare(const struct mps_exec_args *a)
+{
+    struct stat before, after;
+    if (stat(a->shm, &before) < 0) {
+        fprintf(stderr, "gpulet mps-exec: %s: %s\n", a->shm, strerror(errno));
+        return -1;
+    }
+    if (mps_private_mounts() < 0) {
+        if (!a->quiet)
+            fprintf(stderr, "gpulet mps-exec: cannot make %s the MPS daemon's /dev/shm (%s): MPS "
+                            "clients in containers reach the daemon only if the agent has "
+                            "CAP_SYS_ADMIN\n", a->shm, strerror(errno));
+        return 0;
+    }
+    if (a->host) {
+        if (mps_pivot(a->host) < 0) {
+            fprintf(stderr, "gpulet mps-exec: cannot run the MPS daemon on the host's files "
+                            "(%s as /): %s\n", a->host, strerror(errno));
+            return -1;
+        }
+        if (stat(a->shm, &after) < 0 || !mps_same_file(&before, &after)) {
+            fprintf(stderr, "gpulet mps-exec: %s is not the same directory on the host: mount "
+                            "--mps-root at its own path on the host\n", a->shm);
+            return -1;
+        }
+        if (mps_leave_cgroup() < 0 && !a->quiet)
+            fprintf(stderr, "gpulet mps-exec: cannot move the MPS daemon to a cgroup of its own "
+                            "(%s): a restart of gpulet's container stops it\n", strerror(errno));
+    }
+    if (mount(a->shm, "/dev/shm", NULL, MS_BIND, NULL) < 0 && !a->quiet)
+        fprintf(stderr, "gpulet mps-exec: cannot make %s the MPS daemon's /dev/shm: %s\n", a->shm,
+                strerror(errno));
+    return 0;
+}
+
+/* The daemon-to-be: its own session, its mounts, its output, then exec.
+ * Until exec its messages go to gpulet's log; an exec that fails reaches
+ * the parent through the close-on-exec pipe. */
+static void mps_child(const struct mps_exec_args *a, int report)
+{
+    setsid();
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int out = a->out ? open(a->out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+    int err = -1; /* -1: prepare said why */
+    if (mps_prepare(a) == 0) {
+        if (null >= 0)
+            dup2(null, 0);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        execv(a->program[0], a->program);
+        err = errno;
+    }
+    if (write(report, &err, sizeof err) < 0)
+        _exit(127);
+    _exit(127);
 }
 
 int mps_exec(int argc, char **argv)
 {
-    bool quiet = argc > 1 && !strcmp(argv[1], "--quiet");
-    if (quiet)
-        argc--, argv++;
-    if (argc < 3) {
-        fputs("usage: gpulet mps-exec [--quiet] SHM PROGRAM [ARGS...] (the agent runs it)\n", stderr);
-        return 2;
+    struct mps_exec_args a = {0};
+    if (mps_exec_parse(argc, argv, &a) < 0)
+        return mps_exec_usage();
+    int sync[2];
+    if (pipe2(sync, O_CLOEXEC) < 0) {
+        perror("gpulet mps-exec: pipe");
+        return 1;
     }
-    if (mps_private_shm(argv[1]) < 0 && !quiet)
-        fprintf(stderr, "gpulet mps-exec: cannot make %s the MPS daemon's /dev/shm (%s): MPS "
-                        "clients in containers reach the daemon only if the agent has "
-                        "CAP_SYS_ADMIN\n", argv[1], strerror(errno));
-    execv(argv[2], argv + 2);
-    fprintf(stderr, "gpulet mps-exec: cannot run %s: %s\n", argv[2], strerror(errno));
-    return 127;
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("gpulet mps-exec: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        close(sync[0]);
+        mps_child(&a, sync[1]);
+    }
+    close(sync[1]);
+    int err = 0;
+    ssize_t n;
+    do
+        n = read(sync[0], &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    close(sync[0]);
+    if (n > 0 && err > 0)
+        fprintf(stderr, "gpulet mps-exec: cannot run %s: %s\n", a.program[0], strerror(err));
+    if (n > 0)
+        return 127;
+    /* End of file: the daemon runs (exec closed the pipe). gpulet watches
+     * it by its pid; its parent goes now, so it is nobody's child in gpulet. */
+    FILE *f = a.pid_file ? fopen(a.pid_file, "w") : NULL;
+    if (f) {
+        fprintf(f, "%d\n", (int)pid);
+        fclose(f);
+    }
+    return 0;
 }

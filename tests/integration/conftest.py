@@ -31,8 +31,34 @@ def tmp_path():
     test's name (/tmp/pytest-of-<user>/pytest-N/<test>/kubelet/...)."""
     d = Path(tempfile.mkdtemp(prefix="gpulet-"))
     yield d
+    end_mps_daemons(d)
     if not os.environ.get("GPULET_KEEP_TMP"):  # set it to read the agents' logs after a test
         shutil.rmtree(d, ignore_errors=True)
+
+
+def mps_daemons(root):
+    """The MPS control daemons (stand-ins) running with pipe directories
+    under root, from their pid files: {pid file: pid}."""
+    found = {}
+    for pidfile in Path(root).rglob("nvidia-cuda-mps-control.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except (OSError, ValueError):
+            continue
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        if f"CUDA_MPS_PIPE_DIRECTORY={pidfile.parent}".encode() in env and state not in "ZX":
+            found[pidfile] = pid
+    return found
+
+
+def end_mps_daemons(root):
+    """MPS daemons outlive gpulet by design: a test's are ended with it."""
+    for pid in mps_daemons(root).values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def ctypes_env(env):

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""A stand-in for nvidia-cuda-mps-control, which needs a GPU: with -f it is
-the control daemon (it writes its pid file in CUDA_MPS_PIPE_DIRECTORY, as
-the real one does, records its environment and /dev/shm in
-CUDA_MPS_LOG_DIRECTORY/control.log, and runs until told to quit or
-signalled); without arguments it is the client, which appends the commands
-read on stdin to CUDA_MPS_LOG_DIRECTORY/commands.log and answers quit by
-stopping the daemon. A client finding no daemon fails, as the real one does."""
+"""A stand-in for nvidia-cuda-mps-control, which needs a GPU, that keeps the
+simulator's (`gpulet sim driver-root`) protocol, so that its client stand-in
+`gpulet-mps-client` works with both: with -f it is the control daemon (it
+refuses to start where one runs already, as the real one does; writes its
+pid file in CUDA_MPS_PIPE_DIRECTORY, its instance and a heartbeat there;
+records its environment and /dev/shm in CUDA_MPS_LOG_DIRECTORY/control.log;
+runs until told to quit or signalled); without arguments it is the client,
+which appends the commands read on stdin to CUDA_MPS_LOG_DIRECTORY/commands.log
+and answers quit by stopping the daemon, unless MPS clients are active. A
+client finding no daemon fails, as the real one does."""
 import os
 import signal
 import sys
@@ -14,41 +17,79 @@ import time
 pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
 logdir = os.environ.get("CUDA_MPS_LOG_DIRECTORY", "/var/log/nvidia-mps")
 pidfile = os.path.join(pipe, "nvidia-cuda-mps-control.pid")
+instance = os.path.join(pipe, "instance")
+heartbeat = os.path.join(pipe, "heartbeat")
+clients = os.path.join(pipe, "clients")
 
 
-def daemon():
-    with open(pidfile, "w") as f:
-        f.write(str(os.getpid()))
-    shm = os.stat("/dev/shm")
+def log(line):
     with open(os.path.join(logdir, "control.log"), "a") as f:
-        f.write(f"start pid={os.getpid()} CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES')} shm_ino={shm.st_ino}\n")
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
-    while not stop:
-        time.sleep(0.05)
-    os.unlink(pidfile)
-    with open(os.path.join(logdir, "control.log"), "a") as f:
-        f.write("quit\n")
+        f.write(line + "\n")
 
 
-def client():
+def running():
     try:
         pid = int(open(pidfile).read())
         os.kill(pid, 0)
+        return pid
     except (OSError, ValueError):
+        return None
+
+
+def daemon():
+    if running():
+        print("An instance of this daemon is already running", file=sys.stderr)
+        return 1
+    os.makedirs(clients, exist_ok=True)
+    with open(pidfile, "w") as f:
+        f.write(str(os.getpid()))
+    with open(instance, "w") as f:
+        f.write(f"{os.getpid()}-{time.time_ns()}\n")
+    shm = os.stat("/dev/shm")
+    log(f"start pid={os.getpid()} CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES')} shm_ino={shm.st_ino}")
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    while not stop:
+        open(heartbeat, "w").close()
+        time.sleep(0.05)
+    for path in (pidfile, instance):
+        os.unlink(path)
+    log("quit")
+    return 0
+
+
+def active_clients():
+    now = time.time()
+    try:
+        names = os.listdir(clients)
+    except OSError:
+        return 0
+    n = 0
+    for name in names:
+        try:
+            n += now - os.stat(os.path.join(clients, name)).st_mtime <= 3
+        except OSError:
+            pass
+    return n
+
+
+def client():
+    pid = running()
+    if not pid:
         print("Cannot find MPS control daemon process", file=sys.stderr)
         return 1
     text = sys.stdin.read()
     with open(os.path.join(logdir, "commands.log"), "a") as f:
         f.write(text)
     if any(line.strip() == "quit" for line in text.splitlines()):
-        os.kill(pid, signal.SIGTERM)
+        n = active_clients()
+        if n:
+            log(f"Server has {n} active worker threads. Server will not shutdown.")
+        else:
+            os.kill(pid, signal.SIGTERM)
     return 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["-f"]:
-        daemon()
-    else:
-        sys.exit(client())
+    sys.exit(daemon() if sys.argv[1:] == ["-f"] else client())

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import SANITIZED
+from conftest import SANITIZED, mps_daemons
 from test_plugin import sim
 
 
@@ -134,7 +134,7 @@ def wait_for(pred, timeout=10.0):
 def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
     """A supervised control daemon per MPS resource (the stand-in), its
     limits, what Allocate gives a container, a restart after it dies, and
-    quit on exit."""
+    the daemon running on after the agent's exit."""
     cfg = tmp_path / "config.yaml"
     cfg.write_text(MPS)
     root = tmp_path / "mps"
@@ -181,7 +181,8 @@ def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
         stub.Allocate(pb.AllocateRequest(container_requests=[
             pb.ContainerAllocateRequest(devices_ids=ids[:1])]), timeout=5)
     assert "the resource's MPS daemon is down" in refused.value.details()
-    a.wait_log("MPS daemon for nvidia.com/gpu exited (signal 9); restarting")
+    a.wait_log("MPS daemon for nvidia.com/gpu exited (pid")
+    a.wait_log("; restarting it with a backoff")
     for update in stream:
         if all(d.health == "Healthy" for d in update.devices):
             break
@@ -196,12 +197,13 @@ def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
     stream.cancel()
     channel.close()
     assert a.stop() == 0
-    assert (logs / "commands.log").read_text().endswith("quit\n")
-    assert not pidfile.exists()  # the daemon is gone
+    assert "quit" not in (logs / "commands.log").read_text()
+    assert int(pidfile.read_text()) in mps_daemons(root).values()  # it runs on
 
 
 def test_mps_compute_mode(plugin_agent, tmp_path):
-    """exclusive-process is set on the MPS GPUs and restored on exit (the
+    """exclusive-process is set on the MPS GPUs, kept at exit (the daemon and
+    its clients run on) and restored once MPS leaves the config (the
     simulator takes the mode; a real node needs root for it)."""
     cfg = tmp_path / "config.yaml"
     cfg.write_text(MPS)
@@ -210,8 +212,11 @@ def test_mps_compute_mode(plugin_agent, tmp_path):
                      "--mps-compute-mode", "exclusive-process")
     a.wait_log("MPS: GPU 0 compute mode EXCLUSIVE_PROCESS")
     a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    cfg.write_text("version: v1\n")
+    a.proc.send_signal(signal.SIGHUP)
+    a.wait_log("MPS: GPU 0 compute mode restored")
+    a.wait_log("MPS daemon for nvidia.com/gpu stopped")
     assert a.stop() == 0
-    assert "MPS: GPU 0 compute mode restored" in a.log()
 
 
 def test_mps_bad_config(agent, tmp_path):
@@ -289,7 +294,113 @@ def test_mps_without_a_gpu(plugin_agent, gpulet, sim_env, tmp_path):
                          env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log)))
     assert ask.stdout.split() == ["50", "7680M"], ask
     assert a.stop() == 0
-    assert not (pipe / "nvidia-cuda-mps-control.pid").exists()
+    assert (pipe / "nvidia-cuda-mps-control.pid").exists()  # it runs on, to be adopted
+
+
+MPS_ON = ("version: v1\nsharing:\n  mps:\n    resources:\n"
+          "    - {{name: nvidia.com/gpu, replicas: 2, devices: [{gpus}]{extra}}}\n")
+
+
+def test_mps_clients_outlive_gpulet(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
+    """What an upgrade, a crash and a reload do to an MPS job (issue 38):
+    with the simulator's stand-ins (its daemon refuses a second instance and
+    refuses quit while clients run; its client fails at once, for good,
+    when its daemon goes, as a CUDA client does with error 806), a client
+    keeps running through SIGKILL and a new start (the daemon adopted, not
+    started twice), SIGTERM and a new start, a reload with the config
+    unchanged, and a reload of new limits (sent to the same daemon). A
+    reload that moves the resource to other GPUs says which daemon stops,
+    that its clients lose it, and when; the client's end lets it go at once."""
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS_ON.format(gpus=0, extra=""))
+    mps = tmp_path / "mps"
+    pipe, log = mps / "nvidia.com" / "gpu.shared" / "pipe", mps / "nvidia.com" / "gpu.shared" / "log"
+    args = ("--simulate", "dgx-h100", "--config-file", str(cfg), "--mps-root", str(mps),
+            "--nvidia-driver-root", str(root))
+    a = plugin_agent(*args)
+    a.wait_log("MPS daemon for nvidia.com/gpu.shared is up, started")
+    client = subprocess.Popen([str(root / "usr/bin/gpulet-mps-client")], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe)))
+    try:
+        assert "bound to daemon" in client.stdout.readline()
+        starts = lambda: (log / "control.log").read_text().count("start pid=")
+
+        def still_running(seconds=4.0):
+            """The stand-in fails within 3 s of its daemon's going."""
+            time.sleep(seconds)
+            assert client.poll() is None, client.stdout.read()
+        a.stop(signal.SIGKILL)
+        still_running()
+        a = plugin_agent(*args)
+        a.wait_log("MPS daemon for nvidia.com/gpu.shared is up, adopted")
+        assert starts() == 1
+        assert a.stop() == 0
+        assert "MPS daemon for nvidia.com/gpu.shared (pid" in a.log() and "runs on" in a.log()
+        still_running()
+        a = plugin_agent(*args)
+        a.wait_log("MPS daemon for nvidia.com/gpu.shared is up, adopted")
+        a.proc.send_signal(signal.SIGHUP)  # unchanged
+        wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu.shared is up, adopted") == 2)
+        cfg.write_text(MPS_ON.format(gpus=0, extra=", memoryLimit: 20Gi"))
+        a.proc.send_signal(signal.SIGHUP)  # new limits, for the daemon's new servers
+        wait_for(lambda: "set_default_device_pinned_mem_limit 0 20480M" in
+                 (log / "commands.log").read_text())
+        still_running(1)
+        assert starts() == 1
+        # Another GPU: the daemon must go; it refuses quit while the client runs.
+        cfg.write_text(MPS_ON.format(gpus=1, extra=""))
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("MPS daemon for nvidia.com/gpu.shared (pid")
+        a.wait_log("is stopped, and its running clients lose it in 30 s at most")
+        wait_for(lambda: "will not shutdown" in (log / "control.log").read_text())
+        assert client.poll() is None
+        client.terminate()  # the job ends: the daemon goes at the next quit, a new one starts
+        client.wait(timeout=5)
+        a.wait_log("starting it for its GPUs now")
+        wait_for(lambda: starts() == 2)
+        assert (log / "control.log").read_text().splitlines()[-1].startswith("start pid=")
+        a.wait_log("MPS daemon for nvidia.com/gpu.shared is up, started")
+        # MPS leaves the config: the daemon nothing needs is ended.
+        cfg.write_text(TS)
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("nothing needs it any more")
+        wait_for(lambda: not mps_daemons(mps))
+        wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu.shared stopped") == 2)
+        assert a.stop() == 0
+    finally:
+        if client.poll() is None:
+            client.kill()
+
+
+def test_mps_client_loses_a_killed_daemon(plugin_agent, gpulet, sim_env, tmp_path):
+    """The stand-ins fail as the real ones do: a client whose daemon dies
+    fails for good, though the agent starts a new daemon at once; and a
+    second daemon on the same pipe directory is refused."""
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    mps = tmp_path / "mps"
+    pipe, log = mps / "nvidia.com" / "gpu" / "pipe", mps / "nvidia.com" / "gpu" / "log"
+    a = plugin_agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(mps),
+                     "--nvidia-driver-root", str(root))
+    a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    env = dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log))
+    second = subprocess.run([str(root / "usr/bin/nvidia-cuda-mps-control"), "-f"], env=env,
+                            capture_output=True, text=True, timeout=10)
+    assert second.returncode == 1 and "An instance of this daemon is already running" in second.stderr
+    client = subprocess.Popen([str(root / "usr/bin/gpulet-mps-client")], text=True, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert "bound to daemon" in client.stdout.readline()
+    os.kill(int((pipe / "nvidia-cuda-mps-control.pid").read_text()), signal.SIGKILL)
+    assert client.wait(timeout=10) == 1
+    assert "CUDA_ERROR_MPS_RPC_FAILURE (806)" in client.stdout.read()
+    a.wait_log("MPS daemon for nvidia.com/gpu exited")
+    wait_for(lambda: a.log().count("MPS daemon for nvidia.com/gpu is up") == 2, timeout=15)
+    assert a.stop() == 0
 
 
 def test_mps_daemon_that_keeps_failing(agent, tmp_path):
