@@ -101,10 +101,17 @@ static void agent_mps_sweep(struct agent *a, const char *control)
 
 int agent_mps_start(struct agent *a, struct err *e)
 {
-    if (!a->facts_known || a->mps || !a->nplugins)
+    if (a->mps || !a->nplugins)
+        return 0;
+    bool mps = a->cfg.sharing == GPU_SHARING_MPS;
+    /* An MPS resource is unavailable until its daemon is up (or adopted). */
+    for (unsigned r = 0; mps && r < a->nresources; r++)
+        if (a->resources[r].sharing == GPU_SHARING_MPS)
+            plugin_set_available(a->plugins[r], false);
+    /* The limits need each GPU's memory: daemons start once the facts are in. */
+    if (!a->facts_known)
         return 0;
     char control[CONFIG_PATH_MAX] = "";
-    bool mps = a->cfg.sharing == GPU_SHARING_MPS;
     if (!a->mps_modes) { /* -1: a mode this agent did not set */
         a->mps_modes = xmalloc((a->inv.count + 1) * sizeof *a->mps_modes);
         for (unsigned g = 0; g <= a->inv.count; g++)
@@ -116,10 +123,6 @@ int agent_mps_start(struct agent *a, struct err *e)
     agent_mps_sweep(a, control);
     if (!mps)
         return 0;
-    /* The limits need each GPU's memory: daemons start once the facts are in. */
-    for (unsigned r = 0; r < a->nresources; r++)
-        if (a->resources[r].sharing == GPU_SHARING_MPS)
-            plugin_set_available(a->plugins[r], false);
     a->mps = xcalloc(a->nresources + 1, sizeof *a->mps);
     agent_mps_compute_mode(a, true);
     struct agent_mps_owner *owners = xcalloc(a->nresources + 1, sizeof *owners);

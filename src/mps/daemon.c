@@ -313,7 +313,12 @@ static void mps_command(struct mps_daemon *m, const char *text)
     uv_pipe_init(m->loop, &m->cmd_in, 0);
     m->cmd_in.data = m;
     m->handles++;
-    char *args[] = {m->control, NULL};
+    /* In a container, the command runs where the daemon runs: on the host's
+     * files (mps-exec --client). */
+    char *direct[] = {m->control, NULL};
+    char *hosted[] = {m->self,        "mps-exec", "--client", "--host", m->host, "--rw",
+                      (char *)m->cfg->mps_root, m->host_control, NULL};
+    char **args = m->host[0] ? hosted : direct;
     /* Its output is not logged: while the daemon starts, every try says it
      * cannot find it. A failure that lasts is logged once, below. */
     uv_stdio_container_t stdio[3] = {
@@ -321,7 +326,7 @@ static void mps_command(struct mps_daemon *m, const char *text)
         {.flags = UV_IGNORE},
         {.flags = UV_IGNORE},
     };
-    uv_process_options_t o = {.exit_cb = mps_cmd_exit, .file = m->control, .args = args,
+    uv_process_options_t o = {.exit_cb = mps_cmd_exit, .file = args[0], .args = args,
                               .env = m->env, .stdio_count = 3, .stdio = stdio};
     m->cmd.data = m;
     int rc = uv_spawn(m->loop, &m->cmd, &o);
@@ -479,7 +484,7 @@ static void mps_spawn(struct mps_daemon *m)
 {
     if (m->state == MPS_STOPPING)
         return;
-    char *args[14];
+    char *args[16];
     unsigned n = 0;
     args[n++] = m->self;
     args[n++] = "mps-exec";
@@ -488,6 +493,8 @@ static void mps_spawn(struct mps_daemon *m)
     if (m->host[0]) {
         args[n++] = "--host";
         args[n++] = m->host;
+        args[n++] = "--rw";
+        args[n++] = (char *)m->cfg->mps_root;
     }
     args[n++] = "--out";
     args[n++] = m->out;
@@ -576,6 +583,8 @@ static struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
     m->cfg = cfg;
     m->spec = *spec;
     m->pidfd = -1;
+    ssize_t n = readlink("/proc/self/exe", m->self, sizeof m->self - 1); /* for mps-exec */
+    m->self[n > 0 ? n : 0] = '\0';
     snprintf(m->control, sizeof m->control, "%s", control);
     config_mps_dirs(cfg, spec->name, &m->dirs);
     snprintf(m->out, sizeof m->out, "%s/gpulet-daemon.out", m->dirs.log);
@@ -593,17 +602,17 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
               struct err *e)
 {
     *out = NULL;
-    char self[CONFIG_PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
-    self[n] = '\0';
     struct config_mps_dirs dirs;
     config_mps_dirs(cfg, spec->name, &dirs);
     if (mps_mkdirs(dirs.pipe, e) < 0 || mps_mkdirs(dirs.log, e) < 0 || mps_mkdirs(dirs.shm, e) < 0)
         return -1;
     struct mps_daemon *m = mps_new(loop, cfg, spec, control);
-    snprintf(m->self, sizeof m->self, "%s", self);
+    if (!m->self[0]) {
+        err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
+        m->state = MPS_STOPPING; /* freed once its timers are closed */
+        mps_close(m);
+        return -1;
+    }
     if (hooks)
         m->hooks = *hooks;
     m->env = mps_environment(m);

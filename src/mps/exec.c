@@ -5,7 +5,8 @@
  * - is in a session of its own, the child of no gpulet process, so a
  *   SIGTERM, SIGKILL or crash of gpulet never reaches it;
  * - with --host ROOT (gpulet in a container, ROOT the host's / as the
- *   container sees it: CONTAINER_DRIVER_ROOT), runs on the host's files
+ *   container sees it: CONTAINER_DRIVER_ROOT; --rw the MPS root, at the
+ *   same path on the host, writable), runs on the host's files
  *   (its own mount namespace pivoted to ROOT, holding nothing of gpulet's
  *   image) and in a cgroup of its own, outside the pod's, so a container
  *   restart or a rollout to a new image does not stop it either;
@@ -17,12 +18,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,7 +34,9 @@
 
 struct mps_exec_args {
     bool quiet;
+    bool client;                   /* a command to the daemon: no SHM, not detached */
     const char *host;              /* the host's / as gpulet sees it, or NULL */
+    const char *rw;                /* with host: a directory that stays writable there */
     const char *out;               /* the daemon's stdout and stderr, or NULL */
     const char *pid_file;          /* where its pid goes, once it runs, or NULL */
     const char *shm;
@@ -39,8 +45,10 @@ struct mps_exec_args {
 
 static int mps_exec_usage(void)
 {
-    fputs("usage: gpulet mps-exec [--quiet] [--host ROOT] [--out FILE] [--pid-file FILE] SHM "
-          "PROGRAM [ARGS...] (the agent runs it)\n", stderr);
+    fputs("usage: gpulet mps-exec [--quiet] [--host ROOT [--rw DIR]] [--out FILE] [--pid-file FILE] "
+          "SHM PROGRAM [ARGS...]\n"
+          "       gpulet mps-exec --client [--host ROOT [--rw DIR]] PROGRAM [ARGS...] "
+          "(the agent runs them)\n", stderr);
     return 2;
 }
 
@@ -51,14 +59,22 @@ static int mps_exec_parse(int argc, char **argv, struct mps_exec_args *a)
     for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
         if (!strcmp(argv[i], "--quiet"))
             a->quiet = true;
+        else if (!strcmp(argv[i], "--client"))
+            a->client = true;
         else if (!strcmp(argv[i], "--host") && i + 1 < argc)
             a->host = argv[++i];
+        else if (!strcmp(argv[i], "--rw") && i + 1 < argc)
+            a->rw = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             a->out = argv[++i];
         else if (!strcmp(argv[i], "--pid-file") && i + 1 < argc)
             a->pid_file = argv[++i];
         else
             return -1;
+    }
+    if (a->client && argc - i >= 1) {
+        a->program = argv + i;
+        return 0;
     }
     if (argc - i < 2)
         return -1;
@@ -75,9 +91,16 @@ static int mps_private_mounts(void)
     return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 }
 
-/* ROOT becomes the daemon's /, and the container's root is let go. */
-static int mps_pivot(const char *root)
+/* ROOT becomes the daemon's /, and the container's root is let go. ROOT
+ * is mounted read-only where gpulet only reads the host's files: rw (the
+ * MPS root, the same directory at the same path) is bound over its place
+ * there as gpulet has it, writable. */
+static int mps_pivot(const char *root, const char *rw)
 {
+    char there[PATH_MAX];
+    if (rw && (snprintf(there, sizeof there, "%s%s", root, rw) >= (int)sizeof there ||
+               mount(rw, there, NULL, MS_BIND | MS_REC, NULL) < 0))
+        return -1;
     if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
         return -1;
     if (umount2(".", MNT_DETACH) < 0)
@@ -85,11 +108,57 @@ static int mps_pivot(const char *root)
     return chdir("/");
 }
 
-/* Moves the calling process into MPS_CGROUP of every hierarchy it is in:
- * a container's stop kills what is in the container's cgroup. */
+/* The mount of the hierarchy named by a line of /proc/self/cgroup
+ * ("" for cgroup v2), or NULL where it is not mounted where systemd and
+ * the container runtimes mount it. */
+static const char *mps_cgroup_mount(const char *controllers, char *out, size_t len)
+{
+    struct statfs fs;
+    if (!*controllers) { /* v2: the whole of /sys/fs/cgroup, or its unified part (hybrid) */
+        const char *places[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+        for (size_t i = 0; i < 2; i++)
+            if (statfs(places[i], &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC)
+                return snprintf(out, len, "%s", places[i]), out;
+        return NULL;
+    }
+    if (!strncmp(controllers, "name=", 5))
+        controllers += 5;
+    snprintf(out, len, "/sys/fs/cgroup/%s", controllers);
+    return statfs(out, &fs) == 0 && fs.f_type == CGROUP_SUPER_MAGIC ? out : NULL;
+}
+
+/* cgroup v1's cpuset: a new cgroup has no CPUs and no memory nodes until
+ * given some (a move into it fails with ENOSPC): its parent's. */
+static int mps_cpuset_inherit(const char *parent, const char *dir)
+{
+    static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+    for (size_t i = 0; i < 2; i++) {
+        char from[440], to[480], value[4096] = "";
+        snprintf(from, sizeof from, "%s/%s", parent, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        FILE *f = fopen(from, "r");
+        if (!f)
+            return 0; /* not a cpuset hierarchy */
+        size_t n = fread(value, 1, sizeof value - 1, f);
+        fclose(f);
+        value[n] = '\0';
+        int fd = open(to, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        ssize_t w = write(fd, value, strlen(value));
+        close(fd);
+        if (w < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Moves the calling process into MPS_CGROUP of every hierarchy it is in,
+ * beside the pods' cgroups: a container's stop kills what is in the
+ * container's cgroup. */
 static int mps_leave_cgroup(void)
 {
-    /* cgroup v2 with a private cgroup namespace: a move must be seen from
+    /* cgroup v2 with a private cgroup namespace: a move must be made from
      * the host's. Where that cannot be entered, the write below says why. */
     int ns = open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);
     if (ns >= 0) {
@@ -103,29 +172,17 @@ static int mps_leave_cgroup(void)
     int rc = 0, moved = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        char mount_dir[300], dir[400], procs[440];
         if (!b)
             continue;
         *b = '\0';
-        const char *controllers = a + 1;
-        if (!strncmp(controllers, "name=", 5))
-            controllers += 5;
-        char dir[600], procs[640];
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s%s/" MPS_CGROUP, *controllers ? "/" : "",
-                 controllers);
-        if (*controllers && access(dir, F_OK) < 0 && errno == ENOENT) {
-            /* a v1 hierarchy not mounted under its name (net_cls,net_prio …) */
-            char parent[600];
-            snprintf(parent, sizeof parent, "/sys/fs/cgroup/%s", controllers);
-            if (access(parent, F_OK) < 0)
-                continue;
-        }
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-            rc = -1;
-            break;
-        }
+        if (!mps_cgroup_mount(a + 1, mount_dir, sizeof mount_dir))
+            continue; /* a v1 hierarchy nobody kills by (net_cls …), or v2 unmounted */
+        snprintf(dir, sizeof dir, "%s/" MPS_CGROUP, mount_dir);
         snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-        int fd = open(procs, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) != 1)
+        int fd = -1;
+        if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || mps_cpuset_inherit(mount_dir, dir) < 0 ||
+            (fd = open(procs, O_WRONLY | O_CLOEXEC)) < 0 || write(fd, "0", 1) != 1)
             rc = -1;
         else
             moved++;
@@ -160,7 +217,7 @@ static int mps_prepare(const struct mps_exec_args *a)
         return 0;
     }
     if (a->host) {
-        if (mps_pivot(a->host) < 0) {
+        if (mps_pivot(a->host, a->rw) < 0) {
             fprintf(stderr, "gpulet mps-exec: cannot run the MPS daemon on the host's files "
                             "(%s as /): %s\n", a->host, strerror(errno));
             return -1;
@@ -204,11 +261,27 @@ static void mps_child(const struct mps_exec_args *a, int report)
     _exit(127);
 }
 
+/* A command to the daemon, from where the daemon runs: the host's files
+ * (the control program, its libraries, its shell). Replaces this process. */
+static int mps_exec_client(const struct mps_exec_args *a)
+{
+    if (a->host && (mps_private_mounts() < 0 || mps_pivot(a->host, a->rw) < 0)) {
+        fprintf(stderr, "gpulet mps-exec: cannot reach the host's files (%s as /): %s\n", a->host,
+                strerror(errno));
+        return 1;
+    }
+    execv(a->program[0], a->program);
+    fprintf(stderr, "gpulet mps-exec: cannot run %s: %s\n", a->program[0], strerror(errno));
+    return 127;
+}
+
 int mps_exec(int argc, char **argv)
 {
     struct mps_exec_args a = {0};
     if (mps_exec_parse(argc, argv, &a) < 0)
         return mps_exec_usage();
+    if (a.client)
+        return mps_exec_client(&a);
     int sync[2];
     if (pipe2(sync, O_CLOEXEC) < 0) {
         perror("gpulet mps-exec: pipe");
