@@ -32,6 +32,8 @@
 #define MPS_KILL_AFTER_MS 2000        /* SIGTERM not obeyed: SIGKILL */
 #define MPS_QUIT_RETRY_MS 1000        /* quit again while draining */
 #define MPS_CHECK_MS 500              /* without a pidfd, how often the daemon is looked at */
+#define MPS_TOUCH_MS 60000            /* the lease touched */
+#define MPS_LEASE_S 600               /* gpulet away this long: the keeper ends an idle daemon */
 #define MPS_PID_FILE "nvidia-cuda-mps-control.pid" /* the daemon's own, in its pipe directory */
 
 /* STARTING: spawned or adopted, until it takes the limits. REPLACING: an
@@ -49,6 +51,8 @@ struct mps_daemon {
     char host_control[CONFIG_PATH_MAX]; /* control as the host names it */
     char out[CONFIG_PATH_MAX + 160];  /* the daemon's stdout and stderr */
     char started[CONFIG_PATH_MAX + 160]; /* where mps-exec puts the pid of the daemon it started */
+    char lease[CONFIG_PATH_MAX + 160]; /* touched while this gpulet runs: the keeper's sign */
+    uv_timer_t touch;                 /* the lease's */
     struct config_mps_dirs dirs;
     char **env;                       /* the daemon's and the commands' environment */
     uv_process_t helper;              /* gpulet mps-exec, until the daemon runs */
@@ -365,6 +369,27 @@ static void mps_close(struct mps_daemon *m)
 {
     uv_close((uv_handle_t *)&m->timer, mps_closed);
     uv_close((uv_handle_t *)&m->check, mps_closed);
+    uv_close((uv_handle_t *)&m->touch, mps_closed);
+}
+
+/* The lease, touched while gpulet runs (made at start). */
+static void mps_touch(uv_timer_t *t)
+{
+    struct mps_daemon *m = t->data;
+    int fd = open(m->lease, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        futimens(fd, NULL);
+        close(fd);
+    }
+}
+
+/* How long gpulet may be away before the keeper ends an idle daemon:
+ * GPULET_MPS_LEASE seconds (the tests' knob), else MPS_LEASE_S. */
+static unsigned mps_lease_s(void)
+{
+    const char *v = getenv("GPULET_MPS_LEASE");
+    long s = v ? strtol(v, NULL, 10) : 0;
+    return s > 0 && s < 86400 ? (unsigned)s : MPS_LEASE_S;
 }
 
 static void mps_unwatch(struct mps_daemon *m)
@@ -484,7 +509,7 @@ static void mps_spawn(struct mps_daemon *m)
 {
     if (m->state == MPS_STOPPING)
         return;
-    char *args[16];
+    char *args[20];
     unsigned n = 0;
     args[n++] = m->self;
     args[n++] = "mps-exec";
@@ -500,6 +525,11 @@ static void mps_spawn(struct mps_daemon *m)
     args[n++] = m->out;
     args[n++] = "--pid-file";
     args[n++] = m->started;
+    char lease_s[16];
+    snprintf(lease_s, sizeof lease_s, "%u", mps_lease_s());
+    args[n++] = "--lease";
+    args[n++] = m->lease;
+    args[n++] = lease_s;
     args[n++] = m->dirs.shm;
     args[n++] = m->host[0] ? m->host_control : m->control;
     args[n++] = "-f";
@@ -589,11 +619,13 @@ static struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
     config_mps_dirs(cfg, spec->name, &m->dirs);
     snprintf(m->out, sizeof m->out, "%s/gpulet-daemon.out", m->dirs.log);
     snprintf(m->started, sizeof m->started, "%s/gpulet-daemon.pid", m->dirs.log);
+    snprintf(m->lease, sizeof m->lease, "%s/gpulet-alive", m->dirs.dir);
     mps_host_paths(m);
     uv_timer_init(loop, &m->timer);
     uv_timer_init(loop, &m->check);
-    m->timer.data = m->check.data = m;
-    m->handles = 2;
+    uv_timer_init(loop, &m->touch);
+    m->timer.data = m->check.data = m->touch.data = m;
+    m->handles = 3;
     return m;
 }
 
@@ -616,6 +648,8 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
     if (hooks)
         m->hooks = *hooks;
     m->env = mps_environment(m);
+    unsigned every = mps_lease_s() * 500; /* twice a lease at least */
+    uv_timer_start(&m->touch, mps_touch, 0, every < MPS_TOUCH_MS ? every : MPS_TOUCH_MS);
     mps_begin(m);
     *out = m;
     return 0;
@@ -684,6 +718,7 @@ void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
     m->mode = replacing ? MPS_END : mode; /* one being replaced is ended already */
     m->remove_dir = remove_dir;
     uv_timer_stop(&m->timer);
+    uv_timer_stop(&m->touch);
     if (m->mode == MPS_LEAVE) {
         mps_leave(m);
         return;

@@ -12,7 +12,9 @@
  *   restart or a rollout to a new image does not stop it either;
  * - has SHM (under --mps-root, also mounted into every MPS container) as its
  *   /dev/shm, in that private mount namespace;
- * - writes its output to OUT (the pod's log would go with the pod).
+ * - writes its output to OUT (the pod's log would go with the pod);
+ * - with --lease, has a keeper that ends it after its last client once
+ *   gpulet has been away longer than the lease (an uninstall).
  * Without the privilege for a step it says so once and runs without it. */
 #include "mps/mps.h"
 
@@ -22,6 +24,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <linux/magic.h>
@@ -39,6 +42,8 @@ struct mps_exec_args {
     const char *rw;                /* with host: a directory that stays writable there */
     const char *out;               /* the daemon's stdout and stderr, or NULL */
     const char *pid_file;          /* where its pid goes, once it runs, or NULL */
+    const char *lease;             /* the file gpulet touches while it runs, or NULL */
+    const char *lease_s;           /* how old it may grow before the keeper ends the daemon */
     const char *shm;
     char **program;                /* the program and its arguments */
 };
@@ -46,7 +51,7 @@ struct mps_exec_args {
 static int mps_exec_usage(void)
 {
     fputs("usage: gpulet mps-exec [--quiet] [--host ROOT [--rw DIR]] [--out FILE] [--pid-file FILE] "
-          "SHM PROGRAM [ARGS...]\n"
+          "[--lease FILE SECONDS] SHM PROGRAM [ARGS...]\n"
           "       gpulet mps-exec --client [--host ROOT [--rw DIR]] PROGRAM [ARGS...] "
           "(the agent runs them)\n", stderr);
     return 2;
@@ -69,6 +74,8 @@ static int mps_exec_parse(int argc, char **argv, struct mps_exec_args *a)
             a->out = argv[++i];
         else if (!strcmp(argv[i], "--pid-file") && i + 1 < argc)
             a->pid_file = argv[++i];
+        else if (!strcmp(argv[i], "--lease") && i + 2 < argc)
+            a->lease = argv[++i], a->lease_s = argv[++i];
         else
             return -1;
     }
@@ -237,6 +244,35 @@ static int mps_prepare(const struct mps_exec_args *a)
     return 0;
 }
 
+/* The keeper: with gpulet uninstalled nothing would ever end the daemon.
+ * While gpulet runs it touches the lease; once the lease is older than
+ * its seconds, the keeper says quit to the daemon at each look (which a
+ * daemon with clients refuses), so the daemon goes after its last client,
+ * and the keeper with it, taking the daemons' cgroup with it where no
+ * other daemon is left in it. A shell of the host's (after the pivot): it
+ * holds nothing of gpulet's image. $1 control, $2 lease, $3 its seconds,
+ * $4 the seconds between looks, $5 the daemon. */
+static const char mps_keeper[] =
+    "while kill -0 \"$5\" 2>/dev/null; do\n"
+    "    sleep \"$4\" & wait $!\n"
+    "    age=$(($(date +%s) - $(stat -c %Y \"$2\" 2>/dev/null || echo 0)))\n"
+    "    [ \"$age\" -le \"$3\" ] || echo quit | \"$1\" >/dev/null 2>&1\n"
+    "done\n"
+    "rmdir /sys/fs/cgroup/" MPS_CGROUP " /sys/fs/cgroup/*/" MPS_CGROUP " 2>/dev/null\n";
+
+static void mps_keep(const struct mps_exec_args *a, pid_t daemon)
+{
+    char pid[24], every[24];
+    long lease = strtol(a->lease_s, NULL, 10);
+    snprintf(pid, sizeof pid, "%d", (int)daemon);
+    snprintf(every, sizeof every, "%ld", lease > 0 && lease < 60 ? lease : 60);
+    if (fork() != 0)
+        return;
+    execl("/bin/sh", "sh", "-c", mps_keeper, "gpulet-mps-keeper", a->program[0], a->lease,
+          a->lease_s, every, pid, (char *)NULL);
+    _exit(127);
+}
+
 /* The daemon-to-be: its own session, its mounts, its output, then exec.
  * Until exec its messages go to gpulet's log; an exec that fails reaches
  * the parent through the close-on-exec pipe. */
@@ -253,6 +289,8 @@ static void mps_child(const struct mps_exec_args *a, int report)
             dup2(out, 1);
             dup2(out, 2);
         }
+        if (a->lease)
+            mps_keep(a, getpid());
         execv(a->program[0], a->program);
         err = errno;
     }

@@ -143,8 +143,8 @@ def agent(sim_env, tmp_path):
     """Starts `gpulet agent ARGS...`; stops it at the end of the test."""
     started = []
 
-    def start(*args, prefix=()):
-        a = Agent(args, sim_env, tmp_path / f"agent{len(started)}.log", prefix)
+    def start(*args, prefix=(), env=None):
+        a = Agent(args, env or sim_env, tmp_path / f"agent{len(started)}.log", prefix)
         started.append(a)
         return a
     yield start
@@ -171,11 +171,11 @@ def kubelet(tmp_path, stubs):
 @pytest.fixture
 def plugin_agent(agent, kubelet, tmp_path):
     """Starts an agent against the fake kubelet; returns (agent, kubelet)."""
-    def start(*args, wait=True, prefix=()):
+    def start(*args, wait=True, prefix=(), env=None):
         # Metrics have their own tests (test_metrics.py); here they would all want :9400.
         metrics = [] if "--metrics-listen" in args else ["--no-metrics", "true"]
         a = agent("--kubelet-root", str(kubelet.root), "--status-socket",
-                  str(tmp_path / "status.sock"), *metrics, *args, prefix=prefix)
+                  str(tmp_path / "status.sock"), *metrics, *args, prefix=prefix, env=env)
         if wait:
             kubelet.wait_registrations(len(kubelet.registrations) + 1, timeout=30)
             a.wait_log("agent running")  # NVML events are watched from here on

@@ -420,3 +420,30 @@ def test_mps_daemon_that_keeps_failing(agent, tmp_path):
     assert a.log().count("MPS daemon for nvidia.com/gpu exited") == 1, a.log()
     assert "restarting it with a backoff of 1000 ms doubling to 30 s" in a.log()
     assert a.stop() == 0
+
+
+def test_mps_daemon_ends_after_an_uninstall(plugin_agent, gpulet, sim_env, tmp_path):
+    """Uninstalled, no gpulet touches the daemon's lease any more: once it is
+    older than GPULET_MPS_LEASE, the daemon's keeper says quit every minute,
+    which the daemon refuses while a client runs and takes after its last:
+    nothing is left behind."""
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    mps = tmp_path / "mps"
+    env = dict(sim_env, GPULET_MPS_LEASE="1")
+    a = plugin_agent("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(mps),
+                     "--nvidia-driver-root", str(root), env=env)
+    a.wait_log("MPS daemon for nvidia.com/gpu is up")
+    pipe, log = mps / "nvidia.com" / "gpu" / "pipe", mps / "nvidia.com" / "gpu" / "log"
+    client = subprocess.Popen([str(root / "usr/bin/gpulet-mps-client")], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe)))
+    assert "bound to daemon" in client.stdout.readline()
+    assert a.stop() == 0  # uninstalled: no gpulet comes back
+    wait_for(lambda: "will not shutdown" in (log / "control.log").read_text(), timeout=90)
+    assert client.poll() is None and mps_daemons(mps)
+    client.terminate()
+    client.wait(timeout=5)
+    wait_for(lambda: not mps_daemons(mps), timeout=90)
