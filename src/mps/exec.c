@@ -258,7 +258,9 @@ static const char mps_keeper[] =
     "    age=$(($(date +%s) - $(stat -c %Y \"$2\" 2>/dev/null || echo 0)))\n"
     "    [ \"$age\" -le \"$3\" ] || echo quit | \"$1\" >/dev/null 2>&1\n"
     "done\n"
-    "rmdir /sys/fs/cgroup/" MPS_CGROUP " /sys/fs/cgroup/*/" MPS_CGROUP " 2>/dev/null\n";
+    "for d in /sys/fs/cgroup/" MPS_CGROUP " /sys/fs/cgroup/*/" MPS_CGROUP "; do\n"
+    "    [ -d \"$d\" ] && echo $$ >\"${d%/*}/cgroup.procs\" && rmdir \"$d\"\n"
+    "done 2>/dev/null\n";
 
 static void mps_keep(const struct mps_exec_args *a, pid_t daemon)
 {
