@@ -56,8 +56,8 @@ static const char stub_smi[] =
 /* The stand-in nvidia-cuda-mps-control behaves as the real one does where
  * gpulet and its tests can tell: -f (or -d, in the background) is the
  * control daemon, which writes its pid file in CUDA_MPS_PIPE_DIRECTORY,
- * refuses to start where one runs already ("An instance of this daemon is
- * already running", exit 1) and runs until quit or a signal; without
+ * refuses to start where one runs already (one holds control_lock there:
+ * "An instance of this daemon is already running", exit 1) and runs until quit or a signal; without
  * arguments it is the client, which takes commands on stdin (logged in
  * CUDA_MPS_LOG_DIRECTORY/commands.log), keeps the set_default_* limits in
  * the pipe directory, answers get_default_*, refuses quit while MPS
@@ -76,14 +76,14 @@ static const char stub_mps[] =
     "-d) \"$0\" -f </dev/null >/dev/null 2>&1 & exit 0 ;;\n"
     "-f)\n"
     "    mkdir -p \"$pipe/clients\" \"$log\" || exit 1\n"
-    "    old=$(cat \"$pid\" 2>/dev/null) && [ -n \"$old\" ] && kill -0 \"$old\" 2>/dev/null &&\n"
-    "        { echo \"An instance of this daemon is already running\" >&2; exit 1; }\n"
+    "    exec 9>>\"$pipe/control_lock\"\n"
+    "    flock -n 9 || { echo \"An instance of this daemon is already running\" >&2; exit 1; }\n"
     "    echo $$ >\"$pid\" && echo \"$$-$(date +%s%N)\" >\"$pipe/instance\" || exit 1\n"
     "    echo \"start pid=$$ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\" >>\"$log/control.log\"\n"
     "    trap 'rm -f \"$pid\" \"$pipe/instance\"; echo quit >>\"$log/control.log\"; exit 0' TERM INT\n"
-    "    while :; do : >\"$pipe/heartbeat\"; sleep 1 & wait $!; done ;;\n"
+    "    while :; do : >\"$pipe/heartbeat\"; sleep 1 9>&- & wait $!; done ;;\n"
     "esac\n"
-    "daemon=$(cat \"$pid\" 2>/dev/null) && kill -0 \"$daemon\" 2>/dev/null ||\n"
+    "daemon=$(cat \"$pid\" 2>/dev/null) && ! flock -n \"$pipe/control_lock\" true 2>/dev/null ||\n"
     "    { echo \"Cannot find MPS control daemon process\" >&2; exit 1; }\n"
     "while read -r cmd arg1 arg2; do\n"
     "    echo \"$cmd${arg1:+ $arg1}${arg2:+ $arg2}\" >>\"$log/commands.log\"\n"

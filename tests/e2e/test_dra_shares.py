@@ -64,3 +64,58 @@ def test_four_shares_and_a_fifth_pending(cluster, driver):
     finally:
         cluster.kubectl("delete", "pod", *pods, "--wait=true", "--timeout=60s", "--ignore-not-found", check=False)
     driver.wait_log(f"DRA: unprepared claim default/{pods[4]}")
+
+
+def test_share_job_outlives_gpulet(cluster, driver):
+    """Issue 38 on a DRA share: a pod whose container is an MPS client (the
+    simulator's stand-in: it fails at once and for good if its daemon goes)
+    runs on a share of GPU 0 through gpulet SIGKILL then a start, and
+    SIGTERM then a start: the share's MPS daemon is adopted (started once),
+    the pod keeps running with restart count 0, and a watch of the node's
+    ResourceSlices never sees the pool absent or its generation moved."""
+    import threading
+    import time
+    wait_devices(cluster, 8)
+    client = (driver.root / "usr" / "bin" / "gpulet-mps-client").read_text()
+    req = request("v1", "gpu", "gpu.nvidia.com", ["device.attributes['gpu.nvidia.com'].index == 0"],
+                  capacity={"requests": {"memory": "8Gi"}})
+    drakit.claim_pod(cluster, "v1", "share-job", req, client)
+    seen, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            slices = drakit.pool_slices(cluster)
+            seen.append(slices[0]["spec"]["pool"]["generation"] if slices else None)
+            time.sleep(0.1)
+    try:
+        cluster.wait_phase("share-job", "Running")
+        wait("the job bound to its daemon", lambda: "bound to daemon" in cluster.kubectl("logs", "share-job"))
+        uuid = next(d for d in slice_devices(cluster) if d["name"] == "gpu-0")["attributes"]["uuid"]["string"]
+        control = f"{cluster.base}/mps/share-{uuid}/log/control.log"
+        starts = open(control).read().count("start pid=")
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        adopted = driver.log().count(f"MPS daemon for share-{uuid} is up, adopted")
+        for how in ("SIGKILL", "SIGTERM"):
+            if how == "SIGKILL":
+                driver.proc.kill()
+                driver.proc.wait(timeout=30)
+            else:
+                driver.stop()
+            driver.start()
+            adopted += 1
+            driver.wait_log(f"MPS daemon for share-{uuid} is up, adopted", count=adopted)
+            time.sleep(4)  # the stand-in fails within 3 s of its daemon's going
+            st = cluster.get("pod", "share-job")["status"]
+            assert st["phase"] == "Running", (how, st, cluster.kubectl("logs", "share-job"))
+            assert st["containerStatuses"][0]["restartCount"] == 0, how
+        stop.set()
+        t.join()
+        assert open(control).read().count("start pid=") == starts
+        assert None not in seen and len(set(seen)) == 1, seen
+        print(f"{len(seen)} looks at the pool through two restarts: always there, generation {seen[0]}")
+    finally:
+        stop.set()
+        cluster.kubectl("delete", "pod", "share-job", "--wait=true", "--timeout=60s",
+                        "--ignore-not-found", check=False)
+    driver.wait_log("DRA: unprepared claim default/share-job")

@@ -9,6 +9,7 @@ runs until told to quit or signalled); without arguments it is the client,
 which appends the commands read on stdin to CUDA_MPS_LOG_DIRECTORY/commands.log
 and answers quit by stopping the daemon, unless MPS clients are active. A
 client finding no daemon fails, as the real one does."""
+import fcntl
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ pidfile = os.path.join(pipe, "nvidia-cuda-mps-control.pid")
 instance = os.path.join(pipe, "instance")
 heartbeat = os.path.join(pipe, "heartbeat")
 clients = os.path.join(pipe, "clients")
+lockfile = os.path.join(pipe, "control_lock")
 
 
 def log(line):
@@ -28,16 +30,27 @@ def log(line):
 
 
 def running():
+    """The daemon's pid while one holds the lock (a dead one, even one not
+    reaped yet, holds none)."""
     try:
-        pid = int(open(pidfile).read())
-        os.kill(pid, 0)
-        return pid
+        with open(lockfile, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        pass
+    except OSError:
+        return None
+    try:
+        return int(open(pidfile).read())
     except (OSError, ValueError):
         return None
 
 
 def daemon():
-    if running():
+    lock = open(lockfile, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         print("An instance of this daemon is already running", file=sys.stderr)
         return 1
     os.makedirs(clients, exist_ok=True)
