@@ -1,14 +1,18 @@
 """What a crash, a rollout to a new image and a reload of the gpulet
-DaemonSet do to a running MPS job (issue 38), on the real 1.36 node: the
-DaemonSet from deploy/ (the image as test_image imports it), with MPS by
-the device plugin, the simulator's MPS stand-ins as the driver's (its daemon
-refuses quit while clients run; its client, in a busybox pod, fails at once
-and for good when its daemon goes, as a CUDA client does). Through SIGKILL
-of gpulet, a rollout to a new image tag, a reload with the config unchanged
-and one with new limits, the job's pod keeps running with restart count 0,
-and the daemon is the one started first (adopted by each new gpulet). The
-rollout's window in which the Node's allocatable was below its capacity is
-measured and printed (bench/rollout.py makes a table of it)."""
+DaemonSet do to running MPS jobs (issue 38), on the real 1.36 node: the
+DaemonSet from deploy/dra (the image as test_image imports it) serving GPUs
+0-3 through DRA (GPU 0 published for shares) and 4-7 through the device
+plugin with MPS, the simulator's MPS stand-ins as the driver's (the daemon
+refuses quit while clients run; the client, in a busybox pod, fails at
+once and for good when its daemon goes, as a CUDA client does). One job
+holds a replica of the device plugin's MPS resource, one a DRA share of
+GPU 0. Through SIGKILL of gpulet, a rollout to a new image tag, a reload
+with the config unchanged and one with new limits, both pods keep running
+with restart count 0 on the daemons started first (adopted by each new
+gpulet), and a watch during the rollout sees the pool's ResourceSlice
+always there at one generation. The window in which the Node's
+allocatable was below its capacity is printed (bench/rollout.py makes a
+table of it)."""
 import json
 import os
 import signal
@@ -19,13 +23,14 @@ from pathlib import Path
 
 import pytest
 
+import drakit
 from conftest import GPULET, SOURCE
 from test_image import image, wait  # noqa: F401 (image is a fixture)
 
 RES = "nvidia.com/a100-mps"
 OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources: [{deploy}]
+resources: [{deploy}/dra]
 images: [{{name: localhost/gpulet, newTag: test}}]
 configMapGenerator:
   - name: gpulet-config
@@ -49,7 +54,12 @@ patches:
                 imagePullPolicy: Never
                 args: [agent, --simulate, a100-2x4, --metrics-listen, "127.0.0.1:9400",
                        --mps-root, "{base}/deployed/mps",
-                       --mps-control, "/driver-root{base}/driver/usr/bin/nvidia-cuda-mps-control"]
+                       --mps-control, "/driver-root{base}/driver/usr/bin/nvidia-cuda-mps-control",
+                       --dra-gpus, "0,1,2,3", --dra-shares, "0",
+                       --nvidia-dev-root, "{base}/devroot",  # the kit's stand-in device nodes
+                       # the kit's kubelet has its root in {base}/kubelet
+                       --kubelet-registry-dir, "{base}/kubelet/plugins_registry",
+                       --dra-plugin-dir, "{base}/kubelet/plugins/gpu.nvidia.com"]
                 env:
                   - {{name: KUBERNETES_SERVICE_HOST, value: "{api_host}"}}
                   - {{name: KUBERNETES_SERVICE_PORT, value: "{api_port}"}}
@@ -58,9 +68,16 @@ patches:
                   - {{name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: None}}
                   # the MPS root at its own path, as on a node (/run/nvidia/mps)
                   - {{name: mps, mountPath: "{base}/deployed/mps"}}
+                  # the kubelet's DRA directories at the paths it knows them by
+                  - {{name: plugins-registry, mountPath: "{base}/kubelet/plugins_registry"}}
+                  - {{name: plugins, mountPath: "{base}/kubelet/plugins"}}
+                  - {{name: devroot, mountPath: "{base}/devroot", readOnly: true}}
             volumes:
               - {{name: pod-resources, hostPath: {{path: {base}/kubelet/pod-resources, type: Directory}}}}
-              - {{name: cdi, hostPath: {{path: {base}/deployed/cdi, type: DirectoryOrCreate}}}}
+              - {{name: cdi, hostPath: {{path: /var/run/cdi, type: DirectoryOrCreate}}}}
+              - {{name: plugins-registry, hostPath: {{path: {base}/kubelet/plugins_registry, type: Directory}}}}
+              - {{name: plugins, hostPath: {{path: {base}/kubelet/plugins, type: DirectoryOrCreate}}}}
+              - {{name: devroot, hostPath: {{path: {base}/devroot, type: Directory}}}}
               - {{name: mps, hostPath: {{path: {base}/deployed/mps, type: DirectoryOrCreate}}}}
               - {{name: status, hostPath: {{path: {base}/deployed/status, type: DirectoryOrCreate}}}}
 """
@@ -92,12 +109,14 @@ def mps_daemons(root):
 
 
 class Watch(threading.Thread):
-    """Samples the Node's allocatable and capacity of RES as the API server
-    has them, until stopped: the windows in which allocatable was below."""
+    """Samples the Node's allocatable and capacity of RES and the node's
+    ResourceSlice pool as the API server has them, until stopped: the
+    windows in which allocatable was below, and the pool's generations."""
 
     def __init__(self, cluster):
         super().__init__(daemon=True)
         self.cluster, self.stop, self.low, self.samples = cluster, threading.Event(), [], 0
+        self.generations = []  # the pool's, None while it is absent
 
     def run(self):
         below_since = None
@@ -106,6 +125,8 @@ class Watch(threading.Thread):
             cap, alloc = st["capacity"].get(RES), st["allocatable"].get(RES)
             now = time.monotonic()
             self.samples += 1
+            pool = drakit.pool_slices(self.cluster)
+            self.generations.append(pool[0]["spec"]["pool"]["generation"] if pool else None)
             if alloc != cap and below_since is None:
                 below_since = now
             elif alloc == cap and below_since is not None:
@@ -116,9 +137,12 @@ class Watch(threading.Thread):
             self.low.append(time.monotonic() - below_since)
 
 
-def test_mps_job_outlives_crash_rollout_and_reload(cluster, image):
+def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
+    if drakit.api_version(cluster) != "v1":
+        pytest.skip("shares of a GPU need resource.k8s.io/v1 (Kubernetes 1.34+)")
     base = cluster.base
     k = cluster.kubectl
+    made = not drakit.CDI_DIR.exists()
     subprocess.run([GPULET, "sim", "driver-root", f"{base}/driver"], check=True, env=cluster.env,
                    timeout=30)
     overlay = Path(base) / "upgrade-overlay"
@@ -144,27 +168,36 @@ def test_mps_job_outlives_crash_rollout_and_reload(cluster, image):
     try:
         wait(lambda: "the MPS daemon never came up: " + logs()[-3000:],
              lambda: f"MPS daemon for {RES} is up" in logs())
-        wait(f"{RES} never became allocatable", lambda: node()["status"]["allocatable"].get(RES) == "16")
-        daemons = mps_daemons(f"{base}/deployed/mps")
-        assert len(daemons) == 1, daemons
+        wait(lambda: f"{RES} never became allocatable: {node()['status']['allocatable']} " + logs()[-3000:],
+             lambda: node()["status"]["allocatable"].get(RES) == "8")
+        wait(lambda: "no ResourceSlice: " + logs()[-3000:], lambda: drakit.pool_slices(cluster))
         k("apply", "-f", "-", stdin=json.dumps(job))
-        cluster.wait_phase("mps-job", "Running")
-        wait(lambda: "the job never bound: " + k("logs", "mps-job", check=False),
-             lambda: "bound to daemon" in k("logs", "mps-job", check=False))
+        req = drakit.request("v1", "gpu", "gpu.nvidia.com",
+                             ["device.attributes['gpu.nvidia.com'].index == 0"],
+                             capacity={"requests": {"memory": "8Gi"}})
+        drakit.claim_pod(cluster, "v1", "share-job", req, client)
+        jobs = ("mps-job", "share-job")
+        for name in jobs:
+            cluster.wait_phase(name, "Running")
+            wait(lambda: f"{name} never bound: " + k("logs", name, check=False),
+                 lambda: "bound to daemon" in k("logs", name, check=False))
+        daemons = sorted(mps_daemons(f"{base}/deployed/mps"))
+        assert len(daemons) == 2, daemons  # the resource's and GPU 0's shares'
 
         def job_alive(what):
             time.sleep(4)  # the stand-in fails within 3 s of its daemon's going
-            st = cluster.get("pod", "mps-job")["status"]
-            assert st["phase"] == "Running", f"{what}: {st} {k('logs', 'mps-job', check=False)}"
-            assert st["containerStatuses"][0]["restartCount"] == 0, what
-            assert mps_daemons(f"{base}/deployed/mps") == daemons, what
+            for name in jobs:
+                st = cluster.get("pod", name)["status"]
+                assert st["phase"] == "Running", f"{what}: {name} {st} {k('logs', name, check=False)}"
+                assert st["containerStatuses"][0]["restartCount"] == 0, (what, name)
+            assert sorted(mps_daemons(f"{base}/deployed/mps")) == daemons, what
 
         # 1. A crash: SIGKILL; the kubelet restarts the container.
         pid = agent_pids()
         assert len(pid) == 1, pid
         os.kill(pid[0], signal.SIGKILL)
         wait(lambda: "no adopting gpulet after SIGKILL: " + logs()[-3000:],
-             lambda: agent_pids() and agent_pids() != pid and "is up, adopted" in logs())
+             lambda: agent_pids() and agent_pids() != pid and logs().count("is up, adopted") == 2)
         job_alive("after SIGKILL")
         # 2. A rollout to a new image tag, watched.
         sock = Path(base) / "containerd" / "containerd.sock"
@@ -172,26 +205,29 @@ def test_mps_job_outlives_crash_rollout_and_reload(cluster, image):
                         "localhost/gpulet:test", "localhost/gpulet:test2"], check=True, timeout=60)
         watch = Watch(cluster)
         watch.start()
+        slices = drakit.pool_slices(cluster)
+        generation = slices[0]["spec"]["pool"]["generation"]
         old = agent_pids()
         t0 = time.monotonic()
         k("-n", "gpulet", "set", "image", "ds/gpulet", "gpulet=localhost/gpulet:test2")
         k("-n", "gpulet", "rollout", "status", "ds/gpulet", "--timeout=120s")
         wait(lambda: "no adopting gpulet after the rollout: " + logs()[-3000:],
-             lambda: agent_pids() and agent_pids() != old and "is up, adopted" in logs())
+             lambda: agent_pids() and agent_pids() != old and logs().count("is up, adopted") == 2)
         took = time.monotonic() - t0
         time.sleep(12)  # a node status update or more after it
         watch.stop.set()
         watch.join()
         print(f"rollout: {took:.1f} s to an adopting gpulet; {watch.samples} samples of the "
-              f"Node; allocatable {RES} below capacity: {watch.low or 'never'}")
+              f"Node; allocatable {RES} below capacity: {watch.low or 'never'}; the pool: "
+              f"{sorted(set(watch.generations))}")
+        assert watch.generations and set(watch.generations) == {generation}, watch.generations
         pod = cluster.get("pods", "-n", "gpulet")["items"][0]
         assert pod["spec"]["containers"][0]["image"] == "localhost/gpulet:test2"
         job_alive("after the rollout")
         # 3. A reload with the config unchanged (SIGHUP), then new limits
         # (the node's config changed through the API server, applied live).
-        adopted = logs().count("is up, adopted")
         os.kill(agent_pids()[0], signal.SIGHUP)
-        wait(lambda: "SIGHUP: " + logs()[-3000:], lambda: logs().count("is up, adopted") > adopted)
+        wait(lambda: "SIGHUP: " + logs()[-3000:], lambda: logs().count("is up, adopted") >= 3)
         job_alive("after SIGHUP")
         write_overlay("10Gi")
         k("apply", "-k", str(overlay))
@@ -200,9 +236,10 @@ def test_mps_job_outlives_crash_rollout_and_reload(cluster, image):
              (Path(base) / "deployed/mps" / RES / "log/commands.log").read_text())
         job_alive("after new limits")
         pod = cluster.get("pods", "-n", "gpulet")["items"][0]
-        assert "MPS daemon" in logs() and "stopped" not in logs()
+        assert " stopped (pid" not in logs()  # no daemon was ended
     finally:
-        k("delete", "pod", "mps-job", "--wait=true", "--timeout=30s", check=False)
+        k("delete", "pod", "mps-job", "share-job", "--wait=true", "--timeout=30s", check=False)
+        k("delete", "resourceclaimtemplate", "share-job", check=False)
         k("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
         k("label", "node", cluster.node, "gpulet.io/gpu-node-", "nvidia.com/device-plugin.config-",
           check=False)
@@ -214,6 +251,7 @@ def test_mps_job_outlives_crash_rollout_and_reload(cluster, image):
             try:
                 d.rmdir()
             except OSError:
-                pass
+                pass  # its keeper takes it once it has seen its daemon go
+        drakit.remove_cdi_specs(made)
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if k("get", "ns", "gpulet", check=False) else True)
