@@ -3,16 +3,19 @@
 ../shared/k8s-v1 (needs root and build-release/gpulet-image.tar, which
 scripts/image.sh builds).
 
-The DaemonSet of tests/e2e/test_upgrade.py (deploy/ with MPS by the device
-plugin on a simulated 8-GPU node, 16 replicas) runs with an MPS job beside
-it (the simulator's client stand-in, which fails for good if its daemon
-goes). Each round rolls the DaemonSet to the other of two image tags
-(`kubectl set image`, the default RollingUpdate) and waits for the new pod
-to be Ready. A watch on the Node (the API server's own stream) timestamps
-every change of the resource's allocatable and capacity: the window per
-node in which the GPUs were not schedulable is the time allocatable was
-below capacity. Also: the rollout's wall time (set image -> new pod Ready),
-the new gpulet's own start-up (its log's total), and the job's restarts.
+The DaemonSet of tests/e2e/test_upgrade.py (deploy/dra on a simulated
+8-GPU node: GPUs 0-3 through DRA, 4-7 through the device plugin with MPS,
+8 replicas) runs with an MPS job beside it (the simulator's client
+stand-in, which fails for good if its daemon goes). Each round rolls the
+DaemonSet to the other of two image tags (`kubectl set image`; deploy/'s
+RollingUpdate with maxSurge, the new pod taking over from the old) and
+waits for the new pod to be Ready. A watch on the Node (`kubectl get
+--watch`) timestamps every change of the resource's allocatable and
+capacity: the window per node in which the GPUs were not schedulable is
+the time allocatable was below capacity. The node's ResourceSlice pool is
+looked at every 0.2 s: how often it was absent. Also: the rollout's wall
+time (set image -> new pod Ready), the new gpulet's own start-up (its
+log's total), and the job's restarts.
 
 usage: bench/rollout.py [--rounds 10]"""
 import argparse
@@ -28,7 +31,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 K8S = Path(os.environ.get("GPULET_K8S", ROOT.parent / "shared" / "k8s-v1"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+import drakit  # noqa: E402
 from test_upgrade import OVERLAY, RES, config  # noqa: E402
+
+
+class PoolWatch(threading.Thread):
+    """The node's ResourceSlice pool every 0.2 s: its generation, or None."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.cluster, self.seen, self.stop = cluster, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            pool = drakit.pool_slices(self.cluster)
+            self.seen.append(pool[0]["spec"]["pool"]["generation"] if pool else None)
+            time.sleep(0.2)
 
 
 class NodeWatch(threading.Thread):
@@ -83,6 +101,7 @@ def main():
         key, _, value = line.removeprefix("export ").partition("=")
         env[key] = value
     base, node = env["K8S_BASE"], env["K8S_NODE"]
+    made = not drakit.CDI_DIR.exists()
     k = lambda *a, **kw: subprocess.run(["kubectl", *a], env=env, capture_output=True, text=True,
                                         timeout=180, **kw).stdout
     try:
@@ -114,6 +133,9 @@ def main():
         k("wait", "--for=condition=Ready", "pod/mps-job", "--timeout=120s")
         watch = NodeWatch(env, node)
         watch.start()
+        from conftest import Cluster
+        pools = PoolWatch(Cluster(env))
+        pools.start()
         time.sleep(12)
         rows = []
         for i in range(args.rounds):
@@ -130,8 +152,12 @@ def main():
                          "is up, adopted" in logs))
         pod = json.loads(k("get", "pod", "mps-job", "-o", "json"))["status"]
         restarts = pod["containerStatuses"][0]["restartCount"]
+        pools.stop.set()
+        pools.join()
         print(f"{args.rounds} rollouts of the gpulet DaemonSet on Kubernetes 1.36.3 (the kit), "
-              f"one node, 16 MPS replicas; node watch events: {len(watch.events)}")
+              f"one node, 8 MPS replicas and 4 DRA GPUs; node watch events: {len(watch.events)}; "
+              f"the ResourceSlice pool looked at {len(pools.seen)} times: absent "
+              f"{pools.seen.count(None)}, generations {sorted(set(g for g in pools.seen if g))}")
         print("| round | set image -> new pod Ready (s) | allocatable below capacity (s) | "
               "new gpulet's start-up (ms) | MPS daemon adopted |")
         print("|---|---|---|---|---|")
@@ -146,6 +172,7 @@ def main():
         subprocess.run(["pkill", "-f", f"{base}/driver/usr/bin/nvidia-cuda-mps-control"])
         for d in Path("/sys/fs/cgroup").glob("*/gpulet-mps"):
             subprocess.run(["rmdir", str(d)], capture_output=True)
+        drakit.remove_cdi_specs(made)
 
 
 if __name__ == "__main__":

@@ -89,11 +89,35 @@ void agent_plugins_restart(struct agent *a)
     uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
 }
 
+/* Another agent takes this one's place (answer.c's hand-over): all it
+ * serves and writes is let go of as at a stop, and the rest of its life
+ * is waiting for its own stop. */
+void agent_release(struct agent *a, const char *by)
+{
+    log_info("handing over to the gpulet agent PID %s: the device plugins, DRA, metrics, "
+             "labels and reports stop here (MPS daemons and ResourceSlices stay for it)", by);
+    a->stopping = true; /* NVML's facts, if still being read, start nothing now */
+    uv_timer_stop(&a->restart_timer);
+    metrics_stop(a->metrics);
+    a->metrics = NULL;
+    agent_plugin_stop(a);
+    agent_labels_stop(a);
+    agent_report_stop(a);
+    agent_dra_stop(a, DRA_STOP_KEEP);
+    agent_mig_stop(a);
+    agent_nodeconfig_stop(a);
+    agent_status_stop(a);
+}
+
 static void agent_on_signal(uv_signal_t *s, int signum)
 {
     struct agent *a = s->data;
     if (signum != SIGHUP) {
         agent_stop(a, signum == SIGINT ? "received SIGINT" : "received SIGTERM");
+        return;
+    }
+    if (a->stopping) {
+        log_info("SIGHUP: this agent handed over; nothing to reload");
         return;
     }
     struct config_text buf;
@@ -110,6 +134,8 @@ static void agent_restart(uv_timer_t *t)
 {
     struct agent *a = t->data;
     a->restart_pending = false;
+    if (a->stopping)
+        return;
     agent_mig_apply(a); /* the plugins are gone: their devices may change now */
     struct err e;
     if (agent_plugin_start(a, &e) < 0) {

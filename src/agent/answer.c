@@ -149,6 +149,15 @@ static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
         strbuf_printf(out, "named %s\n%.*s", named->name, (int)named->len, named->text);
 }
 
+/* "hand-over PID": a new agent (a rolling update's, --take-over) takes
+ * this one's place: everything this one serves is let go of, as at its
+ * stop (the MPS daemons and the slices stay), and it answers "released". */
+static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *out)
+{
+    agent_release(a, arg);
+    strbuf_printf(out, "released %d\n", (int)getpid());
+}
+
 static const struct agent_request {
     const char *name;
     bool arg;                         /* takes one word after its name */
@@ -159,6 +168,7 @@ static const struct agent_request {
     {"clear", true, answer_clear},      {"list", true, answer_list},
     {"labels", true, answer_labels},    {"cdi", true, answer_cdi},
     {"config", false, answer_config},   {"api", false, answer_api},
+    {"hand-over", true, answer_hand_over},
 };
 
 void agent_answer(struct agent *a, const char *line, struct strbuf *out)
@@ -173,5 +183,5 @@ void agent_answer(struct agent *a, const char *line, struct strbuf *out)
         return;
     }
     strbuf_printf(out, "error: unknown request '%.64s' (requests: health, plugins, dra, pid, clear "
-                       "GPU, list FORMAT, labels FORMAT, cdi FORMAT, config)\n", line);
+                       "GPU, list FORMAT, labels FORMAT, cdi FORMAT, config, api, hand-over PID)\n", line);
 }

@@ -206,6 +206,9 @@ void agent_dra_refresh(struct agent *a);
  * metrics has started). */
 void agent_dra_holders(struct agent *a);
 void agent_dra_stop(struct agent *a, enum dra_stop_mode mode);
+/* Another agent takes this one's place (by: its PID): what this one serves
+ * is let go of; it waits for its stop. */
+void agent_release(struct agent *a, const char *by);
 
 /* Starts the status socket, making its directory (recorded in a->made);
  * fails, naming the path and its owner, when it cannot. */

@@ -131,6 +131,25 @@ static void status_accept(uv_stream_t *listener, int status)
     uv_timer_start(&c->timer, status_idle, STATUS_IDLE_MS, 0);
 }
 
+/* --take-over: the agent at path (pid) lets go of everything it serves
+ * and answers once it has; this one then takes its place. */
+static int agent_status_take_over(const char *path, const char *pid, struct err *e)
+{
+    char request[64], reply[128];
+    snprintf(request, sizeof request, "hand-over %d\n", (int)getpid());
+    struct err why;
+    if (unixsock_request(path, request, reply, sizeof reply, &why) < 0)
+        return err_set(e, "the gpulet agent (PID %s) on %s did not hand over: %s", pid, path,
+                       why.msg);
+    reply[strcspn(reply, "\n")] = '\0';
+    if (strncmp(reply, "released", 8))
+        return err_set(e, "the gpulet agent (PID %s) on %s does not hand over (it answered '%s'): "
+                          "stop it first", pid, path, reply);
+    log_info("took over from the gpulet agent (PID %s): it serves nothing now, and stops when "
+             "its pod goes", pid);
+    return 0;
+}
+
 int agent_status_start(struct agent *a, struct err *e)
 {
     const char *path = a->cfg.status_socket;
@@ -151,9 +170,12 @@ int agent_status_start(struct agent *a, struct err *e)
     struct err none;
     if (unixsock_request(path, "pid\n", pid, sizeof pid, &none) == 0) {
         pid[strcspn(pid, "\n")] = '\0';
-        return err_set(e, "another gpulet agent (PID %s) serves %s: stop it, or give this one "
-                          "paths of its own with --status-socket and --kubelet-root",
-                       isdigit((unsigned char)pid[0]) ? pid : "unknown", path);
+        if (!a->cfg.take_over)
+            return err_set(e, "another gpulet agent (PID %s) serves %s: stop it, or give this one "
+                              "paths of its own with --status-socket and --kubelet-root",
+                           isdigit((unsigned char)pid[0]) ? pid : "unknown", path);
+        if (agent_status_take_over(path, pid, e) < 0)
+            return -1;
     }
     struct agent_status *s = xcalloc(1, sizeof *s);
     s->a = a;
@@ -180,6 +202,7 @@ void agent_status_stop(struct agent *a)
         uv_close((uv_handle_t *)&s->listener, NULL);
         if (unixsock_ours(s->path, s->id))
             unlink(s->path); /* not one another agent made since */
+        s->path[0] = '\0'; /* stopped: a hand-over, then the agent's stop */
     }
 }
 

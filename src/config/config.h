@@ -102,6 +102,7 @@ struct config {
     unsigned hang_s;                    /* an NVML call this old makes its GPU hung */
     /* metrics (dcgm-exporter's variables where it has one) */
     bool no_metrics;
+    bool take_over;                     /* --take-over: the running agent hands over */
     char metrics_listen[128];
     char web_config_file[CONFIG_PATH_MAX]; /* TLS and basic auth for /metrics */
     char collectors[CONFIG_PATH_MAX];

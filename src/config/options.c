@@ -57,6 +57,9 @@ const struct config_opt config_options[] = {
      compute_choices, "keep", "keep, or set exclusive-process on MPS GPUs (restored on exit)", NULL, NULL},
     {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX", "flags.plugin.cdiAnnotationPrefix",
      T_STRING, S(cdi_prefix), NULL, "cdi.k8s.io/", "key prefix of CDI annotations", "PREFIX", NULL},
+    {"take-over", "GPULET_TAKE_OVER", NULL, T_BOOL, F(take_over), NULL, "false",
+     "where another gpulet agent serves this node (a DaemonSet's rolling update with maxSurge), "
+     "ask it to hand over and serve in its place; else refuse to start", NULL, NULL},
     {"gds-enabled", "GDS_ENABLED", "flags.gdsEnabled", T_BOOL, F(gds), NULL, "false",
      "set NVIDIA_GDS=enabled", NULL, NULL},
     {"mofed-enabled", "MOFED_ENABLED", "flags.mofedEnabled", T_BOOL, F(mofed), NULL, "false",

@@ -40,6 +40,13 @@ configMapGenerator:
     literals:
       - "default={config}"
 patches:
+  # On the host's network a container port is a host port, which the
+  # scheduler would not give the rolling update's second pod: none.
+  - target: {{kind: DaemonSet, name: gpulet}}
+    patch: |
+      - {{op: remove, path: /spec/template/spec/containers/0/ports}}
+      - {{op: replace, path: /spec/template/spec/containers/0/livenessProbe/httpGet/port, value: 9400}}
+      - {{op: replace, path: /spec/template/spec/containers/0/readinessProbe/httpGet/port, value: 9400}}
   - patch: |
       apiVersion: apps/v1
       kind: DaemonSet
@@ -221,6 +228,8 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
               f"Node; allocatable {RES} below capacity: {watch.low or 'never'}; the pool: "
               f"{sorted(set(watch.generations))}")
         assert watch.generations and set(watch.generations) == {generation}, watch.generations
+        assert not watch.low, watch.low  # the old pod handed over to the new one (maxSurge)
+        assert "took over from the gpulet agent" in logs()
         pod = cluster.get("pods", "-n", "gpulet")["items"][0]
         assert pod["spec"]["containers"][0]["image"] == "localhost/gpulet:test2"
         job_alive("after the rollout")

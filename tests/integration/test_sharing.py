@@ -447,3 +447,47 @@ def test_mps_daemon_ends_after_an_uninstall(plugin_agent, gpulet, sim_env, tmp_p
     client.terminate()
     client.wait(timeout=5)
     wait_for(lambda: not mps_daemons(mps), timeout=90)
+
+
+def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
+    """A rolling update with maxSurge: the new agent (--take-over) starts
+    while the old one runs, asks it to hand over, and serves in its place
+    (registered again, the MPS daemon adopted) while the old one, serving
+    nothing, waits for its stop; an MPS job runs through it all. Without
+    --take-over a second agent is still refused."""
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(MPS)
+    mps = tmp_path / "mps"
+    args = ("--simulate", "t4", "--config-file", str(cfg), "--mps-root", str(mps),
+            "--nvidia-driver-root", str(root), "--take-over")
+    old = plugin_agent(*args)
+    old.wait_log("MPS daemon for nvidia.com/gpu is up, started")
+    pipe = mps / "nvidia.com" / "gpu" / "pipe"
+    client = subprocess.Popen([str(root / "usr/bin/gpulet-mps-client")], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe)))
+    try:
+        assert "bound to daemon" in client.stdout.readline()
+        new = plugin_agent(*args)  # waits for its registration
+        new.wait_log("took over from the gpulet agent (PID")
+        new.wait_log("MPS daemon for nvidia.com/gpu is up, adopted")
+        old.wait_log(f"handing over to the gpulet agent PID {new.proc.pid}")
+        assert old.proc.poll() is None  # it waits for its stop
+        status = gpulet("health", "--status-socket", str(tmp_path / "status.sock"))
+        assert status.returncode == 0, status
+        old.proc.send_signal(signal.SIGHUP)
+        old.wait_log("SIGHUP: this agent handed over; nothing to reload")
+        assert old.stop() == 0
+        time.sleep(4)  # the stand-in fails within 3 s of its daemon's going
+        assert client.poll() is None, client.stdout.read()
+        assert (mps / "nvidia.com/gpu/log/control.log").read_text().count("start pid=") == 1
+        # The new one serves on after the old one's stop: its plugin answers.
+        channel, stub = kubelet.plugin()
+        devs = next(stub.ListAndWatch(kubelet.pb.Empty())).devices
+        assert len(devs) == 2 and all(d.health == "Healthy" for d in devs)
+        channel.close()
+        assert new.stop() == 0
+    finally:
+        client.kill()
