@@ -87,6 +87,20 @@ class NodeWatch(threading.Thread):
         return total
 
 
+def stamp(logs, text):
+    """The time of the first log line holding text, in seconds of the day."""
+    m = re.search(r"^\S+T(\d+):(\d+):([\d.]+)Z \S+ +.*" + re.escape(text), logs, re.M)
+    return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3)) if m else None
+
+
+def unserved(logs):
+    """ms from the old agent's having let go (the new one's "took over")
+    to the new one's registering the device plugin's resource: the time
+    the kubelet had no plugin for it."""
+    a, b = stamp(logs, "took over from"), stamp(logs, f"registered {RES} with the kubelet")
+    return (b - a) * 1000 if a is not None and b is not None else float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
@@ -149,7 +163,7 @@ def main():
             startup = re.search(r"start-up: .* total ([0-9.]+) ms", logs)
             rows.append((took, watch.below(t0, time.monotonic()),
                          float(startup.group(1)) if startup else float("nan"),
-                         "is up, adopted" in logs))
+                         "is up, adopted" in logs, unserved(logs)))
         pod = json.loads(k("get", "pod", "mps-job", "-o", "json"))["status"]
         restarts = pod["containerStatuses"][0]["restartCount"]
         pools.stop.set()
@@ -159,10 +173,12 @@ def main():
               f"the ResourceSlice pool looked at {len(pools.seen)} times: absent "
               f"{pools.seen.count(None)}, generations {sorted(set(g for g in pools.seen if g))}")
         print("| round | set image -> new pod Ready (s) | allocatable below capacity (s) | "
-              "new gpulet's start-up (ms) | MPS daemon adopted |")
-        print("|---|---|---|---|---|")
-        for i, (took, low, startup, adopted) in enumerate(rows, 1):
-            print(f"| {i} | {took:.1f} | {low:.1f} | {startup:.1f} | {'yes' if adopted else 'no'} |")
+              "no plugin: hand-over -> registered (ms) | new gpulet's start-up (ms) | "
+              "MPS daemon adopted |")
+        print("|---|---|---|---|---|---|")
+        for i, (took, low, startup, adopted, gap) in enumerate(rows, 1):
+            print(f"| {i} | {took:.1f} | {low:.1f} | {gap:.1f} | {startup:.1f} | "
+                  f"{'yes' if adopted else 'no'} |")
         lows = [r[1] for r in rows]
         print(f"rounds with a window: {sum(1 for x in lows if x > 0)} of {len(rows)}; "
               f"the job: {pod['phase']}, restarts {restarts}")
