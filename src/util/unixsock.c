@@ -8,12 +8,15 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 /* Connects to path and sends line: the connected socket, or -1 (errno
  * says why, as the caller's hints need). */
+#define UNIXSOCK_ANSWER_S 10
+
 static int unixsock_send(const char *path, const char *line, struct err *e)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -31,6 +34,10 @@ static int unixsock_send(const char *path, const char *line, struct err *e)
         errno = saved;
         return -1;
     }
+    /* An answer that does not come (a stuck agent) is none, not a hang of
+     * the asking command or of a starting agent. */
+    struct timeval wait = {.tv_sec = UNIXSOCK_ANSWER_S};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
     size_t n = strlen(line);
     if (send(fd, line, n, MSG_NOSIGNAL) != (ssize_t)n) {
         err_set(e, "writing to %s: %s", path, strerror(errno));
