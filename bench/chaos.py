@@ -12,8 +12,10 @@ simulated dgx-h100:
   writes (atomically: a torn file is a failure);
 - a stand-in API server takes the Node condition GPUUnhealthy.
 
-It checks and counts: no Allocate answered for an unknown device or one
-unhealthy before and after it; after every restart, the plugin socket is
+It checks and counts: every Allocate of devices ListAndWatch calls healthy
+answered with exactly those GPUs, or refused only where their health or
+the plugin changed meanwhile; no Allocate answered for an unknown device or
+one unhealthy before and after it; after every restart, the plugin socket is
 new and registered, and the condition agrees with `gpulet health` within
 a second of a quiet moment; RSS and threads per agent life. Exits 1 on any
 failure; prints a summary (JSON with --json).
@@ -48,7 +50,8 @@ class Chaos:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.failures = []
-        self.count = dict(allocations=0, refused_unhealthy=0, refused_unknown=0, faults=0,
+        self.count = dict(allocations=0, allocated_healthy=0, refused_healthy_in_a_change=0,
+                          refused_unhealthy=0, refused_unknown=0, faults=0,
                           kubelet_restarts=0, gpulet_kills=0, file_reads=0, condition_checks=0)
         self.health = {}                 # device ID -> "Healthy"/"Unhealthy", as ListAndWatch said
         self.law_seq = 0                 # ListAndWatch updates seen (and stream ends)
@@ -134,9 +137,10 @@ class Chaos:
                 if not good:
                     continue
                 ids, kind = self.rng.sample(good, min(len(good), self.rng.choice([1, 2]))), "healthy"
+            answer, detail = None, ""
             try:
                 channel, stub = self.kubelet.plugin()
-                stub.Allocate(pb.AllocateRequest(container_requests=[
+                answer = stub.Allocate(pb.AllocateRequest(container_requests=[
                     pb.ContainerAllocateRequest(devices_ids=ids)]), timeout=5)
                 ok = True
             except Exception as e:
@@ -150,6 +154,12 @@ class Chaos:
                 self.count["allocations"] += 1
                 still_bad = kind == "unhealthy" and self.health.get(ids[0]) not in (None, "Healthy")
                 changed = self.changed.get(ids[0], 0) > seq
+                # A healthy device's refusal is right only where its health,
+                # or the plugin (a restart), changed meanwhile.
+                any_changed = any(self.changed.get(d, 0) > seq for d in ids) or self.law_seq > seq
+                still_good = all(self.health.get(d) == "Healthy" for d in ids)
+            if kind == "healthy":
+                self.check_healthy(ids, answer, detail, any_changed or not still_good)
             if kind == "unknown":
                 if ok:
                     self.fail(f"Allocate answered for an unknown device {ids}")
@@ -161,6 +171,27 @@ class Chaos:
                 self.count["refused_unhealthy"] += 1
                 if "is unhealthy" not in detail and "UNAVAILABLE" not in detail:
                     self.fail(f"Allocate of an unhealthy device refused oddly: {detail[:200]}")
+
+    def check_healthy(self, ids, answer, detail, moved):
+        """An Allocate of devices ListAndWatch called healthy: answered with
+        exactly those GPUs (the envvar strategy's list and the CDI names),
+        or refused only where something changed meanwhile."""
+        if answer is None:
+            if moved or "UNAVAILABLE" in detail:
+                with self.lock:
+                    self.count["refused_healthy_in_a_change"] += 1
+            else:
+                self.fail(f"Allocate of healthy {ids} refused: {detail[:200]}")
+            return
+        r = answer.container_responses[0]
+        listed = set(r.envs.get("NVIDIA_VISIBLE_DEVICES", "").split(","))
+        cdi = {d.name.split("=", 1)[-1] for d in r.cdi_devices}
+        if listed != set(ids) or cdi != set(ids):
+            self.fail(f"Allocate of {ids} answered NVIDIA_VISIBLE_DEVICES={sorted(listed)}, "
+                      f"CDI devices {sorted(cdi)}")
+            return
+        with self.lock:
+            self.count["allocated_healthy"] += 1
 
     # --- the world's side ---------------------------------------------------------------
     def sim(self, *args):

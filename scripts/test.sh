@@ -89,7 +89,7 @@ count_cmocka build-asan/Testing/Temporary/LastTest.log build-asan/unit.log
 # so pytest's own report shows each case.
 GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
     GPULET_SIM_LIB=build-asan/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml=build-asan/pytest.xml \
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-asan/pytest.xml \
     -k "not valgrind" tests/integration
 count_junit build-asan/pytest.xml "integration tests"
 
@@ -191,7 +191,7 @@ e2e() { # JUNIT KIT PYTEST-ARGS...
     local junit=$1 kit=$2
     shift 2
     GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml="$junit" "$@"
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --junitxml="$junit" "$@"
 }
 current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
 next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}

@@ -203,12 +203,15 @@ def test_deleted_socket_is_recreated(plugin_agent, kubelet):
 
 
 def wait_health(stream, index, health, timeout=2.0):
-    """Reads ListAndWatch updates until device index has the given health."""
+    """Reads ListAndWatch updates until device index has the given health,
+    within timeout seconds: a matching update that comes later fails too.
+    A stream that sends nothing at all is the suite's per-test timeout's."""
     t0 = time.monotonic()
     for update in stream:
+        took = time.monotonic() - t0
+        assert took < timeout, f"device {index} not {health} within {timeout} s ({took:.2f} s)"
         if update.devices[index].health == health:
-            return time.monotonic() - t0
-        assert time.monotonic() - t0 < timeout
+            return took
     raise AssertionError("stream ended")
 
 
