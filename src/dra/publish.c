@@ -6,9 +6,12 @@
  * new generation makes the scheduler drop and read the pool again. So a
  * restarted agent whose GPUs did not change writes nothing, and a slice
  * deleted by another (the kubelet does so when a driver's socket goes) is
- * applied again as soon as the watch says so. At stop the slice is
- * deleted. With --dra-mig the pool has more slices (slice.c): each is kept
- * in step this way on its own, and all carry the pool's one generation. */
+ * applied again as soon as the watch says so. At stop the slices stay (for
+ * the next gpulet); DRA turned off deletes them. With --dra-mig the pool
+ * has more slices (slice.c): each is kept in step this way on its own, and
+ * all carry the pool's one generation. A starting agent deletes the slices
+ * of its node and driver that it does not publish (an earlier gpulet's,
+ * with other settings). */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -261,11 +264,58 @@ static void dra_slices_resize(struct dra *d)
     dra_slice_in_free(&in);
 }
 
+static void dra_deleted(void *ctx, const struct kube_answer *a);
+
+/* Whether name is one of the slices this agent publishes. */
+static bool dra_slice_ours(const struct dra *d, const char *name)
+{
+    for (unsigned k = 0; k < d->nslices; k++)
+        if (!strcmp(d->slices[k]->name, name))
+            return true;
+    return false;
+}
+
+/* The node's slices of this driver on the server: those this agent does
+ * not publish go. */
+static void dra_listed(void *ctx, const struct kube_answer *a)
+{
+    struct dra *d = ctx;
+    d->jobs--;
+    json_t *list = a->status == 200 ? json_loads(a->body, 0, NULL) : NULL;
+    json_t *items = json_object_get(list, "items"), *item;
+    size_t i;
+    json_array_foreach(items, i, item) {
+        const char *name = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
+        if (!name || d->stopping || dra_slice_ours(d, name))
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s",
+                 dra_api_name(d->api), name);
+        log_info("DRA: ResourceSlice %s is an earlier gpulet's, not published now: deleted", name);
+        d->jobs++;
+        kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
+                                                  .done = dra_deleted, .ctx = d});
+    }
+    json_decref(list);
+    dra_maybe_free(d);
+}
+
+static void dra_slices_sweep(struct dra *d)
+{
+    char path[512];
+    snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices?fieldSelector="
+             "spec.nodeName%%3D%s%%2Cspec.driver%%3D" DRA_DRIVER, dra_api_name(d->api), d->node);
+    d->jobs++;
+    kube_call(d->kc, &(struct kube_call_spec){.method = "GET", .path = path, .done = dra_listed,
+                                              .ctx = d, .owner = d});
+}
+
 void dra_publish_start(struct dra *d)
 {
     if (d->nslices || d->stopping)
         return;
     dra_slices_resize(d);
+    dra_slices_sweep(d);
     kube_watch_listen(d->node_watch, dra_on_node, d);
 }
 

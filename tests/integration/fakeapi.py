@@ -179,6 +179,14 @@ class FakeAPI:
 
             def list_or_watch(self, path, query):
                 """Called with api.cond held."""
+                if path == api.slices_path and query["fieldSelector"].startswith("spec."):
+                    # A node's pool: its slices of one driver (a list, never a watch).
+                    want = dict(kv.split("=", 1) for kv in query["fieldSelector"].split(","))
+                    items = [o for o in api.slices.values()
+                             if o["spec"].get("nodeName") == want.get("spec.nodeName")
+                             and o["spec"].get("driver") == want.get("spec.driver")]
+                    return self.answer(200, {"kind": "List", "items": items,
+                                             "metadata": {"resourceVersion": str(api.version)}})
                 name = query["fieldSelector"].removeprefix("metadata.name=")
                 obj = api._get(path, name)
                 if obj is False:

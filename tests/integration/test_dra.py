@@ -268,15 +268,23 @@ def test_dra(dra, sim_env, gpulet):
     # A restart with the same GPUs writes nothing: the slice and its pool
     # generation stay as they were (a new generation makes the scheduler
     # drop the pool and read it again).
+    # A slice an earlier gpulet published with other settings (a --dra-mig
+    # counter slice) goes; another node's stays.
     generation = api.slices["n1-gpu.nvidia.com"]["spec"]["pool"]["generation"]
+    stale = {"metadata": {"name": "n1-gpu.nvidia.com-counters"},
+             "spec": {"nodeName": "n1", "driver": "gpu.nvidia.com", "pool": {"name": "n1"}}}
+    other = {"metadata": {"name": "n2-gpu.nvidia.com"},
+             "spec": {"nodeName": "n2", "driver": "gpu.nvidia.com", "pool": {"name": "n2"}}}
+    api.slices[stale["metadata"]["name"]], api.slices[other["metadata"]["name"]] = stale, other
     writes = lambda: [(m, p) for m, p, _ in api.requests if m != "GET" and "resourceslices" in p]
     before = len(writes())
     a = start()
     a.wait_log("DRA: gpu.nvidia.com serving on", timeout=60)
-    api.wait_for(lambda: any(m == "GET" and "resourceslices" in p and "watch=1" in p
-                             for m, p, _ in api.requests[-20:]), "the slice watched", timeout=30)
+    api.wait_for(lambda: "n1-gpu.nvidia.com-counters" not in api.slices, "the stale slice deleted",
+                 timeout=30)
     time.sleep(1)
-    assert writes()[before:] == []
+    assert writes()[before:] == [("DELETE", "/apis/resource.k8s.io/v1/resourceslices/n1-gpu.nvidia.com-counters")]
+    assert "n2-gpu.nvidia.com" in api.slices
     assert api.slices["n1-gpu.nvidia.com"]["spec"]["pool"]["generation"] == generation
     assert a.stop() == 0
 
