@@ -126,6 +126,8 @@ class Chaos:
                 health, seq = dict(self.health), self.law_seq
             if not health:
                 continue
+            with self.lock:
+                restarts = self.count["gpulet_kills"] + self.count["kubelet_restarts"]
             roll = self.rng.random()
             bad = [d for d, h in health.items() if h != "Healthy"]
             if roll < 0.1:
@@ -148,15 +150,16 @@ class Chaos:
                 detail = str(e)
             finally:
                 channel.close()
-            if kind == "unhealthy" and ok:
-                time.sleep(0.3)  # an update that crossed the Allocate has arrived by now
+            if (kind == "unhealthy" and ok) or (kind == "healthy" and not ok):
+                time.sleep(0.3)  # an update (or a stream's end) that crossed the Allocate is in now
             with self.lock:
                 self.count["allocations"] += 1
                 still_bad = kind == "unhealthy" and self.health.get(ids[0]) not in (None, "Healthy")
                 changed = self.changed.get(ids[0], 0) > seq
                 # A healthy device's refusal is right only where its health,
                 # or the plugin (a restart), changed meanwhile.
-                any_changed = any(self.changed.get(d, 0) > seq for d in ids) or self.law_seq > seq
+                any_changed = (any(self.changed.get(d, 0) > seq for d in ids) or self.law_seq > seq or
+                               self.count["gpulet_kills"] + self.count["kubelet_restarts"] > restarts)
                 still_good = all(self.health.get(d) == "Healthy" for d in ids)
             if kind == "healthy":
                 self.check_healthy(ids, answer, detail, any_changed or not still_good)
