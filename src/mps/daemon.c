@@ -3,13 +3,11 @@
  * the control program's own command interface, restarted with backoff,
  * left running when gpulet stops or reloads, told to quit when nothing
  * needs it any more. */
-#include "mps/mps.h"
+#include "mps/internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,107 +15,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "driver/driver.h"
 #include "util/backoff.h"
 #include "util/dirs.h"
 #include "util/log.h"
-#include "util/strbuf.h"
 #include "util/xmalloc.h"
 
-#define MPS_CONTROL "nvidia-cuda-mps-control"
-#define MPS_READY_TRIES 50            /* limits retried while the daemon starts: 10 s */
-#define MPS_READY_RETRY_MS 200
-#define MPS_BACKOFF_MIN_MS 1000
-#define MPS_BACKOFF_MAX_MS 30000
-#define MPS_KILL_AFTER_MS 2000        /* SIGTERM not obeyed: SIGKILL */
-#define MPS_QUIT_RETRY_MS 1000        /* quit again while draining */
-#define MPS_CHECK_MS 500              /* without a pidfd, how often the daemon is looked at */
-#define MPS_TOUCH_MS 60000            /* the lease touched */
-#define MPS_LEASE_S 600               /* gpulet away this long: the keeper ends an idle daemon */
-#define MPS_PID_FILE "nvidia-cuda-mps-control.pid" /* the daemon's own, in its pipe directory */
-
-/* STARTING: spawned or adopted, until it takes the limits. REPLACING: an
- * adopted daemon of other GPUs, ending before this one starts. */
-enum mps_state { MPS_STARTING, MPS_UP, MPS_WAITING, MPS_REPLACING, MPS_STOPPING };
-
-struct mps_daemon {
-    uv_loop_t *loop;
-    const struct config *cfg;
-    struct mps_spec spec;
-    struct mps_hooks hooks;
-    char control[CONFIG_PATH_MAX];
-    char self[CONFIG_PATH_MAX];       /* gpulet, for mps-exec */
-    char host[CONFIG_PATH_MAX];       /* mps-exec --host: the host's /, where gpulet is in a container */
-    char host_control[CONFIG_PATH_MAX]; /* control as the host names it */
-    char out[CONFIG_PATH_MAX + 160];  /* the daemon's stdout and stderr */
-    char started[CONFIG_PATH_MAX + 160]; /* where mps-exec puts the pid of the daemon it started */
-    char lease[CONFIG_PATH_MAX + 160]; /* touched while this gpulet runs: the keeper's sign */
-    uv_timer_t touch;                 /* the lease's */
-    struct config_mps_dirs dirs;
-    char **env;                       /* the daemon's and the commands' environment */
-    uv_process_t helper;              /* gpulet mps-exec, until the daemon runs */
-    bool helper_alive;
-    pid_t pid;                        /* the daemon, once known (0: not) */
-    int pidfd;
-    uv_poll_t watch;                  /* its pidfd: readable once it has exited */
-    uv_timer_t check;                 /* or, without pidfds (valgrind, old kernels), a look */
-    bool watching;
-    bool checking;
-    bool adopted;                     /* found running, not started by this gpulet */
-    uv_process_t cmd;                 /* a command being sent, with its stdin */
-    uv_pipe_t cmd_in;
-    bool cmd_alive;
-    uv_write_t cmd_write;
-    struct strbuf cmd_text;
-    unsigned tries;
-    uv_timer_t timer;
-    enum mps_state state;
-    unsigned backoff_ms;
-    unsigned kills;                   /* signals sent after quit was not obeyed */
-    bool failing;                     /* an outage was logged: the restarts are quiet till up */
-    bool remove_dir;                  /* dir goes once stopped */
-    enum mps_stop_mode mode;
-    uint64_t drain_end;               /* uv_now when an ended daemon's clients lose it */
-    int handles;                      /* open libuv handles */
-};
-
 static void mps_spawn(struct mps_daemon *m);
-static void mps_send_limits(struct mps_daemon *m);
-static void mps_quit(struct mps_daemon *m);
-static void mps_failed(struct mps_daemon *m, const char *how, int code);
 static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out);
 
-static void mps_on_limits_timer(uv_timer_t *t)
-{
-    mps_send_limits(t->data);
-}
 
 static void mps_on_spawn_timer(uv_timer_t *t)
 {
     mps_spawn(t->data);
 }
 
-int mps_find_control(const struct config *cfg, char *out, size_t len, struct err *e)
-{
-    if (cfg->mps_control[0]) {
-        if (access(cfg->mps_control, X_OK) != 0)
-            return err_set(e, "sharing.mps: --mps-control %s cannot be run: %s", cfg->mps_control,
-                           strerror(errno));
-        snprintf(out, len, "%s", cfg->mps_control);
-        return 0;
-    }
-    struct err why;
-    if (driver_find_tool(cfg->driver_root, MPS_CONTROL, out, len, &why) == 0)
-        return 0;
-    return err_set(e, "sharing.mps: %s: install the driver's utilities or set --mps-control",
-                   why.msg);
-}
 
 static void mps_state(struct mps_daemon *m, bool up)
 {
     if (m->hooks.on_state)
         m->hooks.on_state(m->hooks.ctx, up);
 }
+
 
 static int mps_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -126,7 +44,8 @@ static int mps_remove_entry(const char *path, const struct stat *st, int flag, s
     return 0;
 }
 
-static void mps_maybe_free(struct mps_daemon *m)
+
+void mps_maybe_free(struct mps_daemon *m)
 {
     if (m->state != MPS_STOPPING || m->handles)
         return;
@@ -139,15 +58,17 @@ static void mps_maybe_free(struct mps_daemon *m)
     free(m);
 }
 
-static void mps_closed(uv_handle_t *h)
+
+void mps_closed(uv_handle_t *h)
 {
     struct mps_daemon *m = h->data;
     m->handles--;
     mps_maybe_free(m);
 }
 
+
 /* The daemon's environment: the agent's, its GPUs, its directories. */
-static char **mps_environment(struct mps_daemon *m)
+char **mps_environment(struct mps_daemon *m)
 {
     extern char **environ;
     size_t n = 0;
@@ -173,6 +94,7 @@ static char **mps_environment(struct mps_daemon *m)
     return env;
 }
 
+
 static int mps_mkdirs(const char *path, struct err *e)
 {
     struct err why;
@@ -181,70 +103,6 @@ static int mps_mkdirs(const char *path, struct err *e)
     return 0;
 }
 
-/* --- a daemon that runs already ------------------------------------------------------ */
-
-/* A running process (not a zombie whose parent has not reaped it yet). */
-static bool mps_alive(pid_t pid)
-{
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(stat, 1, sizeof stat - 1, f);
-    fclose(f);
-    stat[n] = '\0';
-    const char *end = strrchr(stat, ')'); /* the name may hold anything */
-    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
-}
-
-/* key's value in pid's environment: 1, 0 where it has none, -1 where it
- * cannot be read (another user's process). */
-static int mps_environ(pid_t pid, const char *key, char *out, size_t len)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    struct strbuf env = {0};
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        strbuf_append(&env, buf, n);
-    fclose(f);
-    int found = 0;
-    size_t klen = strlen(key);
-    for (size_t at = 0; at < env.len && !found; at += strlen(env.data + at) + 1)
-        if (!strncmp(env.data + at, key, klen) && env.data[at + klen] == '=') {
-            snprintf(out, len, "%s", env.data + at + klen + 1);
-            found = 1;
-        }
-    strbuf_free(&env);
-    return found;
-}
-
-/* The daemon serving m's pipe directory, from the pid file it writes
- * there: 0 where none runs. A pid that was reused since is someone else's:
- * its environment names no such pipe directory. */
-static pid_t mps_read_pid(const struct mps_daemon *m)
-{
-    char path[sizeof m->dirs.pipe + 32], pipe[sizeof m->dirs.pipe];
-    snprintf(path, sizeof path, "%s/" MPS_PID_FILE, m->dirs.pipe);
-    FILE *f = fopen(path, "r");
-    int pid = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%d", &pid) != 1)
-        pid = 0;
-    fclose(f);
-    if (pid <= 0 || !mps_alive(pid))
-        return 0;
-    if (mps_environ(pid, "CUDA_MPS_PIPE_DIRECTORY", pipe, sizeof pipe) == 1 &&
-        strcmp(pipe, m->dirs.pipe))
-        return 0;
-    return pid;
-}
 
 /* The GPUs m serves, as its daemon's CUDA_VISIBLE_DEVICES. */
 static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out)
@@ -253,12 +111,9 @@ static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out)
         strbuf_printf(out, "%s%s", i ? "," : "", m->spec.uuids[i]);
 }
 
-/* --- commands through the control program's stdin ------------------------------- */
-
-static void mps_watch(struct mps_daemon *m, pid_t pid);
 
 /* The limits were taken: the daemon is up, and now its pid is known. */
-static void mps_up(struct mps_daemon *m)
+void mps_up(struct mps_daemon *m)
 {
     if (!m->pid) {
         pid_t pid = mps_read_pid(m);
@@ -274,103 +129,15 @@ static void mps_up(struct mps_daemon *m)
     mps_state(m, true);
 }
 
-static void mps_cmd_exit(uv_process_t *p, int64_t status, int sig)
-{
-    struct mps_daemon *m = p->data;
-    m->cmd_alive = false;
-    uv_close((uv_handle_t *)p, mps_closed);
-    if (m->state == MPS_STOPPING || m->state == MPS_REPLACING) {
-        mps_maybe_free(m); /* a drain, if any, sends quit again by itself */
-        return;
-    }
-    if (m->state != MPS_STARTING)
-        return; /* the daemon died meanwhile: its restart is under way */
-    if (status == 0 && sig == 0) {
-        mps_up(m);
-        return;
-    }
-    /* Not listening yet: it is still starting. */
-    if (++m->tries < MPS_READY_TRIES) {
-        uv_timer_start(&m->timer, mps_on_limits_timer, MPS_READY_RETRY_MS, 0);
-        return;
-    }
-    log_error("MPS daemon for %s does not take its limits (%s exited %lld); restarting it",
-              m->spec.name, m->control, (long long)status);
-    if (m->pid)
-        kill(m->pid, SIGTERM); /* its watch sees it go, and restarts it */
-    else
-        mps_failed(m, "status", (int)status);
-}
-
-static void mps_cmd_written(uv_write_t *w, int status)
-{
-    (void)status;
-    struct mps_daemon *m = w->data;
-    uv_close((uv_handle_t *)&m->cmd_in, mps_closed);
-}
-
-/* Runs the control program as a client with text on its stdin. */
-static void mps_command(struct mps_daemon *m, const char *text)
-{
-    if (m->cmd_alive)
-        return;
-    uv_pipe_init(m->loop, &m->cmd_in, 0);
-    m->cmd_in.data = m;
-    m->handles++;
-    /* In a container, the command runs where the daemon runs: on the host's
-     * files (mps-exec --client). */
-    char *direct[] = {m->control, NULL};
-    char *hosted[] = {m->self,        "mps-exec", "--client", "--host", m->host, "--rw",
-                      (char *)m->cfg->mps_root, m->host_control, NULL};
-    char **args = m->host[0] ? hosted : direct;
-    /* Its output is not logged: while the daemon starts, every try says it
-     * cannot find it. A failure that lasts is logged once, below. */
-    uv_stdio_container_t stdio[3] = {
-        {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&m->cmd_in},
-        {.flags = UV_IGNORE},
-        {.flags = UV_IGNORE},
-    };
-    uv_process_options_t o = {.exit_cb = mps_cmd_exit, .file = args[0], .args = args,
-                              .env = m->env, .stdio_count = 3, .stdio = stdio};
-    m->cmd.data = m;
-    int rc = uv_spawn(m->loop, &m->cmd, &o);
-    if (rc < 0) {
-        log_error("MPS: cannot run %s: %s", m->control, uv_strerror(rc));
-        uv_close((uv_handle_t *)&m->cmd_in, mps_closed);
-        return;
-    }
-    m->handles++;
-    m->cmd_alive = true;
-    strbuf_free(&m->cmd_text);
-    strbuf_puts(&m->cmd_text, text);
-    uv_buf_t buf = uv_buf_init(m->cmd_text.data, (unsigned)m->cmd_text.len);
-    m->cmd_write.data = m;
-    uv_write(&m->cmd_write, (uv_stream_t *)&m->cmd_in, &buf, 1, mps_cmd_written);
-}
-
-/* The resource's limits as the daemon's defaults for every MPS server it
- * starts. The device numbers are the daemon's: its CUDA_VISIBLE_DEVICES order.
- * A GPU without a limit (0) is left without: "0M" would be a limit of none. */
-static void mps_send_limits(struct mps_daemon *m)
-{
-    struct strbuf t = {0};
-    strbuf_printf(&t, "set_default_active_thread_percentage %u\n", m->spec.thread_percentage);
-    for (unsigned i = 0; i < m->spec.ngpus; i++)
-        if (m->spec.memory_mib[i])
-            strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\n", i, m->spec.memory_mib[i]);
-    mps_command(m, t.data);
-    strbuf_free(&t);
-}
-
-/* --- the daemon ------------------------------------------------------------------------ */
 
 /* Its last handles: the daemon's owner lets go. */
-static void mps_close(struct mps_daemon *m)
+void mps_close(struct mps_daemon *m)
 {
     uv_close((uv_handle_t *)&m->timer, mps_closed);
     uv_close((uv_handle_t *)&m->check, mps_closed);
     uv_close((uv_handle_t *)&m->touch, mps_closed);
 }
+
 
 /* The lease, touched while gpulet runs (made at start). */
 static void mps_touch(uv_timer_t *t)
@@ -383,6 +150,7 @@ static void mps_touch(uv_timer_t *t)
     }
 }
 
+
 /* How long gpulet may be away before the keeper ends an idle daemon:
  * GPULET_MPS_LEASE seconds (the tests' knob), else MPS_LEASE_S. */
 static unsigned mps_lease_s(void)
@@ -391,6 +159,7 @@ static unsigned mps_lease_s(void)
     long s = v ? strtol(v, NULL, 10) : 0;
     return s > 0 && s < 86400 ? (unsigned)s : MPS_LEASE_S;
 }
+
 
 static void mps_unwatch(struct mps_daemon *m)
 {
@@ -405,6 +174,7 @@ static void mps_unwatch(struct mps_daemon *m)
     close(m->pidfd); /* the closed handle polls it no more */
     m->pidfd = -1;
 }
+
 
 /* It has exited: restarted, or what was waited for. */
 static void mps_gone(struct mps_daemon *m)
@@ -427,11 +197,13 @@ static void mps_gone(struct mps_daemon *m)
     mps_failed(m, "pid", (int)pid);
 }
 
+
 static void mps_on_gone(uv_poll_t *w, int status, int events)
 {
     (void)status, (void)events;
     mps_gone(w->data);
 }
+
 
 static void mps_on_check(uv_timer_t *t)
 {
@@ -440,9 +212,10 @@ static void mps_on_check(uv_timer_t *t)
         mps_gone(m);
 }
 
+
 /* Watches pid, the daemon, which is no child of gpulet's: its pidfd
  * becomes readable once it has exited. */
-static void mps_watch(struct mps_daemon *m, pid_t pid)
+void mps_watch(struct mps_daemon *m, pid_t pid)
 {
     m->pid = pid;
     m->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -462,9 +235,10 @@ static void mps_watch(struct mps_daemon *m, pid_t pid)
     uv_poll_start(&m->watch, UV_READABLE, mps_on_gone);
 }
 
+
 /* A daemon that keeps dying is one outage: said once, then restarted
  * with a growing backoff, quietly, until it is up. */
-static void mps_failed(struct mps_daemon *m, const char *how, int code)
+void mps_failed(struct mps_daemon *m, const char *how, int code)
 {
     bool was_up = m->state == MPS_UP;
     m->state = MPS_WAITING;
@@ -479,6 +253,7 @@ static void mps_failed(struct mps_daemon *m, const char *how, int code)
         mps_state(m, false);
     uv_timer_start(&m->timer, mps_on_spawn_timer, wait, 0);
 }
+
 
 /* gpulet mps-exec has started the daemon (0), or could not. */
 static void mps_helper_exit(uv_process_t *p, int64_t status, int sig)
@@ -504,6 +279,7 @@ static void mps_helper_exit(uv_process_t *p, int64_t status, int sig)
     if (f)
         fclose(f);
 }
+
 
 static void mps_spawn(struct mps_daemon *m)
 {
@@ -556,6 +332,7 @@ static void mps_spawn(struct mps_daemon *m)
     uv_timer_start(&m->timer, mps_on_limits_timer, MPS_READY_RETRY_MS, 0);
 }
 
+
 /* Adopts the daemon that serves the pipe directory, if one does: the same
  * GPUs keep it, with its clients; other GPUs end it first. Else starts
  * one. */
@@ -591,6 +368,7 @@ static void mps_begin(struct mps_daemon *m)
     strbuf_free(&want);
 }
 
+
 /* Where gpulet runs in a container that sees the host's / (the driver
  * root "/" at --container-driver-root), the daemon runs on the host's
  * files: its program as the host names it. */
@@ -605,7 +383,8 @@ static void mps_host_paths(struct mps_daemon *m)
     snprintf(m->host_control, sizeof m->host_control, "%s", m->control + n);
 }
 
-static struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
+
+struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
                                   const struct mps_spec *spec, const char *control)
 {
     struct mps_daemon *m = xcalloc(1, sizeof *m);
@@ -628,6 +407,7 @@ static struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
     m->handles = 3;
     return m;
 }
+
 
 int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg,
               const struct mps_spec *spec, const char *control, const struct mps_hooks *hooks,
@@ -655,40 +435,6 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
     return 0;
 }
 
-/* Quit was not obeyed in time: SIGTERM, then SIGKILL. */
-static void mps_kill(uv_timer_t *t)
-{
-    struct mps_daemon *m = t->data;
-    if (!m->pid)
-        return;
-    log_warn("MPS daemon for %s (pid %d) did not quit; %s", m->spec.name, (int)m->pid,
-             m->kills ? "killing it" : "terminating it: its clients lose it now");
-    kill(m->pid, m->kills++ ? SIGKILL : SIGTERM);
-    uv_timer_start(&m->timer, mps_kill, MPS_KILL_AFTER_MS, 0);
-}
-
-/* The drain: quit, again every second (a daemon with clients refuses it,
- * and takes it once they have ended), and at the end of MPS_DRAIN_MS,
- * SIGTERM. */
-static void mps_drain(uv_timer_t *t)
-{
-    struct mps_daemon *m = t->data;
-    if (!m->pid)
-        return;
-    if (uv_now(m->loop) >= m->drain_end || !m->control[0]) { /* no program to say quit */
-        mps_kill(t);
-        return;
-    }
-    mps_command(m, "quit\n");
-    uv_timer_start(&m->timer, mps_drain, MPS_QUIT_RETRY_MS, 0);
-}
-
-static void mps_quit(struct mps_daemon *m)
-{
-    if (!m->drain_end)
-        m->drain_end = uv_now(m->loop) + MPS_DRAIN_MS;
-    mps_drain(&m->timer);
-}
 
 /* Let go of: the daemon runs on. A helper or command still running ends
  * by itself; gpulet no longer waits for it. */
@@ -708,6 +454,7 @@ static void mps_leave(struct mps_daemon *m)
     }
     mps_close(m);
 }
+
 
 void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
 {
@@ -733,87 +480,4 @@ void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
         return;
     }
     mps_quit(m); /* a command still running (the limits): quit goes at the next tick */
-}
-
-/* --- daemons nothing needs ------------------------------------------------------------- */
-
-static bool mps_kept(const char *name, const char *const *keep, unsigned nkeep)
-{
-    for (unsigned i = 0; i < nkeep; i++)
-        if (!strcmp(keep[i], name))
-            return true;
-    return false;
-}
-
-/* Ends name's daemon, if one runs: nothing needs it. */
-static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char *control,
-                          const char *name)
-{
-    struct mps_spec spec = {0};
-    snprintf(spec.name, sizeof spec.name, "%s", name);
-    struct mps_daemon *m = mps_new(loop, cfg, &spec, control);
-    m->env = mps_environment(m);
-    m->state = MPS_STOPPING;
-    m->mode = MPS_END;
-    m->remove_dir = true;
-    pid_t pid = mps_read_pid(m);
-    if (!pid) {
-        mps_close(m);
-        return;
-    }
-    log_warn("MPS daemon for %s (pid %d): nothing needs it any more (its resource left the "
-             "config, or its claim was unprepared while gpulet was away): it is stopped, and its "
-             "running clients lose it in %d s at most if they have not ended",
-             name, (int)pid, MPS_DRAIN_MS / 1000);
-    mps_watch(m, pid);
-    if (m->pid)
-        mps_quit(m);
-    else
-        mps_close(m);
-}
-
-/* Whether dir/name/pipe is a daemon's directory. */
-static bool mps_is_dir(const char *dir, const char *name)
-{
-    char path[CONFIG_PATH_MAX + 700];
-    snprintf(path, sizeof path, "%s/%s/pipe", dir, name);
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The names under dir (at most one level below it: a resource's name has
- * one '/'), each a daemon's directory, into *names. */
-static void mps_names(const char *root, const char *prefix, struct strbuf *names, int depth)
-{
-    char dir[CONFIG_PATH_MAX + 700];
-    snprintf(dir, sizeof dir, "%s%s%s", root, prefix[0] ? "/" : "", prefix);
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *de;
-    while ((de = readdir(dp))) {
-        if (de->d_name[0] == '.' || (!prefix[0] && !strcmp(de->d_name, "shm")))
-            continue;
-        char name[600];
-        snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
-        if (mps_is_dir(root, name))
-            strbuf_append(names, name, strlen(name) + 1);
-        else if (depth > 0)
-            mps_names(root, name, names, depth - 1);
-    }
-    closedir(dp);
-}
-
-void mps_sweep(uv_loop_t *loop, const struct config *cfg, const char *control,
-               enum mps_owner owner, const char *const *keep, unsigned nkeep)
-{
-    struct strbuf names = {0};
-    mps_names(cfg->mps_root, "", &names, 1);
-    for (size_t at = 0; at < names.len; at += strlen(names.data + at) + 1) {
-        const char *name = names.data + at;
-        bool plugins = strchr(name, '/') != NULL;
-        if (plugins == (owner == MPS_OWNER_PLUGIN) && !mps_kept(name, keep, nkeep))
-            mps_end_stray(loop, cfg, control, name);
-    }
-    strbuf_free(&names);
 }

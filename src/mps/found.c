@@ -1,0 +1,165 @@
+/* Daemons that run already: found by their pipe directory (the daemon's
+ * own pid file, a live process whose environment names that directory),
+ * for adoption, and swept when nothing needs them any more. */
+#include "mps/internal.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/log.h"
+
+
+/* A running process (not a zombie whose parent has not reaped it yet). */
+bool mps_alive(pid_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')'); /* the name may hold anything */
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+}
+
+
+/* key's value in pid's environment: 1, 0 where it has none, -1 where it
+ * cannot be read (another user's process). */
+int mps_environ(pid_t pid, const char *key, char *out, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    struct strbuf env = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        strbuf_append(&env, buf, n);
+    fclose(f);
+    int found = 0;
+    size_t klen = strlen(key);
+    for (size_t at = 0; at < env.len && !found; at += strlen(env.data + at) + 1)
+        if (!strncmp(env.data + at, key, klen) && env.data[at + klen] == '=') {
+            snprintf(out, len, "%s", env.data + at + klen + 1);
+            found = 1;
+        }
+    strbuf_free(&env);
+    return found;
+}
+
+
+/* The daemon serving m's pipe directory, from the pid file it writes
+ * there: 0 where none runs. A pid that was reused since is someone else's:
+ * its environment names no such pipe directory. */
+pid_t mps_read_pid(const struct mps_daemon *m)
+{
+    char path[sizeof m->dirs.pipe + 32], pipe[sizeof m->dirs.pipe];
+    snprintf(path, sizeof path, "%s/" MPS_PID_FILE, m->dirs.pipe);
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    if (pid <= 0 || !mps_alive(pid))
+        return 0;
+    if (mps_environ(pid, "CUDA_MPS_PIPE_DIRECTORY", pipe, sizeof pipe) == 1 &&
+        strcmp(pipe, m->dirs.pipe))
+        return 0;
+    return pid;
+}
+
+
+static bool mps_kept(const char *name, const char *const *keep, unsigned nkeep)
+{
+    for (unsigned i = 0; i < nkeep; i++)
+        if (!strcmp(keep[i], name))
+            return true;
+    return false;
+}
+
+
+/* Ends name's daemon, if one runs: nothing needs it. */
+static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char *control,
+                          const char *name)
+{
+    struct mps_spec spec = {0};
+    snprintf(spec.name, sizeof spec.name, "%s", name);
+    struct mps_daemon *m = mps_new(loop, cfg, &spec, control);
+    m->env = mps_environment(m);
+    m->state = MPS_STOPPING;
+    m->mode = MPS_END;
+    m->remove_dir = true;
+    pid_t pid = mps_read_pid(m);
+    if (!pid) {
+        mps_close(m);
+        return;
+    }
+    log_warn("MPS daemon for %s (pid %d): nothing needs it any more (its resource left the "
+             "config, or its claim was unprepared while gpulet was away): it is stopped, and its "
+             "running clients lose it in %d s at most if they have not ended",
+             name, (int)pid, MPS_DRAIN_MS / 1000);
+    mps_watch(m, pid);
+    if (m->pid)
+        mps_quit(m);
+    else
+        mps_close(m);
+}
+
+
+/* Whether dir/name/pipe is a daemon's directory. */
+static bool mps_is_dir(const char *dir, const char *name)
+{
+    char path[CONFIG_PATH_MAX + 700];
+    snprintf(path, sizeof path, "%s/%s/pipe", dir, name);
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+
+/* The names under dir (at most one level below it: a resource's name has
+ * one '/'), each a daemon's directory, into *names. */
+static void mps_names(const char *root, const char *prefix, struct strbuf *names, int depth)
+{
+    char dir[CONFIG_PATH_MAX + 700];
+    snprintf(dir, sizeof dir, "%s%s%s", root, prefix[0] ? "/" : "", prefix);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.' || (!prefix[0] && !strcmp(de->d_name, "shm")))
+            continue;
+        char name[600];
+        snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
+        if (mps_is_dir(root, name))
+            strbuf_append(names, name, strlen(name) + 1);
+        else if (depth > 0)
+            mps_names(root, name, names, depth - 1);
+    }
+    closedir(dp);
+}
+
+
+void mps_sweep(uv_loop_t *loop, const struct config *cfg, const char *control,
+               enum mps_owner owner, const char *const *keep, unsigned nkeep)
+{
+    struct strbuf names = {0};
+    mps_names(cfg->mps_root, "", &names, 1);
+    for (size_t at = 0; at < names.len; at += strlen(names.data + at) + 1) {
+        const char *name = names.data + at;
+        bool plugins = strchr(name, '/') != NULL;
+        if (plugins == (owner == MPS_OWNER_PLUGIN) && !mps_kept(name, keep, nkeep))
+            mps_end_stray(loop, cfg, control, name);
+    }
+    strbuf_free(&names);
+}
