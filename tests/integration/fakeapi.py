@@ -51,6 +51,7 @@ class FakeAPI:
         self.closing = False
         self.connections = 0        # TCP connections accepted
         self.compacted = 0          # a watch from a version below this gets 410 Gone
+        self.hold_after_410 = False  # and its stream stays open after: only the ERROR says it
         self.hold = 0.0             # seconds each answer waits (an API server that hangs)
         self.watch_epoch = 0        # end_watches() ends the watches of earlier epochs
         self.list_lag = 0.0         # seconds a LIST's answer comes after the state it read,
@@ -210,6 +211,9 @@ class FakeAPI:
                     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410,
                                                         "reason": "Expired"}}
                     self.wfile.write(json.dumps(gone).encode() + b"\n")
+                    self.wfile.flush()
+                    while api.hold_after_410 and not api.closing and time.monotonic() < deadline:
+                        api.cond.wait(0.2)  # a client must act on the ERROR, not on an end
                     return
                 self.wfile.flush()
                 epoch = api.watch_epoch

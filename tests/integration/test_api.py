@@ -129,6 +129,24 @@ def test_watch_relists_after_410(agent, api, tmp_path):
                  "the label put back after the relist", timeout=15)
 
 
+def test_watch_relists_on_the_410_itself(agent, api, tmp_path):
+    """The 410 ERROR event alone makes gpulet list again: the stream that
+    carried it stays open here, so a client that let the ERROR pass and
+    waited for the stream's end (and then its backoff) would not list for a
+    minute."""
+    start_dra(agent, api, tmp_path, "--no-metrics")
+    settled(api)
+    quiet(api)
+    n = len(api.requests)
+    api.hold_after_410 = True
+    api.compacted = api.version + 1
+    api.end_watches()
+    api.wait_for(lambda: sum(1 for m, p, _ in api.requests[n:]
+                             if m == "GET" and "watch=1" not in p and "nodes" in p) >= 1,
+                 "the Node listed again at the ERROR", timeout=5)
+    api.compacted = 0
+
+
 def test_api_outage_delays_nothing_else(agent, api, tmp_path, sim_env):
     """An API server that takes 30 s to answer anything: a prepare answered
     from the checkpoint and a metrics scrape answer at once; the fault that
