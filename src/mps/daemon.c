@@ -353,7 +353,6 @@ static void mps_begin(struct mps_daemon *m)
                  "running clients lose it in %d s at most if they have not ended",
                  m->spec.name, (int)pid, has, want.data ? want.data : "none", MPS_DRAIN_MS / 1000);
         m->state = MPS_REPLACING;
-        m->mode = MPS_END;
         mps_watch(m, pid);
         if (m->pid)
             mps_quit(m);
@@ -462,11 +461,10 @@ void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
         return;
     bool replacing = m->state == MPS_REPLACING;
     m->state = MPS_STOPPING;
-    m->mode = replacing ? MPS_END : mode; /* one being replaced is ended already */
     m->remove_dir = remove_dir;
     uv_timer_stop(&m->timer);
     uv_timer_stop(&m->touch);
-    if (m->mode == MPS_LEAVE) {
+    if (mode == MPS_LEAVE && !replacing) { /* one being replaced is ended already */
         mps_leave(m);
         return;
     }

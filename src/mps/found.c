@@ -97,7 +97,6 @@ static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char 
     struct mps_daemon *m = mps_new(loop, cfg, &spec, control);
     m->env = mps_environment(m);
     m->state = MPS_STOPPING;
-    m->mode = MPS_END;
     m->remove_dir = true;
     pid_t pid = mps_read_pid(m);
     if (!pid) {

@@ -64,7 +64,6 @@ struct mps_daemon {
     unsigned kills;                   /* signals sent after quit was not obeyed */
     bool failing;                     /* an outage was logged: the restarts are quiet till up */
     bool remove_dir;                  /* dir goes once stopped */
-    enum mps_stop_mode mode;
     uint64_t drain_end;               /* uv_now when an ended daemon's clients lose it */
     int handles;                      /* open libuv handles */
 };
