@@ -139,14 +139,38 @@ void mps_close(struct mps_daemon *m)
 }
 
 
-/* The lease, touched while gpulet runs (made at start). */
-static void mps_touch(uv_timer_t *t)
+/* On the worker pool: the loop never waits on a disk (--mps-root may be on
+ * one). The lease is made at the first touch. */
+static void mps_touch_work(uv_work_t *w)
 {
-    struct mps_daemon *m = t->data;
+    const struct mps_daemon *m = w->data;
     int fd = open(m->lease, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) {
         futimens(fd, NULL);
         close(fd);
+    }
+}
+
+static void mps_touched(uv_work_t *w, int status)
+{
+    (void)status;
+    struct mps_daemon *m = w->data;
+    m->touching = false;
+    m->handles--;
+    mps_maybe_free(m);
+}
+
+/* The lease, touched while gpulet runs. A touch still under way is
+ * enough. */
+static void mps_touch(uv_timer_t *t)
+{
+    struct mps_daemon *m = t->data;
+    if (m->touching)
+        return;
+    m->touch_work.data = m;
+    if (uv_queue_work(m->loop, &m->touch_work, mps_touch_work, mps_touched) == 0) {
+        m->touching = true;
+        m->handles++; /* m stays until it is back */
     }
 }
 

@@ -41,6 +41,8 @@ struct mps_daemon {
     char started[CONFIG_PATH_MAX + 160]; /* where mps-exec puts the pid of the daemon it started */
     char lease[CONFIG_PATH_MAX + 160]; /* touched while this gpulet runs: the keeper's sign */
     uv_timer_t touch;                 /* the lease's */
+    uv_work_t touch_work;             /* a touch on the worker pool */
+    bool touching;
     struct config_mps_dirs dirs;
     char **env;                       /* the daemon's and the commands' environment */
     uv_process_t helper;              /* gpulet mps-exec, until the daemon runs */
