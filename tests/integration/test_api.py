@@ -111,18 +111,25 @@ def test_one_client_no_polling_and_no_writes_when_equal(agent, api, tmp_path, si
     assert len(again) <= 6, again
 
 
-def test_watch_relists_after_410(agent, api, tmp_path):
+def compact_and_wait_for_a_list(agent, api, tmp_path, timeout, hold=False):
+    """The server forgets every version gpulet could watch from and ends the
+    watches (with hold, the stream that then carries the 410 stays open):
+    gpulet lists the Node again within timeout."""
     start_dra(agent, api, tmp_path, "--no-metrics")
     settled(api)
     quiet(api)
     n = len(api.requests)
-    # The server forgets every version gpulet could watch from, and ends
-    # the watches: gpulet lists again, and goes on watching.
+    api.hold_after_410 = hold
     api.compacted = api.version + 1
     api.end_watches()
     api.wait_for(lambda: sum(1 for m, p, _ in api.requests[n:]
                              if m == "GET" and "watch=1" not in p and "nodes" in p) >= 1,
-                 "the Node listed again", timeout=15)
+                 "the Node listed again", timeout=timeout)
+
+
+def test_watch_relists_after_410(agent, api, tmp_path):
+    """gpulet lists again, and goes on watching."""
+    compact_and_wait_for_a_list(agent, api, tmp_path, 15)
     api.compacted = 0
     api.set_label("nvidia.com/gpu.count", None)
     api.wait_for(lambda: api.node["metadata"]["labels"].get("nvidia.com/gpu.count") == "8",
@@ -134,16 +141,7 @@ def test_watch_relists_on_the_410_itself(agent, api, tmp_path):
     carried it stays open here, so a client that let the ERROR pass and
     waited for the stream's end (and then its backoff) would not list for a
     minute."""
-    start_dra(agent, api, tmp_path, "--no-metrics")
-    settled(api)
-    quiet(api)
-    n = len(api.requests)
-    api.hold_after_410 = True
-    api.compacted = api.version + 1
-    api.end_watches()
-    api.wait_for(lambda: sum(1 for m, p, _ in api.requests[n:]
-                             if m == "GET" and "watch=1" not in p and "nodes" in p) >= 1,
-                 "the Node listed again at the ERROR", timeout=5)
+    compact_and_wait_for_a_list(agent, api, tmp_path, 5, hold=True)
     api.compacted = 0
 
 
