@@ -491,3 +491,11 @@ def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
         assert new.stop() == 0
     finally:
         client.kill()
+
+
+def test_mps_exec_usage(gpulet):
+    """gpulet mps-exec is the agent's, but a bad command line is still one
+    usage line and exit 2, not a daemon started with half its options."""
+    for args in ((), ("--bogus", "shm", "prog"), ("--host",), ("--client",)):
+        p = gpulet("mps-exec", *args)
+        assert p.returncode == 2 and p.stderr.startswith("usage: gpulet mps-exec"), (args, p)
