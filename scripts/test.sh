@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit and integration tests under
-# ASan+UBSan, valgrind on the plain build, a Release build, the glibc-only
-# link check, the arm64 build with its unit and smoke tests under qemu-user,
-# the image index (root only), a short fuzz run of each parser, and the
-# end-to-end tests on real Kubernetes 1.36 and 1.32 (root only). Every stage runs even when one before it
-# failed; the last line counts what ran: passed, failed, skipped.
+# ASan+UBSan; on the plain build, valgrind, the tests of memory use, and
+# mutants that must die; a Release build, the glibc-only link check, the
+# arm64 build with its unit and smoke tests under qemu-user, the image
+# index (root only), a short fuzz run of each parser, and the end-to-end
+# tests on real Kubernetes 1.36 and 1.32 (root only). Every stage runs even
+# when one before it failed; the last line counts what ran: passed, failed,
+# skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test || exit 1
@@ -90,10 +92,10 @@ count_cmocka build-asan/Testing/Temporary/LastTest.log build-asan/unit.log
 GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
     GPULET_SIM_LIB=build-asan/libgpulet-nvml-sim.so \
     /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-asan/pytest.xml \
-    -k "not valgrind" tests/integration
+    -k "not valgrind" -m "not plain" tests/integration
 count_junit build-asan/pytest.xml "integration tests"
 
-# --- the plain build: valgrind, and the shipped binary's links
+# --- the plain build: valgrind, memory use, mutants, and the shipped binary's links
 cmake -S . -B build -G Ninja -DGPULET_TESTS=ON >/dev/null && cmake --build build -j "$jobs" ||
     { echo "plain build failed" >&2; exit 1; }
 rm -f build/valgrind-agent.xml
@@ -108,6 +110,22 @@ vg_total=$((${vg_total:-1} - 1)) vg_failed=$((${vg_failed:-1} - (1 - vg_agent_ok
 passed=$((passed + vg_total - vg_failed)) failed=$((failed + vg_failed))
 [ "$vg_failed" -eq 0 ] || failures+=("valgrind")
 count_junit build/valgrind-agent.xml "valgrind agent tests"
+
+# The tests of memory use (marked plain): ASan's own memory would be measured.
+GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build/plain.xml \
+    -m plain tests/integration
+count_junit build/plain.xml "plain-build tests"
+
+# Mutants that must die (scripts/mutants.py): the plain build with one
+# deliberate fault at a time, each against the tests that guard it. Each
+# mutant is one item; a survivor, or a row that no longer applies, fails.
+/usr/bin/python3 scripts/mutants.py 2>&1 | tee build/mutants.log
+mk=$(grep -c '^mutant .*: killed by' build/mutants.log)
+ms=$(grep -c '^mutant .*: FAILED' build/mutants.log)
+grep -q '^[0-9]* killed, [0-9]* survived$' build/mutants.log || ms=$((ms + 1))
+passed=$((passed + mk)) failed=$((failed + ms))
+[ "$ms" -eq 0 ] || failures+=("mutants")
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
 # glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.

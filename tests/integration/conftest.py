@@ -14,6 +14,45 @@ BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
 GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
 SIM_LIB = os.environ.get("GPULET_SIM_LIB", str(BUILD / "libgpulet-nvml-sim.so"))
 SANITIZED = os.environ.get("GPULET_SANITIZE", "OFF").upper() in ("ON", "1", "TRUE")
+# No ListAndWatch stream of a test lives longer: one that goes silent ends
+# with DEADLINE_EXCEEDED there, a named failure, not a wait for pytest's timeout.
+STREAM_S = 60
+
+# A test of memory use: ASan's quarantine and shadow would be measured too,
+# so it skips on a sanitized build and scripts/test.sh runs it on the plain one.
+plain = pytest.mark.skipif(SANITIZED, reason="measures memory: runs on the plain build (-m plain)")
+
+
+# CI's machine is meant to run every test here: what a test needs that is
+# missing (a tool scripts/install-deps.sh --test installs, root) fails it
+# there, and skips it elsewhere. tests/e2e/README.md lists the skips that remain.
+CI = os.environ.get("CI") == "true"
+
+
+def skip_or_fail(reason):
+    (pytest.fail if CI else pytest.skip)(reason)
+
+
+def needs(missing, reason):
+    """A mark: the test cannot run where missing is true (why: reason)."""
+    return pytest.mark.needs(missing, reason=reason)
+
+
+def tool(name):
+    """needs() for a program on PATH."""
+    return needs(not shutil.which(name), f"{name} is not installed (scripts/install-deps.sh --test)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plain: measures memory; scripts/test.sh runs it on the plain build")
+    config.addinivalue_line("markers", "needs(missing, reason): skipped where missing, failed in CI")
+
+
+def pytest_runtest_setup(item):
+    for m in item.iter_markers("needs"):
+        if m.args[0]:
+            skip_or_fail(m.kwargs["reason"])
+
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import GPULET, SANITIZED
+from conftest import GPULET, SANITIZED, STREAM_S
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "cdi-schema.json").read_text())
 VERSION = "580.159.04"
@@ -138,7 +138,7 @@ def test_agent_keeps_spec(plugin_agent, kubelet, driver_root, tmp_path):
     # Allocate names CDI devices the spec has.
     pb = kubelet.pb
     channel, stub = kubelet.plugin()
-    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty())).devices]
+    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty(), timeout=STREAM_S)).devices]
     r = stub.Allocate(pb.AllocateRequest(container_requests=[
         pb.ContainerAllocateRequest(devices_ids=ids[:1])])).container_responses[0]
     names = {d["name"] for d in json.loads(spec.read_text())["devices"]}
@@ -162,7 +162,7 @@ def test_driver_mounts_allocate(plugin_agent, kubelet, driver_root):
     a.wait_log("driver 580.159.04 under")
     pb = kubelet.pb
     channel, stub = kubelet.plugin()
-    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty())).devices]
+    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty(), timeout=STREAM_S)).devices]
     r = stub.Allocate(pb.AllocateRequest(container_requests=[
         pb.ContainerAllocateRequest(devices_ids=[ids[2]])])).container_responses[0]
     devices = [(d.host_path, d.container_path, d.permissions) for d in r.devices]
@@ -190,7 +190,7 @@ def test_driver_mounts_without_driver(plugin_agent, kubelet, tmp_path):
     a.wait_log("containers get no driver files from gpulet")
     pb = kubelet.pb
     channel, stub = kubelet.plugin()
-    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty())).devices]
+    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty(), timeout=STREAM_S)).devices]
     assert len(ids) == 4
     import grpc
     with pytest.raises(grpc.RpcError) as err:
@@ -213,7 +213,7 @@ def test_valgrind_containers(plugin_agent, kubelet, driver_root, tmp_path):
     a.wait_log("CDI spec written", timeout=30)
     pb = kubelet.pb
     channel, stub = kubelet.plugin()
-    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty())).devices]
+    ids = [d.ID for d in next(stub.ListAndWatch(pb.Empty(), timeout=STREAM_S)).devices]
     stub.Allocate(pb.AllocateRequest(container_requests=[
         pb.ContainerAllocateRequest(devices_ids=ids[:2])]), timeout=30)
     channel.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SANITIZED, SIM_LIB, check_clean
+from conftest import GPULET, SANITIZED, SIM_LIB, check_clean, needs
 from fakeapi import FakeAPI
 from test_procfs import fake_procfs
 
@@ -146,10 +146,15 @@ BASE_SKIP = {"fabric", "cdi-spec", "dra"}
 BASE_FAIL = set() if ROOT_USER else {"device-nodes"}
 
 
+def base_status(check):
+    """A check's status on the healthy root."""
+    return "FAIL" if check in BASE_FAIL else "SKIP" if check in BASE_SKIP else "PASS"
+
+
 def test_healthy_root(node):
     r = node.doctor()
     got = {i: c["status"] for i, c in r["by_id"].items()}
-    want = {i: "FAIL" if i in BASE_FAIL else "SKIP" if i in BASE_SKIP else "PASS" for i in got}
+    want = {i: base_status(i) for i in got}
     assert got == want, json.dumps(r["checks"], indent=1)
     assert r["exit"] == (2 if BASE_FAIL else 0)
     assert "XID 13 on GPU 0 (0000:18:00)" in r["by_id"]["kernel-log"]["message"]
@@ -183,19 +188,26 @@ def changed(path, text=None):
             os.rename(away, path)
 
 
-def fault(node, check, status, message, fix, *args, **kw):
+def fault(node, check, status, message, fix, *args, also=(), **kw):
+    """doctor on the root with one thing broken: check has status, message
+    and fix, and every other check keeps its healthy result but those in
+    also (the ones that fault reaches too, as the test says why)."""
     r = node.doctor(*args, **kw)
     c = r["by_id"][check]
     assert c["status"] == status, c
     assert message in c["message"], c
     assert fix in c.get("fix", ""), c
     assert r["exit"] == {"WARN": 1, "FAIL": 2}[status] or BASE_FAIL
+    moved = {i: x for i, x in r["by_id"].items()
+             if i != check and i not in also and x["status"] != base_status(i)}
+    assert not moved, json.dumps(moved, indent=1)
     return r
 
 
 def test_kernel_module_missing(node):
     with changed(node.root / "proc/driver/nvidia/version"):
-        fault(node, "kernel-module", "FAIL", "the NVIDIA kernel module is not loaded", "modprobe nvidia")
+        fault(node, "kernel-module", "FAIL", "the NVIDIA kernel module is not loaded", "modprobe nvidia",
+              also=("driver-library",))  # nothing to compare the library with
 
 
 def test_version_mismatch(node):
@@ -203,13 +215,13 @@ def test_version_mismatch(node):
                  "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.10  Release Build\n"):
         r = fault(node, "driver-library", "FAIL",
                   "driver/library version mismatch: kernel module 570.86.10, libnvidia-ml "
-                  "580.159.04", "reboot the node")
+                  "580.159.04", "reboot the node", also=("nvml",))
         assert r["by_id"]["kernel-module"]["status"] == "PASS"
         assert "NVML reports driver 580.159.04, the kernel module is 570.86.10" in \
             r["by_id"]["nvml"]["message"]
 
 
-@pytest.mark.skipif(not ROOT_USER, reason="device nodes can be made only as root")
+@needs(not ROOT_USER, "device nodes can be made only as root")
 def test_device_node_wrong(node):
     with changed(node.root / "dev/nvidia3"):
         fault(node, "device-nodes", "FAIL", "nvidia3: missing", "nvidia-modprobe -c0 -u")
@@ -288,7 +300,7 @@ def test_runtime_setup(node):
         fault(node, "runtime", "FAIL", "containerd's default runtime is runc, not nvidia",
               "--device-list-strategy cdi-cri or driver-mounts")
         fault(node, "runtime", "FAIL", "containerd has CDI off", "enable_cdi = true",
-              "--device-list-strategy", "cdi-cri")
+              "--device-list-strategy", "cdi-cri", also=("cdi-spec",))  # checked (and current) with cdi-cri
         r = node.doctor("--device-list-strategy", "driver-mounts")
         assert r["by_id"]["runtime"]["status"] == "PASS"
     with changed(node.root / "etc/containerd/config.toml", "version = 3\n"):
@@ -331,7 +343,8 @@ def test_node_not_allocatable(node):
         node.api.node["status"]["allocatable"] = {"nvidia.com/gpu": "8"}
     node.api.fail = 403
     try:
-        fault(node, "node", "WARN", "HTTP 403", "deploy/base/rbac.yaml")
+        fault(node, "node", "WARN", "HTTP 403", "deploy/base/rbac.yaml",
+              also=("api-rights",))  # the API server refuses every question
     finally:
         node.api.fail = 0
 

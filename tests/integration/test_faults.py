@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import GPULET, SANITIZED, check_clean
+from conftest import GPULET, SANITIZED, check_clean, tool
 from fakeapi import FakeAPI
 from test_metrics import free_port, get, parse
 from test_plugin import devices, sim, wait_health
@@ -284,12 +284,10 @@ def test_fault_options(gpulet):
 
 
 @pytest.mark.skipif(SANITIZED, reason="valgrind runs on the plain build")
+@tool("valgrind")
 def test_valgrind_faults(plugin_agent, kubelet, api, sim_env, tmp_path):
     """A hang, a recovery and the condition under valgrind: no leaks, no
     invalid accesses, lanes included."""
-    import shutil
-    if not shutil.which("valgrind"):
-        pytest.skip("valgrind is not installed")
     kc = api.kubeconfig(tmp_path / "kubeconfig")
     a = plugin_agent("--simulate", "l4-pcie", "--kubeconfig", str(kc), "--node-name", "n1",
                      "--labels", "none", "--health-probe-ms", "200", "--hang-seconds", "2",

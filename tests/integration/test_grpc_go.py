@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOURCE
+from conftest import SOURCE, skip_or_fail
 
 GRPC_GO = Path("/usr/share/gocode/src/google.golang.org/grpc")
 
@@ -20,7 +20,7 @@ def kubeletgo(tmp_path_factory):
     """Builds tests/integration/kubeletgo against the project's own proto."""
     missing = [t for t in ("go", "protoc", "protoc-gen-go") if not shutil.which(t)]
     if missing or not GRPC_GO.is_dir():
-        pytest.skip(f"grpc-go client not buildable: missing {missing or [str(GRPC_GO)]} "
+        skip_or_fail(f"grpc-go client not buildable: missing {missing or [str(GRPC_GO)]} "
                     "(scripts/install-deps.sh installs golang-go, golang-google-grpc-dev, "
                     "golang-goprotobuf-dev, protobuf-compiler)")
     top = tmp_path_factory.mktemp("go")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import SANITIZED, check_clean
+from conftest import SANITIZED, check_clean, STREAM_S
 
 
 def read_nfd(path):
@@ -138,7 +138,7 @@ def test_agent_api_trouble_keeps_serving(plugin_agent, tmp_path, kubelet):
     time.sleep(2)  # several retries, one line
     assert a.log().count("watch Node n1:") == 1
     channel, stub = kubelet.plugin()
-    first = next(stub.ListAndWatch(kubelet.pb.Empty()))
+    first = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S))
     assert len(first.devices) == 1
     channel.close()
     assert a.stop() == 0
@@ -179,7 +179,7 @@ def test_per_model_resources(plugin_agent, kubelet, tmp_path):
     ids = {}
     for name, endpoint in regs.items():
         channel, stub = kubelet.plugin(endpoint)
-        ids[name] = [d.ID for d in next(stub.ListAndWatch(kubelet.pb.Empty())).devices]
+        ids[name] = [d.ID for d in next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)).devices]
         channel.close()
     assert len(ids["nvidia.com/h100"]) == 2 and len(ids["nvidia.com/l4"]) == 4
     # An L4 asked of the H100 resource is not one of its devices.

@@ -5,8 +5,6 @@ gets no answer; bad web configs stop metrics at start with one error naming
 the file, line and key."""
 import http.client
 import json
-import os
-import shutil
 import ssl
 import subprocess
 import time
@@ -16,11 +14,10 @@ from base64 import b64encode
 
 import pytest
 
+from conftest import tool
 from test_metrics import free_port, metrics_agent, wait_for  # noqa: F401
 
-# scripts/install-deps.sh --test installs openssl: in CI its absence is a failure.
-pytestmark = pytest.mark.skipif(not shutil.which("openssl") and os.environ.get("CI") != "true",
-                                reason="openssl not installed (scripts/install-deps.sh --test)")
+pytestmark = tool("openssl")
 
 
 def bcrypt(password):
@@ -68,7 +65,7 @@ def test_tls_and_basic_auth(metrics_agent, web):
         urllib.request.urlopen(url + "/metrics", timeout=5)           # no plain HTTP
 
 
-@pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")
+@tool("prometheus")
 def test_prometheus_scrapes_over_tls(metrics_agent, web, tmp_path):
     a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(web / "web.yml"))
     prom_port = free_port()

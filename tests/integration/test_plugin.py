@@ -5,12 +5,13 @@ import shutil
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import grpc
 import pytest
 
-from conftest import GPULET, SANITIZED
+from conftest import GPULET, SANITIZED, STREAM_S
 
 
 def sim(env, *args):
@@ -21,7 +22,7 @@ def sim(env, *args):
 
 def devices(kubelet):
     channel, stub = kubelet.plugin()
-    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    stream = stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)
     return channel, stub, stream, next(stream)
 
 
@@ -204,14 +205,23 @@ def test_deleted_socket_is_recreated(plugin_agent, kubelet):
 
 def wait_health(stream, index, health, timeout=2.0):
     """Reads ListAndWatch updates until device index has the given health,
-    within timeout seconds: a matching update that comes later fails too.
-    A stream that sends nothing at all is the suite's per-test timeout's."""
+    within timeout seconds: a matching update that comes later fails, and
+    so does none at all (the stream is cancelled at the deadline)."""
     t0 = time.monotonic()
-    for update in stream:
-        took = time.monotonic() - t0
-        assert took < timeout, f"device {index} not {health} within {timeout} s ({took:.2f} s)"
-        if update.devices[index].health == health:
-            return took
+    timer = threading.Timer(timeout, stream.cancel)
+    timer.start()
+    try:
+        for update in stream:
+            took = time.monotonic() - t0
+            assert took < timeout, f"device {index} not {health} within {timeout} s ({took:.2f} s)"
+            if update.devices[index].health == health:
+                return took
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.CANCELLED:
+            raise
+        raise AssertionError(f"device {index} not {health} within {timeout} s (no update)") from None
+    finally:
+        timer.cancel()
     raise AssertionError("stream ended")
 
 

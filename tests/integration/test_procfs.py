@@ -5,7 +5,7 @@ import json
 import random
 import subprocess
 
-from conftest import GPULET
+from conftest import GPULET, STREAM_S
 
 
 def fake_procfs(root, gpus, excluded=()):
@@ -38,7 +38,7 @@ def test_registers_from_procfs_then_merges_nvml(plugin_agent, kubelet, gpulet, s
     a.wait_log("8 GPU(s) in")
     assert "registering them while NVML starts" in a.log()
     channel, stub = kubelet.plugin()
-    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    stream = stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)
     first = next(stream)
     assert [d.ID for d in first.devices] == [g["uuid"] for g in gpus]  # bus order = NVML's
     assert "device IDs from procfs" in a.log()
@@ -74,7 +74,7 @@ def test_excluded_gpu_is_left_out(plugin_agent, kubelet, gpulet, sim_env, tmp_pa
     sim_env["GPULET_PROC_ROOT"] = str(tmp_path / "proc")
     a = plugin_agent("--simulate", "l4-pcie")
     _, stub = kubelet.plugin()
-    devs = next(stub.ListAndWatch(kubelet.pb.Empty())).devices
+    devs = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)).devices
     assert gpus[2]["uuid"] not in [d.ID for d in devs] and len(devs) == 3
     assert f"NVML lists GPU {gpus[2]['uuid']}, which the driver's procfs did not" in a.log()
 
@@ -100,7 +100,7 @@ def test_nvml_init_failing_off_the_loop(agent, kubelet, gpulet, sim_env, tmp_pat
     kubelet.wait_registrations(1)
     a.wait_log("its GPUs are advertised unhealthy")
     _, stub = kubelet.plugin()
-    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    stream = stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)
     assert [d.health for d in next(stream).devices] == ["Unhealthy"]
     line = health(sim_env["GPULET_STATUS_SOCKET"])[0]
     assert "Unhealthy" in line and "NVML initialization failed: Driver Not Loaded" in line, line

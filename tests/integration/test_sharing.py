@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import SANITIZED, mps_daemons
+from conftest import SANITIZED, mps_daemons, STREAM_S
 from test_plugin import sim
 
 
@@ -24,7 +24,7 @@ TS = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
 
 def stream_of(kubelet, endpoint):
     channel, stub = kubelet.plugin(endpoint)
-    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    stream = stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)
     return channel, stub, stream, next(stream)
 
 
@@ -149,7 +149,7 @@ def test_mps(plugin_agent, kubelet, gpulet, tmp_path):
     control = (logs / "control.log").read_text()
     assert "CUDA_VISIBLE_DEVICES=GPU-" in control
     channel, stub = kubelet.plugin()
-    stream = stub.ListAndWatch(kubelet.pb.Empty())
+    stream = stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)
     first = next(stream)
     while any(d.health != "Healthy" for d in first.devices):
         first = next(stream)
@@ -485,7 +485,7 @@ def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
         assert (mps / "nvidia.com/gpu/log/control.log").read_text().count("start pid=") == 1
         # The new one serves on after the old one's stop: its plugin answers.
         channel, stub = kubelet.plugin()
-        devs = next(stub.ListAndWatch(kubelet.pb.Empty())).devices
+        devs = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=STREAM_S)).devices
         assert len(devs) == 2 and all(d.health == "Healthy" for d in devs)
         channel.close()
         assert new.stop() == 0

@@ -1,7 +1,10 @@
 """The simulator as a third-party NVML program sees it: loaded by soname,
-with exactly the real library's exported names."""
+with exactly the real library's exported names; and gpulet's NVML header
+against NVIDIA's (tests/abi: facts taken from NVIDIA's nvml.h), so that
+the simulator and the product cannot agree on a wrong prototype."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -10,12 +13,38 @@ from pathlib import Path
 from conftest import SIM_LIB, SOURCE, ctypes_env
 
 
+sys.path.insert(0, str(SOURCE / "tests" / "abi"))
+from prototypes import prototypes  # noqa: E402
+
+
+def nvidia_functions():
+    """{name: prototype} of NVIDIA's nvml.h (tests/abi/nvml-580-functions.txt)."""
+    lines = (SOURCE / "tests" / "abi" / "nvml-580-functions.txt").read_text().splitlines()
+    return {re.search(r"(nvml\w+)\(", l).group(1): l for l in lines if l and not l.startswith("#")}
+
+
 def test_exports_match_real_library():
     out = subprocess.run(["nm", "-D", "--defined-only", SIM_LIB], capture_output=True,
                          text=True, check=True).stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
     real = set((SOURCE / "sim" / "nvml-exports.txt").read_text().split())
     assert exported == real, (sorted(exported - real)[:10], sorted(real - exported)[:10])
+    # The export list is the stubs' source: held to NVIDIA's header, too.
+    undeclared = set(nvidia_functions()) - exported
+    assert not undeclared, sorted(undeclared)
+
+
+def test_prototypes_are_nvidias():
+    """Every function src/nvml/nvml_abi.h declares (the agent calls through
+    them, the simulator defines them) has NVIDIA's return and parameter
+    types; every symbol gpulet resolves is one NVIDIA declares."""
+    nvidia = nvidia_functions()
+    ours = prototypes((SOURCE / "src" / "nvml" / "nvml_abi.h").read_text())
+    assert len(ours) > 50, "the parser found too few prototypes in nvml_abi.h"
+    wrong = {n: (p, nvidia.get(n)) for n, p in ours.items() if nvidia.get(n) != p}
+    assert not wrong, wrong
+    resolved = set(re.findall(r'"(nvml\w+)"', (SOURCE / "src" / "nvml" / "nvml.h").read_text()))
+    assert len(resolved) > 50 and not resolved - set(nvidia), sorted(resolved - set(nvidia))
 
 
 CLIENT = textwrap.dedent("""

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""Mutants that must die: gpulet built with one deliberate fault at a time,
+and the tests named for that fault run against it. A mutant is killed when
+every test named for it fails; one that any of them passes has survived,
+and the run fails (a test that cannot see its fault proves nothing).
+
+Each row breaks one invariant the product exists to keep. The fault is an
+exact text replacement, which must match once: a row that no longer applies
+fails loudly, to be updated with the code it guards. The tests first run
+once on the unmutated build, so that a killed mutant means the fault, not
+a test that fails anyway.
+
+    scripts/mutants.py [--build DIR] [NAME...]
+
+It works on a copy of the tree (DIR/tree, the files git knows or would
+add), built plain (RelWithDebInfo) in DIR/build; the checkout is never
+changed. The last line counts: N killed, M survived."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+T = "tests/integration/"
+
+# (name, file, text, replacement, tests that must each fail)
+MUTANTS = [
+    ("allocate refuses healthy devices", "src/plugin/allocate.c",
+     "const char *why = plugin_device_unhealthy(p, d);",
+     'const char *why = p ? "mutant" : NULL;',
+     [T + "test_plugin.py::test_allocate_each_strategy", T + "test_chaos.py::test_chaos_briefly"]),
+    ("Allocate hands out another GPU's device node", "src/plugin/allocate.c",
+     'snprintf(node, sizeof node, "nvidia%u", g->minor);',
+     'snprintf(node, sizeof node, "nvidia%u", g->minor ^ 1);',
+     [T + "test_plugin.py::test_allocate_each_strategy"]),
+    ("ListAndWatch reports every device healthy", "src/plugin/plugin.c",
+     'plugin_device_unhealthy(p, &p->devs[i]) ? "Unhealthy" : "Healthy"',
+     '"Healthy"',
+     [T + "test_plugin.py::test_xid_unhealthy_then_recovers"]),
+    ("the watch ignores 410 Gone", "src/kube/watch.c",
+     "    switch (kind) {\n    case KUBE_EVENT_BAD:",
+     "    if (kind == KUBE_EVENT_ERROR)\n        kind = KUBE_EVENT_BOOKMARK;\n"
+     "    switch (kind) {\n    case KUBE_EVENT_BAD:",
+     [T + "test_api.py::test_watch_relists_on_the_410_itself"]),
+    ("the XID gauge keeps its first value", "src/metrics/metrics.c",
+     "    md->last_xid = d->last_xid;",
+     "    if (!md->last_xid)\n        md->last_xid = d->last_xid;",
+     [T + "test_metrics.py::test_xid_and_lost_gpu"]),
+    ("a MIG device's fault is dropped", "src/agent/health.c",
+     "else if (health_on_xid(h, xid, now)) {",
+     "else if (k < 0 && health_on_xid(h, xid, now)) {",
+     [T + "test_mig.py::test_health_per_gpu_instance"]),
+    ("the slice loses productName", "src/dra/slice.c",
+     '    dra_attr_string(attrs, "productName", g->name);\n', "",
+     [T + "test_dra.py::test_dra_api_versions[v1beta2]"]),
+    ("a prepare is answered with no checkpoint written", "src/dra/prepare.c",
+     "if (dra_checkpoint_save(d, &e) < 0)",
+     "if (0 && dra_checkpoint_save(d, &e) < 0)",
+     [T + "test_dra.py::test_dra_checkpoint_survives_sigkill"]),
+    ("a share's memory limit is not set", "src/dra/claim_mps.c",
+     "    if (mib) {", "    if (0) {",
+     [T + "test_dra.py::test_dra_shares"]),
+    ("an MPS daemon's memory limit is not set", "src/mps/control.c",
+     'strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\\n", i, m->spec.memory_mib[i]);',
+     "(void)t;",
+     [T + "test_sharing.py::test_mps"]),
+    ("gpulet's exit ends the MPS daemons", "src/agent/mps.c",
+     "mps_stop(a->mps[r], MPS_LEAVE, false);",
+     "mps_stop(a->mps[r], MPS_END, false);",
+     [T + "test_sharing.py::test_mps_clients_outlive_gpulet"]),
+]
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def copy_tree(dest):
+    """The files git knows or would add: the checkout as a build sees it."""
+    names = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = ROOT / name
+        if src.is_file() and not src.is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def build(tree, out):
+    r = subprocess.run(["cmake", "--build", str(out), "--target", "gpulet", "nvml_sim"], capture_output=True,
+                       text=True)
+    if r.returncode:
+        sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
+    return r.returncode == 0
+
+
+def run_tests(out, tests, junit):
+    """The outcome of each test: True passed, False failed (or errored)."""
+    env = dict(os.environ, GPULET_SOURCE=str(ROOT), GPULET_BIN=str(out / "gpulet"),
+               GPULET_SIM_LIB=str(out / "libgpulet-nvml-sim.so"), GPULET_SANITIZE="OFF")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=300",
+                    "--junitxml", str(junit), *tests], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    import xml.etree.ElementTree as ET
+    seen = {}
+    for c in ET.parse(junit).getroot().iter("testcase"):
+        name = c.get("name")
+        bad = c.find("failure") is not None or c.find("error") is not None
+        skipped = c.find("skipped") is not None
+        seen[name] = None if skipped else not bad
+    return {t: seen.get(t.split("::")[-1]) for t in tests}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=str(ROOT / "build-mutants"), help="where the copy is built")
+    ap.add_argument("names", nargs="*", help="only the mutants whose name contains one of these")
+    args = ap.parse_args()
+    rows = [m for m in MUTANTS if not args.names or any(n in m[0] for n in args.names)]
+    if not rows:
+        ap.error("no mutant is named like that")
+    base = Path(args.build).resolve()
+    tree, out = base / "tree", base / "build"
+    shutil.rmtree(tree, ignore_errors=True)
+    copy_tree(tree)
+    sh("cmake", "-S", str(tree), "-B", str(out), "-G", "Ninja", "-DGPULET_TESTS=OFF", stdout=subprocess.DEVNULL)
+    if not build(tree, out):
+        print("mutants: the unmutated copy does not build")
+        return 1
+    tests = sorted({t for m in rows for t in m[4]})
+    begun = time.monotonic()
+    first = run_tests(out, tests, base / "baseline.xml")
+    broken = [t for t, ok in first.items() if not ok]
+    if broken:
+        print("mutants: these fail or skip on the unmutated build, so they can kill nothing: " + ", ".join(broken))
+        return 1
+    print(f"mutants: {len(tests)} tests pass unmutated ({time.monotonic() - begun:.0f} s)")
+    killed = survived = 0
+    for name, file, text, repl, kill in rows:
+        path = tree / file
+        code = path.read_text()
+        if code.count(text) != 1:
+            print(f"mutant {name}: FAILED (its text is in {file} {code.count(text)} times, not once: update the row)")
+            survived += 1
+            continue
+        path.write_text(code.replace(text, repl))
+        try:
+            begun = time.monotonic()
+            if not build(tree, out):
+                print(f"mutant {name}: FAILED (it does not build: update the row)")
+                survived += 1
+                continue
+            outcome = run_tests(out, kill, base / "mutant.xml")
+            alive = [t for t, ok in outcome.items() if ok is not False]
+            took = time.monotonic() - begun
+            if alive:
+                print(f"mutant {name}: FAILED (survived {', '.join(alive)})")
+                survived += 1
+            else:
+                print(f"mutant {name}: killed by {', '.join(t.split('/')[-1] for t in kill)} ({took:.0f} s)")
+                killed += 1
+        finally:
+            path.write_text(code)
+    print(f"{killed} killed, {survived} survived")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
