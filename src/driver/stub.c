@@ -53,16 +53,19 @@ static const char stub_smi[] =
     "    exit 0\n"
     "fi\n";
 
-/* The stand-in nvidia-cuda-mps-control behaves as the real one does where
- * gpulet and its tests can tell: -f (or -d, in the background) is the
- * control daemon, which writes its pid file in CUDA_MPS_PIPE_DIRECTORY,
- * refuses to start where one runs already (one holds control_lock there:
- * "An instance of this daemon is already running", exit 1) and runs until quit or a signal; without
- * arguments it is the client, which takes commands on stdin (logged in
+/* The stand-in nvidia-cuda-mps-control keeps the real one's contract as
+ * tests/realgpu/mps_contract.py observed it on an H200 (its record,
+ * tests/realgpu/data/mps-control-580.json, holds this to it): -f (or -d, in
+ * the background) is the control daemon, which writes its pid file in
+ * CUDA_MPS_PIPE_DIRECTORY, refuses to start where one runs already (one
+ * holds control_lock there: "An instance of this daemon is already
+ * running", exit 1) and runs until quit or a signal; without arguments it is
+ * the client, which takes commands on stdin (logged in
  * CUDA_MPS_LOG_DIRECTORY/commands.log), keeps the set_default_* limits in
- * the pipe directory, answers get_default_*, refuses quit while MPS
- * clients are active ("Server has N active worker threads", as the real
- * one logs) and fails as the real one does when no daemon runs.
+ * the pipe directory, answers get_default_*, and fails as the real one does
+ * when no daemon runs. quit, while MPS clients are active, does not return:
+ * the daemon says again and again that its "Server ... will not shutdown"
+ * and ends, and quit with it, once they have all gone.
  *
  * Its clients are gpulet-mps-client (below), which work until their daemon
  * goes and then fail loudly, as a CUDA client does: the daemon's identity
@@ -77,31 +80,33 @@ static const char stub_mps[] =
     "-f)\n"
     "    mkdir -p \"$pipe/clients\" \"$log\" || exit 1\n"
     "    exec 9>>\"$pipe/control_lock\"\n"
-    "    flock -n 9 || { echo \"An instance of this daemon is already running\" >&2; exit 1; }\n"
+    "    flock -n 9 || { echo \"An instance of this daemon is already running\"; exit 1; }\n"
     "    echo $$ >\"$pid\" && echo \"$$-$(date +%s%N)\" >\"$pipe/instance\" || exit 1\n"
     "    echo \"start pid=$$ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\" >>\"$log/control.log\"\n"
     "    trap 'rm -f \"$pid\" \"$pipe/instance\"; echo quit >>\"$log/control.log\"; exit 0' TERM INT\n"
     "    while :; do : >\"$pipe/heartbeat\"; sleep 1 9>&- & wait $!; done ;;\n"
     "esac\n"
-    "daemon=$(cat \"$pid\" 2>/dev/null) && ! flock -n \"$pipe/control_lock\" true 2>/dev/null ||\n"
+    "up() { ! flock -n \"$pipe/control_lock\" true 2>/dev/null; }\n"
+    "same() { [ \"$(cat \"$pid\" 2>/dev/null)\" = \"$daemon\" ] && up; } # the daemon asked, not a later one\n"
+    "daemon=$(cat \"$pid\" 2>/dev/null) && up ||\n"
     "    { echo \"Cannot find MPS control daemon process\" >&2; exit 1; }\n"
     "while read -r cmd arg1 arg2; do\n"
     "    echo \"$cmd${arg1:+ $arg1}${arg2:+ $arg2}\" >>\"$log/commands.log\"\n"
     "    case $cmd in\n"
-    "    set_default_active_thread_percentage) echo \"$arg1\" >\"$pipe/threads\"; echo \"$arg1\" ;;\n"
-    "    get_default_active_thread_percentage) cat \"$pipe/threads\" 2>/dev/null || echo 100.0 ;;\n"
+    "    set_default_active_thread_percentage) echo \"$arg1\" >\"$pipe/threads\"; echo \"$arg1.0\" ;;\n"
+    "    get_default_active_thread_percentage) echo \"$(cat \"$pipe/threads\" 2>/dev/null || echo 100).0\" ;;\n"
     "    set_default_device_pinned_mem_limit) echo \"$arg2\" >\"$pipe/pinned.$arg1\" ;;\n"
     "    get_default_device_pinned_mem_limit) cat \"$pipe/pinned.$arg1\" 2>/dev/null || echo 0 ;;\n"
     "    quit)\n"
-    "        n=0 now=$(date +%s)\n"
-    "        for c in \"$pipe\"/clients/*; do\n"
-    "            [ -e \"$c\" ] && [ $((now - $(stat -c %Y \"$c\"))) -le 3 ] && n=$((n + 1))\n"
-    "        done\n"
-    "        if [ $n -gt 0 ]; then\n"
-    "            echo \"Server has $n active worker threads. Server will not shutdown.\" >>\"$log/control.log\"\n"
-    "        else\n"
-    "            kill -TERM \"$daemon\"\n"
-    "        fi ;;\n"
+    "        while same; do\n"
+    "            n=0 now=$(date +%s)\n"
+    "            for c in \"$pipe\"/clients/*; do\n"
+    "                [ -e \"$c\" ] && [ $((now - $(stat -c %Y \"$c\"))) -le 3 ] && n=$((n + 1))\n"
+    "            done\n"
+    "            [ $n -eq 0 ] && { kill -TERM \"$daemon\"; sleep 0.1; continue; }\n"
+    "            echo \"Server $daemon has $n active worker threads. Server will not shutdown.\" >>\"$log/control.log\"\n"
+    "            sleep 0.5\n"
+    "        done ;;\n"
     "    *) echo \"Unknown command $cmd\" ;;\n"
     "    esac\n"
     "done\n"

@@ -146,9 +146,12 @@ static void mps_kill(uv_timer_t *t)
 }
 
 
-/* The drain: quit, again every second (a daemon with clients refuses it,
- * and takes it once they have ended), and at the end of MPS_DRAIN_MS,
- * SIGTERM. */
+/* The drain: quit, and at the end of MPS_DRAIN_MS, SIGTERM. The real
+ * control program's quit does not return while MPS clients run (the daemon
+ * retries the shutdown itself, and ends once they have gone:
+ * tests/realgpu/data/mps-control-580.json); one in flight is not sent twice
+ * (mps_command), and one that returned with the daemon still up is sent
+ * again a second later. */
 static void mps_drain(uv_timer_t *t)
 {
     struct mps_daemon *m = t->data;

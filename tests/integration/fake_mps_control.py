@@ -7,8 +7,10 @@ pid file in CUDA_MPS_PIPE_DIRECTORY, its instance and a heartbeat there;
 records its environment and /dev/shm in CUDA_MPS_LOG_DIRECTORY/control.log;
 runs until told to quit or signalled); without arguments it is the client,
 which appends the commands read on stdin to CUDA_MPS_LOG_DIRECTORY/commands.log
-and answers quit by stopping the daemon, unless MPS clients are active. A
-client finding no daemon fails, as the real one does."""
+and answers quit as the real one does (tests/realgpu/mps_contract.py's
+record): while MPS clients are active it does not return, and the daemon
+says its server "will not shutdown"; once they have gone, the daemon ends
+and quit returns. A client finding no daemon fails, as the real one does."""
 import fcntl
 import os
 import signal
@@ -51,7 +53,7 @@ def daemon():
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        print("An instance of this daemon is already running", file=sys.stderr)
+        print("An instance of this daemon is already running")
         return 1
     os.makedirs(clients, exist_ok=True)
     with open(pidfile, "w") as f:
@@ -95,12 +97,24 @@ def client():
     text = sys.stdin.read()
     with open(os.path.join(logdir, "commands.log"), "a") as f:
         f.write(text)
+    threads = os.path.join(pipe, "threads")
+    for line in text.splitlines():
+        words = line.split()
+        if words[:1] == ["set_default_active_thread_percentage"] and len(words) == 2:
+            with open(threads, "w") as f:
+                f.write(words[1])
+            print(f"{float(words[1]):.1f}")
+        elif words == ["get_default_active_thread_percentage"]:
+            print(f"{float(open(threads).read()) if os.path.exists(threads) else 100.0:.1f}")
     if any(line.strip() == "quit" for line in text.splitlines()):
-        n = active_clients()
-        if n:
-            log(f"Server has {n} active worker threads. Server will not shutdown.")
-        else:
-            os.kill(pid, signal.SIGTERM)
+        while running() == pid:  # the daemon asked, not one started after it
+            n = active_clients()
+            if not n:
+                os.kill(pid, signal.SIGTERM)
+                time.sleep(0.1)
+                continue
+            log(f"Server {pid} has {n} active worker threads. Server will not shutdown.")
+            time.sleep(0.5)
     return 0
 
 

@@ -7,13 +7,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 
-from conftest import SANITIZED, mps_daemons, STREAM_S
+from conftest import SANITIZED, SOURCE, STREAM_S, mps_daemons
 from test_plugin import sim
 
 
@@ -292,7 +293,7 @@ def test_mps_without_a_gpu(plugin_agent, gpulet, sim_env, tmp_path):
                          input="get_default_active_thread_percentage\nget_default_device_pinned_mem_limit 0\n",
                          capture_output=True, timeout=10,
                          env=dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log)))
-    assert ask.stdout.split() == ["50", "7680M"], ask
+    assert ask.stdout.split() == ["50.0", "7680M"], ask
     assert a.stop() == 0
     assert (pipe / "nvidia-cuda-mps-control.pid").exists()  # it runs on, to be adopted
 
@@ -391,7 +392,7 @@ def test_mps_client_loses_a_killed_daemon(plugin_agent, gpulet, sim_env, tmp_pat
     env = dict(sim_env, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log))
     second = subprocess.run([str(root / "usr/bin/nvidia-cuda-mps-control"), "-f"], env=env,
                             capture_output=True, text=True, timeout=10)
-    assert second.returncode == 1 and "An instance of this daemon is already running" in second.stderr
+    assert second.returncode == 1 and "An instance of this daemon is already running" in second.stdout
     client = subprocess.Popen([str(root / "usr/bin/gpulet-mps-client")], text=True, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert "bound to daemon" in client.stdout.readline()
@@ -499,3 +500,48 @@ def test_mps_exec_usage(gpulet):
     for args in ((), ("--bogus", "shm", "prog"), ("--host",), ("--client",)):
         p = gpulet("mps-exec", *args)
         assert p.returncode == 2 and p.stderr.startswith("usage: gpulet mps-exec"), (args, p)
+
+
+# What the stand-ins must answer as the driver's nvidia-cuda-mps-control did
+# on an H200 (tests/realgpu/data/mps-control-580.json): (probe, field). Not
+# held: get_default_device_pinned_mem_limit's unit (the real one said "7G"
+# for 7680M; gpulet never reads it), the pipe directory's files (the real
+# one's are named pipes), and how SIGTERM ends it (by the signal, or exit 0).
+MPS_CONTRACT = [
+    ("no daemon", "rc"), ("no daemon", "stderr"),
+    ("-f", "pid file holds its pid"),
+    ("second -f", "rc"), ("second -f", "stdout"), ("second -f", "first still runs"),
+    ("set_default_active_thread_percentage 50", "rc"), ("set_default_active_thread_percentage 50", "stdout"),
+    ("get_default_active_thread_percentage", "stdout"),
+    ("set_default_device_pinned_mem_limit 0 7680M", "rc"),
+    ("client bound", None),
+    ("quit with a client", "quit has returned"), ("quit with a client", "control still runs"),
+    ("quit with a client", "client still runs"),
+    ("after the client ends", "quit returns within 10 s"), ("after the client ends", "quit's status"),
+    ("after the client ends", "control ends within 10 s"),
+    ("quit with none", "rc"), ("quit with none", "control ends within 10 s"),
+    ("SIGTERM", "ends within 10 s"),
+]
+
+
+@pytest.mark.parametrize("stand_in", ["driver-root", "fake_mps_control"])
+def test_stand_ins_keep_the_real_contract(gpulet, tmp_path, stand_in):
+    """The MPS stand-ins the suite tests gpulet with answer the probes of
+    tests/realgpu/mps_contract.py as the real control program did (quit
+    while a client runs does not return, and the daemon ends once it has
+    gone), so a test that passes on them means what it would on a GPU."""
+    import json
+    root = tmp_path / "driver"
+    gpulet("sim", "driver-root", str(root))
+    control = str(root / "usr/bin/nvidia-cuda-mps-control") if stand_in == "driver-root" else FAKE_MPS
+    p = subprocess.run([sys.executable, str(SOURCE / "tests/realgpu/mps_contract.py"), control,
+                        str(root / "usr/bin/gpulet-mps-client")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    real = json.loads((SOURCE / "tests/realgpu/data/mps-control-580.json").read_text())
+    pick = lambda d, probe, field: d[probe] if field is None else d[probe][field]
+    wrong = {f"{probe}: {field}": (pick(got, probe, field), pick(real, probe, field))
+             for probe, field in MPS_CONTRACT if pick(got, probe, field) != pick(real, probe, field)}
+    assert not wrong, wrong   # {what: (stand-in's, real one's)}
+    for said in (got, real):
+        assert any("Server will not shutdown." in l for l in said["quit with a client"]["log"]), said
