@@ -17,7 +17,6 @@ add), built plain (RelWithDebInfo) in DIR/build; the checkout is never
 changed. The last line counts: N killed, M survived."""
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -56,10 +55,16 @@ MUTANTS = [
     ("the slice loses productName", "src/dra/slice.c",
      '    dra_attr_string(attrs, "productName", g->name);\n', "",
      [T + "test_dra.py::test_dra_api_versions[v1beta2]"]),
-    ("a prepare is answered with no checkpoint written", "src/dra/prepare.c",
-     "if (dra_checkpoint_save(d, &e) < 0)",
-     "if (0 && dra_checkpoint_save(d, &e) < 0)",
+    ("a prepare is answered with no checkpoint written", "src/dra/checkpoint.c",
+     "    writer_put(d->checkpoint_writer, &text);", "    strbuf_free(&text);",
      [T + "test_dra.py::test_dra_checkpoint_survives_sigkill"]),
+    ("a prepare is answered before its checkpoint is on disk", "src/dra/prepare.c",
+     "    if (j)\n        dra_job_wait(j, d->checkpoint_writer);", "    (void)j;",
+     [T + "test_dra.py::test_dra_answers_once_its_files_are_on_disk"]),
+    ("files are written on the loop", "src/util/writer.c",
+     "    uv_queue_work(w->loop, &w->running->work, writer_work, writer_done);",
+     "    writer_work(&w->running->work);\n    writer_done(&w->running->work, 0);",
+     [T + "test_dra.py::test_dra_answers_once_its_files_are_on_disk"]),
     ("a share's memory limit is not set", "src/dra/claim_mps.c",
      "    if (mib) {", "    if (0) {",
      [T + "test_dra.py::test_dra_shares"]),
@@ -79,14 +84,19 @@ def sh(*cmd, **kw):
 
 
 def copy_tree(dest):
-    """The files git knows or would add: the checkout as a build sees it."""
+    """The files git knows or would add: the checkout as a build sees it.
+    A file is written only where its text differs, so that the build's
+    clock sees exactly what changed since the last run (a mutant included)."""
     names = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
                            capture_output=True).stdout.decode().split("\0")
     for name in filter(None, names):
-        src = ROOT / name
+        src, dst = ROOT / name, dest / name
         if src.is_file() and not src.is_symlink():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+            data = src.read_bytes()
+            if not dst.is_file() or dst.read_bytes() != data:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(data)
+                dst.chmod(src.stat().st_mode & 0o777)
 
 
 def build(tree, out):
@@ -101,9 +111,12 @@ def run_tests(out, tests, junit):
     """The outcome of each test: True passed, False failed (or errored)."""
     env = dict(os.environ, GPULET_SOURCE=str(ROOT), GPULET_BIN=str(out / "gpulet"),
                GPULET_SIM_LIB=str(out / "libgpulet-nvml-sim.so"), GPULET_SANITIZE="OFF")
+    junit.unlink(missing_ok=True)
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=300",
                     "--junitxml", str(junit), *tests], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
+    if not junit.exists():  # pytest-timeout ends the whole run: a hang is a failure
+        return {t: False for t in tests}
     import xml.etree.ElementTree as ET
     seen = {}
     for c in ET.parse(junit).getroot().iter("testcase"):
@@ -124,7 +137,6 @@ def main():
         ap.error("no mutant is named like that")
     base = Path(args.build).resolve()
     tree, out = base / "tree", base / "build"
-    shutil.rmtree(tree, ignore_errors=True)
     copy_tree(tree)
     sh("cmake", "-S", str(tree), "-B", str(out), "-G", "Ninja", "-DGPULET_TESTS=OFF", stdout=subprocess.DEVNULL)
     if not build(tree, out):

@@ -186,6 +186,7 @@ static void agent_shutdown(struct agent *a)
     agent_mig_free(a);
     agent_probe_free(a);
     agent_driver_stop(a);
+    writer_close(a->cdi_writer); /* its writes ended with the loop */
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
     free(a->mps_modes);

@@ -45,9 +45,9 @@ static void agent_dra_on_claims(void *ctx)
     agent_dra_holders(ctx);
 }
 
-static void agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu_info *seen)
+static struct writer *agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu_info *seen)
 {
-    agent_mig_take(ctx, gpu, seen);
+    return agent_mig_take(ctx, gpu, seen);
 }
 
 void agent_dra_start(struct agent *a, const struct config *old)

@@ -1,6 +1,7 @@
 /* The driver's files for containers: found when the plugins start (and
  * again on a reload), given to the plugins for the driver-mounts strategy,
  * and kept as a CDI spec in --cdi-spec-dir for the cdi-* strategies. */
+#include <stdio.h>
 #include <string.h>
 
 #include "agent/internal.h"
@@ -17,14 +18,12 @@ static bool agent_cdi_runtime_dir(const char *dir)
     return false;
 }
 
-static void agent_cdi_write(struct agent *a)
+/* On the loop, once the spec is on disk (or could not be written). */
+static void agent_cdi_written(void *ctx, const struct err *e, bool written)
 {
-    struct strbuf text = {0};
-    struct err e;
-    bool written = false;
-    if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, false, &text, &e) < 0 ||
-        cdi_spec_write(a->cfg.cdi_spec_dir, CDI_SPEC_FILE, &text, &written, &e) < 0)
-        log_error("%s; containers asking for CDI devices will not start", e.msg);
+    struct agent *a = ctx;
+    if (e)
+        log_error("CDI spec: %s; containers asking for CDI devices will not start", e->msg);
     else if (written)
         log_info("CDI spec written: %s/" CDI_SPEC_FILE " (%u GPU(s), %u driver file mount(s))",
                  a->cfg.cdi_spec_dir, a->inv.count, a->driver_ok ? a->driver.nmounts : 0);
@@ -34,7 +33,28 @@ static void agent_cdi_write(struct agent *a)
         log_warn("CDI specs go to %s, where container runtimes do not look (they read /etc/cdi "
                  "and /var/run/cdi): for a kubelet's pods, the runtime must read there too, or "
                  "set --cdi-spec-dir /var/run/cdi", a->cfg.cdi_spec_dir);
-    strbuf_free(&text);
+}
+
+/* The spec, written on the worker pool: the loop goes on meanwhile. */
+static void agent_cdi_write(struct agent *a)
+{
+    struct strbuf text = {0};
+    struct err e;
+    if (cdi_spec_text(&a->inv, a->driver_ok ? &a->driver : NULL, &a->cfg, false, &text, &e) < 0) {
+        log_error("%s; containers asking for CDI devices will not start", e.msg);
+        strbuf_free(&text);
+        return;
+    }
+    char path[CONFIG_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/" CDI_SPEC_FILE, a->cfg.cdi_spec_dir);
+    if (a->cdi_writer && strcmp(writer_path(a->cdi_writer), path)) { /* a reload moved it */
+        writer_close(a->cdi_writer);
+        a->cdi_writer = NULL;
+    }
+    if (!a->cdi_writer)
+        a->cdi_writer = cdi_spec_writer(&a->loop, a->cfg.cdi_spec_dir, CDI_SPEC_FILE);
+    writer_put(a->cdi_writer, &text);
+    writer_then(a->cdi_writer, agent_cdi_written, a);
 }
 
 void agent_driver_start(struct agent *a)
@@ -56,10 +76,12 @@ void agent_driver_start(struct agent *a)
         agent_cdi_write(a);
 }
 
-void agent_driver_cdi(struct agent *a)
+struct writer *agent_driver_cdi(struct agent *a)
 {
-    if (config_cdi_wanted(&a->cfg))
-        agent_cdi_write(a);
+    if (!config_cdi_wanted(&a->cfg))
+        return NULL;
+    agent_cdi_write(a);
+    return a->cdi_writer;
 }
 
 void agent_driver_stop(struct agent *a)

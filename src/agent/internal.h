@@ -23,6 +23,7 @@
 #include "plugin/plugin.h"
 #include "report/report.h"
 #include "util/dirs.h"
+#include "util/writer.h"
 
 struct agent_status;
 struct agent_probe;
@@ -79,6 +80,7 @@ struct agent {
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
     bool driver_ok;
+    struct writer *cdi_writer;           /* the CDI spec's, from its first write to the agent's end */
     /* MIG reconfiguration (mig.c): a periodic read of each MIG GPU's devices */
     uv_timer_t mig_timer;
     bool mig_timer_on;
@@ -113,8 +115,8 @@ void agent_mig_free(struct agent *a);
 void agent_mig_collect(struct agent *a);
 /* DRA made or destroyed a MIG device of GPU gpu (--dra-mig): its MIG
  * devices are seen's now (health kept by UUID), and the CDI spec names
- * them. */
-void agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen);
+ * them: its writer is returned (agent_driver_cdi). */
+struct writer *agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen);
 
 /* The agent's client of the API server and its watch of the Node
  * (kube.c): made at start where there are credentials (a kubeconfig, or
@@ -148,8 +150,10 @@ void agent_plugin_stop(struct agent *a);
  * where wanted, each time the plugins start; freed on stop. */
 void agent_driver_start(struct agent *a);
 void agent_driver_stop(struct agent *a);
-/* Writes the CDI spec of the node's devices now, where it is wanted. */
-void agent_driver_cdi(struct agent *a);
+/* Writes the CDI spec of the node's devices, where it is wanted, on the
+ * worker pool; its writer, for whoever must wait until it is on disk (a DRA
+ * prepare that names a MIG device just made), or NULL. */
+struct writer *agent_driver_cdi(struct agent *a);
 
 /* Tells every reader that GPU gpu changed (enum gpu_change bits): the
  * watcher, metrics, the plugin. The one way news of a device travels

@@ -163,7 +163,7 @@ void agent_mig_apply(struct agent *a)
     agent_dra_refresh(a); /* its MIG devices, or the placements others' leave free */
 }
 
-void agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen)
+struct writer *agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen)
 {
     struct gpu_info *g = &a->inv.gpus[gpu];
     struct gpu_device *dev = &a->devs[gpu];
@@ -176,8 +176,9 @@ void agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_info *seen)
     g->nmig = seen->nmig;
     memcpy(dev->mig_health, health, sizeof dev->mig_health);
     a->mig_generation++;
-    agent_driver_cdi(a); /* before the prepare answers with the device's CDI name */
+    struct writer *cdi = agent_driver_cdi(a); /* the prepare answers once it is on disk */
     agent_device_changed(a, gpu, GPU_CHANGED_FACTS);
+    return cdi;
 }
 
 void agent_mig_stop(struct agent *a)

@@ -12,6 +12,7 @@
 #include "gpu/inventory.h"
 #include "util/err.h"
 #include "util/strbuf.h"
+#include "util/writer.h"
 
 #define CDI_VERSION "0.5.0"          /* the lowest that has deviceNodes' hostPath */
 #define CDI_KIND "nvidia.com/gpu"     /* its devices: CDI_KIND "=<index|UUID|all>" */
@@ -21,10 +22,10 @@
 int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
                   const struct config *cfg, bool yaml, struct strbuf *out, struct err *e);
 
-/* Writes text to dir/name (CDI_SPEC_FILE, or a DRA claim's) atomically (a
- * temporary file renamed over it), unless the file already holds it:
- * *written says which. */
-int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text, bool *written,
-                   struct err *e);
+/* The writer (util/writer.h) of the spec dir/name (CDI_SPEC_FILE, or a DRA
+ * claim's): its temporary file has a name CDI loaders skip, the directory
+ * is made where missing, and a file that holds the text already is left as
+ * it is (a runtime watching the directory sees no change). */
+struct writer *cdi_spec_writer(uv_loop_t *loop, const char *dir, const char *name);
 
 #endif

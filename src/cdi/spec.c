@@ -234,36 +234,10 @@ int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
     return rc;
 }
 
-/* True when path holds exactly text. */
-static bool cdi_same(const char *path, const struct strbuf *text)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    char *buf = xmalloc(text->len + 2);
-    size_t n = fread(buf, 1, text->len + 1, f);
-    fclose(f);
-    bool same = n == text->len && !memcmp(buf, text->data, n);
-    free(buf);
-    return same;
-}
-
-int cdi_spec_write(const char *dir, const char *name, const struct strbuf *text, bool *written,
-                   struct err *e)
+struct writer *cdi_spec_writer(uv_loop_t *loop, const char *dir, const char *name)
 {
     char path[CONFIG_PATH_MAX + 128], tmp[CONFIG_PATH_MAX + 144];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    *written = false;
-    if (cdi_same(path, text))
-        return 0;
-    struct err made;
-    if (dirs_make(NULL, dir, 0755, &made) < 0)
-        return err_set(e, "CDI spec directory %s: %s", dir, made.msg);
-    /* A name CDI loaders skip (they read *.json and *.yaml only). */
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    struct err why;
-    if (file_replace(path, tmp, text->data, text->len, 0644, &why) < 0)
-        return err_set(e, "CDI spec: %s", why.msg);
-    *written = true;
-    return 0;
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name); /* they read *.json and *.yaml only */
+    return writer_new(loop, path, tmp, 0644, WRITER_MKDIR | WRITER_KEEP_SAME);
 }

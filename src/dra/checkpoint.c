@@ -11,6 +11,7 @@
 
 #include "util/file.h"
 #include "util/jsonx.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 void dra_prepared_free(struct dra_prepared *p)
@@ -114,7 +115,22 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
     return 0;
 }
 
-int dra_checkpoint_save(const struct dra *d, struct err *e)
+/* The write's end, on the loop: said once when it fails, and once when it
+ * works again. */
+static void dra_checkpoint_written(void *ctx, const struct err *e, bool written)
+{
+    (void)written;
+    struct dra *d = ctx;
+    if (e && !d->checkpoint_failing)
+        log_error("DRA: %s; a restarted gpulet will not know these claims", e->msg);
+    else if (!e && d->checkpoint_failing)
+        log_info("DRA: checkpoint %s written again", d->checkpoint);
+    d->checkpoint_failing = e != NULL;
+    d->saves--;
+    dra_maybe_free(d);
+}
+
+void dra_checkpoint_save(struct dra *d)
 {
     json_t *claims = jsonx_ok(json_array());
     for (unsigned i = 0; i < d->nprepared; i++) {
@@ -165,12 +181,15 @@ int dra_checkpoint_save(const struct dra *d, struct err *e)
     }
     json_t *root = jsonx_ok(json_object());
     jsonx_set(root, "claims", claims);
-    char tmp[sizeof d->checkpoint + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", d->checkpoint);
     struct strbuf text = {0};
     jsonx_dump(root, JSON_COMPACT, &text);
     json_decref(root);
-    int rc = file_replace(d->checkpoint, tmp, text.data, text.len, 0600, e);
-    strbuf_free(&text);
-    return rc;
+    if (!d->checkpoint_writer) {
+        char tmp[sizeof d->checkpoint + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", d->checkpoint);
+        d->checkpoint_writer = writer_new(d->loop, d->checkpoint, tmp, 0600, 0);
+    }
+    writer_put(d->checkpoint_writer, &text);
+    d->saves++;
+    writer_then(d->checkpoint_writer, dra_checkpoint_written, d);
 }

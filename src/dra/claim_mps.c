@@ -103,9 +103,11 @@ static void dra_mps_share_env(const struct dra_prepared *p, json_t *env)
 }
 
 /* The claim's CDI device: what its containers need to reach the daemon,
- * and a share's limits. */
-static int dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struct dra_mps *m,
-                        struct err *e)
+ * and a share's limits; written on the worker pool, j's answer (if any)
+ * waiting for it. Its removal at unprepare comes after: the kubelet
+ * unprepares only a claim whose prepare it has had answered. */
+static void dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struct dra_mps *m,
+                         struct dra_job *j)
 {
     json_t *mounts = jsonx_ok(json_array());
     struct config_mps_dirs dirs;
@@ -138,10 +140,11 @@ static int dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struc
     json_decref(spec);
     char name[160];
     dra_mps_spec_name(p->uid, name, sizeof name);
-    bool written;
-    int rc = cdi_spec_write(d->cfg->cdi_spec_dir, name, &text, &written, e);
-    strbuf_free(&text);
-    return rc;
+    struct writer *w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);
+    writer_put(w, &text);
+    if (j)
+        dra_job_wait(j, w);
+    writer_close(w);
 }
 
 /* What the claim's daemon serves: its MPS devices, each a whole GPU; a
@@ -172,15 +175,18 @@ static int dra_mps_spec_of(const struct dra_prepared *p, struct mps_spec *spec, 
     return 0;
 }
 
-int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
+int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct dra_job *j, struct err *e)
 {
     if (!dra_prepared_mps(p))
         return 0;
     char key[112];
     dra_mps_key(p, key, sizeof key);
     struct dra_mps **have = dra_mps_find(d, key);
-    if (have) /* a share's GPU's daemon runs: the claim's CDI device is its own */
-        return dra_prepared_share(p) ? dra_mps_spec(d, p, *have, e) : 0;
+    if (have) { /* a share's GPU's daemon runs: the claim's CDI device is its own */
+        if (dra_prepared_share(p))
+            dra_mps_spec(d, p, *have, j);
+        return 0;
+    }
     char control[CONFIG_PATH_MAX];
     struct dra_mps *m = xcalloc(1, sizeof *m);
     m->d = d;
@@ -190,11 +196,11 @@ int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e)
     if (dra_mps_spec_of(p, &spec, e) == 0)
         snprintf(m->name, sizeof m->name, "%s", spec.name);
     if (!m->name[0] || mps_find_control(d->cfg, control, sizeof control, e) < 0 ||
-        dra_mps_spec(d, p, m, e) < 0 ||
         mps_start(&m->daemon, d->loop, d->cfg, &spec, control, &hooks, e) < 0) {
         free(m);
         return -1;
     }
+    dra_mps_spec(d, p, m, j);
     d->mps = xrealloc(d->mps, (d->nmps + 1) * sizeof *d->mps);
     d->mps[d->nmps++] = m;
     return 0;
@@ -242,11 +248,12 @@ void dra_mps_stop(struct dra *d, const char *uid)
     const struct dra_prepared *p = dra_prepared_find(d, uid);
     if (!p || !dra_prepared_mps(p))
         return;
-    char key[112], path[CONFIG_PATH_MAX + 192], name[160];
+    char key[112], name[160];
     dra_mps_key(p, key, sizeof key);
     dra_mps_spec_name(uid, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", d->cfg->cdi_spec_dir, name);
-    unlink(path); /* the claim's CDI device */
+    struct writer *w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);
+    writer_remove(w); /* the claim's CDI device */
+    writer_close(w);
     struct dra_mps **at = dra_mps_find(d, key);
     if (at && !dra_mps_used(d, key, uid)) /* a share's GPU's daemon: after its last share */
         dra_mps_end(d, at, true);

@@ -84,7 +84,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
         log_info("DRA: %u prepared claim(s) from %s", d->nprepared, d->checkpoint);
     for (unsigned i = 0; i < d->nprepared; i++) {
         struct err me;
-        if (dra_mps_start(d, &d->prepared[i], &me) < 0)
+        if (dra_mps_start(d, &d->prepared[i], NULL, &me) < 0)
             log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
                       d->prepared[i].uid, me.msg);
     }
@@ -146,8 +146,9 @@ void dra_stop(struct dra *d, enum dra_stop_mode mode)
 
 void dra_maybe_free(struct dra *d)
 {
-    if (!d->stopping || d->jobs || d->handles)
+    if (!d->stopping || d->jobs || d->handles || d->saves)
         return;
+    writer_close(d->checkpoint_writer); /* nothing in it: the saves have ended */
     free(d->slices); /* their objects went with dra_unpublish */
     for (unsigned i = 0; i < d->nprepared; i++)
         dra_prepared_free(&d->prepared[i]);

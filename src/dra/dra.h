@@ -282,8 +282,10 @@ struct dra;
 struct dra_hooks {
     void (*on_claims)(void *ctx);    /* prepared claims or their containers changed */
     /* GPU gpu's MIG devices changed (a claim's was made or destroyed): seen
-     * holds them as read again on its lane; the agent's records follow */
-    void (*on_mig)(void *ctx, unsigned gpu, const struct gpu_info *seen);
+     * holds them as read again on its lane; the agent's records follow.
+     * Returns the writer of the CDI spec that names them now (NULL: none),
+     * which a prepare's answer waits for */
+    struct writer *(*on_mig)(void *ctx, unsigned gpu, const struct gpu_info *seen);
     void *ctx;
 };
 

@@ -7,6 +7,7 @@
 #include "grpc/client.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
+#include "util/writer.h"
 
 #define DRA_MAX_CONSUMERS 16           /* containers named per claim, for metrics */
 #define DRA_REFRESH_MS 30000           /* the claims' containers are read again this often */
@@ -83,6 +84,9 @@ struct dra {
     char plugin_dir[CONFIG_PATH_MAX + 64];
     char plugin_socket[CONFIG_PATH_MAX + 96];
     char checkpoint[CONFIG_PATH_MAX + 96];
+    struct writer *checkpoint_writer;     /* checkpoint.c's: on the worker pool */
+    unsigned saves;                       /* checkpoint writes not yet logged: d outlives them */
+    bool checkpoint_failing;              /* the last write failed (logged once until it works) */
     struct grpc_server *registration, *service;
     struct grpc_method registration_methods[2], service_methods[5]; /* v1 and v1beta1, health */
     char service_paths[4][80];
@@ -187,6 +191,9 @@ struct dra_job {
     bool refresh;                     /* not the kubelet's: the claims' containers only */
     bool made;                        /* its placements' MIG devices were asked for */
     unsigned making;                  /* of them, not yet back */
+    unsigned writes;                  /* files its answer waits for (dra_job_wait) */
+    bool answering;                   /* settled: answered once writes is 0 */
+    bool freeing;                     /* freed once writes is 0 */
 };
 
 /* Reads j's claims (read.c): each claim not prepared before, and in a
@@ -198,6 +205,9 @@ void dra_job_queue(struct dra *d, struct dra_job *j);
 void dra_job_api(struct dra *d);
 /* A job's claims are read (prepare.c): mapped, settled and answered. */
 void dra_job_next(struct dra_job *j);
+/* j's answer waits until what was put in w so far is on disk (prepare.c):
+ * the checkpoint, a claim's CDI spec, the spec naming a MIG device made. */
+void dra_job_wait(struct dra_job *j, struct writer *w);
 
 /* Prepares claims (prepare.c): answers call once each claim's allocation
  * is read from the API server; unprepares at once. */
@@ -218,7 +228,7 @@ void dra_unpublish(struct dra *d, bool withdraw);
  * CDI spec (DRA_CLAIM_CDI_KIND=<uid>: the pipe directory and /dev/shm)
  * beside it. dra_mps_ready: the claim needs no daemon or its daemon is up;
  * a change of that wakes the prepares waiting (dra_prepare_wake). */
-int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct err *e);
+int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct dra_job *j, struct err *e);
 bool dra_mps_ready(const struct dra *d, const char *uid);
 void dra_mps_stop(struct dra *d, const char *uid);
 /* Ends the daemons of claims that were unprepared while no gpulet ran
@@ -257,7 +267,9 @@ void dra_mig_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);
-int dra_checkpoint_save(const struct dra *d, struct err *e);
+/* Writes them on the worker pool (a failure is logged, once until a write
+ * works again); dra_job_wait on d->checkpoint_writer waits for it. */
+void dra_checkpoint_save(struct dra *d);
 struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid);
 
 /* Frees d once stopping, its handles closed and no job in flight (dra.c). */

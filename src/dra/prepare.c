@@ -120,13 +120,13 @@ static void dra_job_timeslice(uv_work_t *w)
 
 /* One claim of a prepare not prepared before, mapped, on the loop:
  * recorded (with its MPS daemon started), or its error set. */
-static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begun_ns, bool *changed)
+static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_claim *c, bool *changed)
 {
     struct dra_prepared *p = &c->p;
     struct err e;
     if (c->known) /* its allocation was not read: the checkpoint had it */
         snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
-    else if (!c->error[0] && dra_mps_start(d, p, &e) < 0)
+    else if (!c->error[0] && dra_mps_start(d, p, j, &e) < 0)
         snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
     if (c->error[0]) {
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
@@ -146,7 +146,7 @@ static void dra_job_settle(struct dra *d, struct dra_job_claim *c, uint64_t begu
     log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,
              p->count, dra_prepared_mps(p) ? ", MPS" : "",
              dra_timeslice_wanted(p) ? ", time slice set" : "",
-             (double)(uv_hrtime() - begun_ns) / 1e6);
+             (double)(uv_hrtime() - j->begun_ns) / 1e6);
 }
 
 /* Whether every claim of j has its answer: an error, or its MPS daemon up. */
@@ -202,6 +202,10 @@ static void dra_job_closed(uv_handle_t *h)
 
 static void dra_job_free(struct dra_job *j)
 {
+    if (j->writes) { /* a write still names j: freed at its end */
+        j->freeing = true;
+        return;
+    }
     if (j->timer_used)
         uv_close((uv_handle_t *)&j->timer, dra_job_closed);
     else
@@ -245,13 +249,36 @@ void dra_prepare_stop(struct dra *d)
     }
 }
 
-static void dra_claims_changed(struct dra *d)
+/* The prepared claims changed: the checkpoint is written, and the answer
+ * of j (where it answers the kubelet) waits until it is on disk. */
+static void dra_claims_changed(struct dra *d, struct dra_job *j)
 {
-    struct err e;
-    if (dra_checkpoint_save(d, &e) < 0)
-        log_error("DRA: %s; a restarted gpulet will not know these claims", e.msg);
+    dra_checkpoint_save(d);
+    if (j)
+        dra_job_wait(j, d->checkpoint_writer);
     if (d->hooks.on_claims)
         d->hooks.on_claims(d->hooks.ctx);
+}
+
+static void dra_job_answer(struct dra_job *j);
+
+static void dra_job_written(void *ctx, const struct err *e, bool written)
+{
+    (void)e; /* the file's owner says what failed */
+    (void)written;
+    struct dra_job *j = ctx;
+    if (--j->writes)
+        return;
+    if (j->freeing)
+        dra_job_free(j);
+    else if (j->answering)
+        dra_job_answer(j);
+}
+
+void dra_job_wait(struct dra_job *j, struct writer *w)
+{
+    j->writes++;
+    writer_then(w, dra_job_written, j);
 }
 
 static void dra_job_timesliced(uv_work_t *w, int status)
@@ -284,11 +311,23 @@ void dra_job_next(struct dra_job *j)
     bool changed = false;
     for (unsigned i = 0; i < j->n; i++)
         if (!dra_job_update(d, &j->claims[i], &changed) && !j->refresh)
-            dra_job_settle(d, &j->claims[i], j->begun_ns, &changed);
+            dra_job_settle(d, j, &j->claims[i], &changed);
     if (changed)
-        dra_claims_changed(d);
+        dra_claims_changed(d, j->refresh ? NULL : j);
     if (changed && !j->refresh) /* their containers, once they are there */
         uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
+    j->answering = true;
+    dra_job_answer(j);
+}
+
+/* Answers j once the files its answer names are on disk (back here from
+ * dra_job_written) and its claims' MPS daemons are up, or have had
+ * DRA_MPS_WAIT_MS to come up. */
+static void dra_job_answer(struct dra_job *j)
+{
+    struct dra *d = j->d;
+    if (j->writes)
+        return;
     if (j->refresh || dra_job_ready(j)) {
         dra_job_reply(j);
         dra_job_free(j);
@@ -337,6 +376,38 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     dra_job_queue(d, j);
 }
 
+/* An unprepare's answer, sent once the checkpoint without its claims is
+ * on disk: a gpulet killed before would otherwise adopt them again. */
+struct dra_unprepared {
+    struct dra *d;
+    struct grpc_call *call; /* NULL once the kubelet went away */
+    uint8_t *buf;
+    size_t len;
+};
+
+static void dra_unprepare_cancelled(struct grpc_call *call, void *ctx)
+{
+    (void)call;
+    struct dra_unprepared *u = ctx;
+    u->call = NULL;
+}
+
+static void dra_unprepare_written(void *ctx, const struct err *e, bool written)
+{
+    (void)e; /* the checkpoint's owner says what failed */
+    (void)written;
+    struct dra_unprepared *u = ctx;
+    struct dra *d = u->d;
+    if (u->call && !d->stopping) {
+        grpc_call_send(u->call, u->buf, u->len);
+        grpc_call_finish(u->call, GRPC_OK, NULL);
+    }
+    free(u->buf);
+    free(u);
+    d->jobs--;
+    dra_maybe_free(d);
+}
+
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len)
 {
     Drav1beta1__NodeUnprepareResourcesRequest *req =
@@ -370,10 +441,21 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
         resp.claims[resp.n_claims++] = entry;
     }
     drav1beta1__node_unprepare_resources_request__free_unpacked(req, NULL);
-    if (changed) {
-        dra_claims_changed(d);
-        dra_prepare_wake(d); /* a prepare waiting for one of their daemons answers now */
+    if (!changed) {
+        dra_reply(call, &resp.base);
+        arena_free(&a);
+        return;
     }
-    dra_reply(call, &resp.base);
+    struct dra_unprepared *u = xcalloc(1, sizeof *u);
+    u->d = d;
+    u->call = call;
+    u->len = protobuf_c_message_get_packed_size(&resp.base);
+    u->buf = xmalloc(u->len + 1);
+    protobuf_c_message_pack(&resp.base, u->buf);
     arena_free(&a);
+    d->jobs++; /* d outlives the answer */
+    grpc_call_on_cancel(call, dra_unprepare_cancelled, u);
+    dra_claims_changed(d, NULL);
+    writer_then(d->checkpoint_writer, dra_unprepare_written, u);
+    dra_prepare_wake(d); /* a prepare waiting for one of their daemons answers now */
 }

@@ -25,6 +25,9 @@ struct labels_publisher {
     struct kube_sync *sync;         /* the Node's labels (API) */
     struct label_set want;          /* the latest labels */
     struct label_set sent;          /* what the file holds (file) */
+    struct label_set writing;       /* what the write under way puts there (file) */
+    struct writer *file;            /* the file's, on the worker pool */
+    bool closed;                    /* retry closed: p is freed once the file's writes end */
     bool published;                 /* sent is valid; the Node had them once (API) */
     unsigned changes;               /* in the write in flight (API) */
     uv_timer_t retry;               /* the file's */
@@ -77,40 +80,71 @@ static void publish_retry(uv_timer_t *t)
     publish_file(t->data);
 }
 
-static void publish_closed(uv_handle_t *h)
+static void publish_free(struct labels_publisher *p)
 {
-    struct labels_publisher *p = h->data;
+    writer_close(p->file);
     label_set_free(&p->want);
     label_set_free(&p->sent);
+    label_set_free(&p->writing);
     free(p);
 }
 
-/* Writes the file; on a failure logs it (once until it changes) and
- * retries with backoff. */
-static void publish_file(struct labels_publisher *p)
+static void publish_closed(uv_handle_t *h)
 {
-    struct err e;
-    unsigned changes = p->published ? 0 : p->want.count;
-    for (unsigned i = 0; p->published && i < p->want.count; i++) {
-        const char *had = label_set_get(&p->sent, p->want.items[i].key);
-        changes += !had || strcmp(had, p->want.items[i].value);
+    struct labels_publisher *p = h->data;
+    p->closed = true;
+    if (!p->file || !writer_busy(p->file))
+        publish_free(p);
+}
+
+/* The write's end, on the loop: logged (a failure once until it changes)
+ * and retried with backoff; labels changed meanwhile are written next. */
+static void publish_written(void *ctx, const struct err *e, bool written)
+{
+    (void)written;
+    struct labels_publisher *p = ctx;
+    if (p->closed) {
+        if (!writer_busy(p->file))
+            publish_free(p);
+        return;
     }
-    if (labels_write_file(p->path, &p->want, &e) == 0) {
+    if (p->stopping)
+        return;
+    if (!e) {
+        unsigned changes = p->published ? 0 : p->writing.count;
+        for (unsigned i = 0; p->published && i < p->writing.count; i++) {
+            const char *had = label_set_get(&p->sent, p->writing.items[i].key);
+            changes += !had || strcmp(had, p->writing.items[i].value);
+        }
         if (p->last_error[0] || !p->published)
-            log_info("labels: %u published to %s (%u changed)", p->want.count, p->path, changes);
+            log_info("labels: %u published to %s (%u changed)", p->writing.count, p->path, changes);
         else if (changes)
             log_debug("labels: %u changed", changes);
         p->last_error[0] = '\0';
         p->backoff_ms = 0;
-        label_set_copy(&p->sent, &p->want);
+        label_set_copy(&p->sent, &p->writing);
         p->published = true;
+        if (!label_set_equal(&p->writing, &p->want))
+            publish_file(p);
         return;
     }
-    if (strcmp(e.msg, p->last_error))
-        log_error("labels not published: %s; retrying with backoff", e.msg);
-    snprintf(p->last_error, sizeof p->last_error, "%s", e.msg);
+    if (strcmp(e->msg, p->last_error))
+        log_error("labels not published: labels file: %s; retrying with backoff", e->msg);
+    snprintf(p->last_error, sizeof p->last_error, "%s", e->msg);
     uv_timer_start(&p->retry, publish_retry,
                    backoff_next(&p->backoff_ms, PUBLISH_BACKOFF_MIN_MS, PUBLISH_BACKOFF_MAX_MS), 0);
+}
+
+/* Writes the newest labels on the worker pool, one write at a time. */
+static void publish_file(struct labels_publisher *p)
+{
+    if (writer_busy(p->file))
+        return; /* its end writes the newest labels */
+    struct strbuf text = {0};
+    label_set_text(&p->want, &text);
+    label_set_copy(&p->writing, &p->want);
+    writer_put(p->file, &text);
+    writer_then(p->file, publish_written, p);
 }
 
 /* --- the publisher ------------------------------------------------------------------ */
@@ -156,6 +190,7 @@ int labels_publisher_start(struct labels_publisher **out, uv_loop_t *loop,
     } else {
         snprintf(p->path, sizeof p->path, "%s", cfg->output_file);
         p->keep_file = cfg->keep_labels_file;
+        p->file = labels_file_writer(loop, p->path);
     }
     *out = p;
     return 0;
@@ -179,10 +214,8 @@ void labels_publisher_stop(struct labels_publisher *p)
     if (!p)
         return;
     p->stopping = true;
-    if (p->mode == CONFIG_LABELS_FILE && p->published && !p->keep_file) {
-        if (unlink(p->path) < 0 && errno != ENOENT)
-            log_warn("labels file %s not removed: %s", p->path, strerror(errno));
-    }
+    if (p->mode == CONFIG_LABELS_FILE && p->published && !p->keep_file)
+        writer_remove(p->file); /* after the write under way, if any */
     kube_sync_stop(p->sync);
     uv_close((uv_handle_t *)&p->retry, publish_closed);
 }

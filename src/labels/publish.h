@@ -12,6 +12,7 @@
 #include "kube/kube.h"
 #include "labels/labels.h"
 #include "util/strbuf.h"
+#include "util/writer.h"
 
 /* Annotation on the Node listing the label keys gpulet set. */
 #define LABELS_OWNER_ANNOTATION "gpulet.io/labels"
@@ -43,7 +44,8 @@ void labels_publisher_stop(struct labels_publisher *p);
 int labels_node_patch(const char *node_json, size_t len, const struct label_set *want,
                       struct strbuf *patch, unsigned *changes, struct err *e);
 
-/* Writes the feature file atomically (a temporary file renamed over it). */
-int labels_write_file(const char *path, const struct label_set *set, struct err *e);
+/* The feature file's writer (util/writer.h): replaced atomically, through
+ * a temporary file in a hidden directory beside it, made and removed. */
+struct writer *labels_file_writer(uv_loop_t *loop, const char *path);
 
 #endif

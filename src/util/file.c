@@ -53,3 +53,30 @@ int file_replace(const char *path, const char *tmp, const void *data, size_t len
         return err_set(e, "%s written, but its directory not flushed: %s", path, strerror(errno));
     return 0;
 }
+
+int file_remove(const char *path, struct err *e)
+{
+    if (unlink(path) != 0)
+        return errno == ENOENT ? 0 : err_set(e, "cannot remove %s: %s", path, strerror(errno));
+    if (file_sync_dir(path) != 0)
+        return err_set(e, "%s removed, but its directory not flushed: %s", path, strerror(errno));
+    return 0;
+}
+
+bool file_holds(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char buf[8192];
+    const char *want = data;
+    size_t at = 0, n;
+    bool same = true;
+    while (same && (n = fread(buf, 1, sizeof buf, f)) > 0) {
+        same = at + n <= len && !memcmp(buf, want + at, n);
+        at += n;
+    }
+    same = same && !ferror(f) && at == len;
+    fclose(f);
+    return same;
+}

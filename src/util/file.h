@@ -2,6 +2,7 @@
 #ifndef GPULET_FILE_H
 #define GPULET_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -14,5 +15,12 @@
  * the directory. Fails naming path; tmp is gone either way. */
 int file_replace(const char *path, const char *tmp, const void *data, size_t len, mode_t mode,
                  struct err *e);
+
+/* Removes path (gone already is no error), the removal flushed with its
+ * directory. */
+int file_remove(const char *path, struct err *e);
+
+/* Whether path holds exactly the len bytes of data. */
+bool file_holds(const char *path, const void *data, size_t len);
 
 #endif

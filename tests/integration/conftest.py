@@ -135,6 +135,26 @@ def sim_env(tmp_path):
     return env
 
 
+@pytest.fixture(scope="session")
+def slow_fsync(tmp_path_factory):
+    """An environment maker: env with tests/shim/slow_fsync.c preloaded, so
+    that every fsync of the process takes ms longer, and waits until the
+    file gate exists where one is named (the shim built here, plain)."""
+    lib = tmp_path_factory.mktemp("shim") / "slow_fsync.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(SOURCE / "tests/shim/slow_fsync.c"),
+                    "-ldl"], check=True, timeout=60)
+
+    def env(base, ms, gate=None):
+        e = dict(base, GPULET_SLOW_FSYNC_MS=str(ms))
+        if gate:
+            e["GPULET_FSYNC_GATE"] = str(gate)
+        e["LD_PRELOAD"] = " ".join(filter(None, [base.get("LD_PRELOAD"), str(lib)]))
+        # ASan's runtime would insist on coming first among preloaded libraries.
+        e["ASAN_OPTIONS"] = ":".join(filter(None, [base.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+        return e
+    return env
+
+
 @pytest.fixture
 def gpulet(sim_env):
     """Runs gpulet with args; returns the CompletedProcess (text)."""

@@ -10,7 +10,9 @@ interval set for a claim's life; and all of it under valgrind."""
 import importlib
 import json
 import shutil
+import socket
 import subprocess
+import threading
 import sys
 import time
 
@@ -867,8 +869,68 @@ def test_dra_checkpoint_survives_sigkill(agent, sim_env, tmp_path):
                 a.proc.send_signal(signal.SIGKILL)
             a.proc.wait(timeout=10)
             kills += 1
+            assert kills < 100, f"{len(answered)} answered in {kills} starts: gpulet keeps dying"
         assert len(answered) == 1000 and kills >= 3, (len(answered), kills)
+        assert {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]} == answered
         known = {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
         assert answered <= known
+    finally:
+        api.stop()
+
+
+def test_dra_answers_once_its_files_are_on_disk(agent, sim_env, slow_fsync, tmp_path):
+    """Every fsync takes 300 ms (tests/shim/slow_fsync.c): a prepare's
+    answer comes only once the checkpoint that holds its claim is on disk
+    (gpulet killed the moment it answers knows the claim on restart), and an
+    unprepare's once the checkpoint without it is. With a disk that hangs
+    until the test lets it go, a prepare waits, and the agent answers its
+    status socket meanwhile: the writes run on the worker pool."""
+    import signal
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
+    gate = tmp_path / "disk-goes-on"
+    for i in range(3):
+        api.claims[("ns", f"c-u{i}")] = claim(f"u{i}", f"gpu-{i}")
+
+    def start(gated=False):
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"),
+                  env=slow_fsync(sim_env, 300, gate if gated else None))
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        return a
+
+    def known():
+        return {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
+    try:
+        a = start()
+        for uid in ("u0", "u1"):
+            assert not prepare_one(sock, pb, uid).error
+            a.proc.send_signal(signal.SIGKILL)  # the moment it answered
+            a.proc.wait(timeout=10)
+            assert uid in known()
+            a = start()
+        unprepare_one(sock, pb, "u0")
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=10)
+        assert known() == {"u1"}
+        a = start(gated=True)
+        done = []
+        t = threading.Thread(target=lambda: done.append(prepare_one(sock, pb, "u2")))
+        t.start()
+        a.wait_log("DRA: prepared claim ns/c-u2")
+        with socket.socket(socket.AF_UNIX) as s:  # the loop answers while the disk hangs
+            s.settimeout(10)
+            s.connect(str(tmp_path / "s.sock"))
+            s.sendall(b"pid\n")
+            assert s.recv(64).decode().strip() == str(a.proc.pid)
+        assert not done and t.is_alive()              # and the prepare waits for it
+        gate.touch()
+        t.join(timeout=30)
+        assert done and not done[0].error and "u2" in known()
+        assert a.stop() == 0
     finally:
         api.stop()

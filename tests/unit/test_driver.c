@@ -153,6 +153,37 @@ static void test_caps(void **state)
     assert_int_equal(driver_parse_caps("", &caps, &e), -1);
 }
 
+/* What a spec write came to. */
+struct spec_write {
+    bool done, written, failed;
+    char why[512];
+};
+
+static void spec_written(void *ctx, const struct err *e, bool written)
+{
+    struct spec_write *w = ctx;
+    w->done = true;
+    w->written = written;
+    w->failed = e != NULL;
+    snprintf(w->why, sizeof w->why, "%s", e ? e->msg : "");
+}
+
+/* cdi_spec_writer's write of a copy of text to dir, waited for. */
+static void spec_write(const char *dir, const struct strbuf *text, struct spec_write *out)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct strbuf copy = {0};
+    strbuf_append(&copy, text->data, text->len);
+    *out = (struct spec_write){0};
+    struct writer *w = cdi_spec_writer(&loop, dir, CDI_SPEC_FILE);
+    writer_put(w, &copy);
+    writer_then(w, spec_written, out);
+    writer_close(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static void test_cdi_spec(void **state)
 {
     (void)state;
@@ -197,18 +228,19 @@ static void test_cdi_spec(void **state)
     assert_contains(yaml.data, "cdiVersion: 0.5.0");
     assert_contains(yaml.data, "- name: \"0\"");
     assert_contains(yaml.data, "- name: GPU-0");
-    /* written once; the same text again writes nothing */
+    /* written once (on the worker pool); the same text again writes nothing */
     char cdidir[128];
     snprintf(cdidir, sizeof cdidir, "%s/cdi", dir);
-    bool written;
-    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), 0);
-    assert_true(written);
-    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), 0);
-    assert_false(written);
+    struct spec_write w = {0};
+    spec_write(cdidir, &text, &w);
+    assert_true(w.done && w.written && !w.failed);
+    spec_write(cdidir, &text, &w);
+    assert_true(w.done && !w.written && !w.failed);
     /* a directory that cannot be made: the error names it */
     snprintf(cdidir, sizeof cdidir, "%s/usr/bin/nvidia-smi/cdi", dir);
-    assert_int_equal(cdi_spec_write(cdidir, CDI_SPEC_FILE, &text, &written, &e), -1);
-    assert_contains(e.msg, cdidir);
+    spec_write(cdidir, &text, &w);
+    assert_true(w.done && w.failed);
+    assert_contains(w.why, cdidir);
     strbuf_free(&text);
     strbuf_free(&yaml);
     driver_free(&d);
