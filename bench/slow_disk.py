@@ -9,7 +9,6 @@ the kubelet's stand-ins (tests/integration/kubelet.py) and the API
 server's (tests/integration/fakeapi.py).
 usage: bench/slow_disk.py [--seconds 20] [--fsync-ms 500] [--gpulet build-release/gpulet]"""
 import argparse
-import atexit
 import os
 import statistics
 import subprocess
@@ -23,22 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from dra_bench import DRA, dra_pb, pct  # noqa: E402
+from dra_bench import AGENTS, DRA, dra_pb, pct  # noqa: E402 (its atexit stops AGENTS)
 from fakeapi import FakeAPI  # noqa: E402
 from kubelet import FakeKubelet, load_stubs  # noqa: E402
 
 import grpc  # noqa: E402
-
-AGENTS = []
-
-
-@atexit.register
-def stop_agents():
-    for p in AGENTS:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
 
 def shim(tmp):
     lib = tmp / "slow_fsync.so"
