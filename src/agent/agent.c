@@ -190,6 +190,7 @@ static void agent_shutdown(struct agent *a)
     plugin_resources_free(a->resources, a->nresources);
     free(a->devs);
     free(a->mps_modes);
+    free(a->health_said);
     gpu_inventory_free(&a->inv);
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     if (!a->lanes_stuck)

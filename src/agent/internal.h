@@ -54,6 +54,7 @@ struct agent {
     unsigned nresources;
     struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
     int *mps_modes;                      /* per GPU: its compute mode before MPS set it, or -1 */
+    enum health_reason *health_said;     /* per GPU: its health as the log last said it (notify.c) */
     struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;

@@ -294,6 +294,7 @@ int agent_start(struct agent *a)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
+    a->health_said = xcalloc(a->inv.count + 1, sizeof *a->health_said); /* all HEALTH_OK */
     if (agent_mps_check(&a->cfg, &e) < 0) {
         log_error("%s", e.msg);
         return 1;

@@ -203,6 +203,9 @@ def test_health_per_gpu_instance(plugin_agent, kubelet, sim_env):
     # Quiet for a second, and the GPU answers: healthy again.
     wait_health(kubelet, ep["nvidia.com/mig-1g.18gb"], lambda h: set(h.values()) == {"Healthy"})
     wait_health(kubelet, ep["nvidia.com/mig-2g.35gb"], lambda h: set(h.values()) == {"Healthy"})
+    # The log speaks of GPU 2, which was unhealthy, and never of GPU 0 as a
+    # whole: only its MIG device was.
+    assert "GPU 2 (" in a.log() and "GPU 0 (" not in a.log().split("MIG device " + two_g["uuid"])[1]
     p = subprocess.run([GPULET, "sim", "xid", "3", "94", "1"], capture_output=True, text=True,
                        env=sim_env)
     assert p.returncode == 1 and "GPU 3 has no GPU instance 1" in p.stdout + p.stderr
