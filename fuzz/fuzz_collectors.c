@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct collectors c;
     struct err e;
     e.msg[0] = '\0';
-    if (collectors_parse(&c, "fuzz.csv", (const char *)data, size, &e) < 0 && !e.msg[0])
+    if (metrics_collectors_parse(&c, "fuzz.csv", (const char *)data, size, &e) < 0 && !e.msg[0])
         __builtin_trap();
     return 0;
 }

@@ -18,15 +18,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int mig;
     char uuid[96];
     struct gpu_health h;
-    if (health_line_read(line, &index, &mig, uuid, sizeof uuid, &h) < 0)
+    if (gpu_health_line_read(line, &index, &mig, uuid, sizeof uuid, &h) < 0)
         return 0;
     struct strbuf out = {0};
-    health_line_write(&out, index, mig, uuid, &h);
+    gpu_health_line_write(&out, index, mig, uuid, &h);
     unsigned index2;
     int mig2;
     char uuid2[96];
     struct gpu_health h2;
-    if (health_line_read(out.data, &index2, &mig2, uuid2, sizeof uuid2, &h2) < 0 || index2 != index ||
+    if (gpu_health_line_read(out.data, &index2, &mig2, uuid2, sizeof uuid2, &h2) < 0 || index2 != index ||
         mig2 != mig || strcmp(uuid, uuid2) || h2.reason != h.reason)
         __builtin_trap();
     strbuf_free(&out);

@@ -33,7 +33,7 @@ static void check_taints(const uint8_t *data, size_t size)
     snprintf(spec, sizeof spec, "%.*s", (int)(speclen < 255 ? speclen : 255), (const char *)data);
     struct health_faults evict;
     struct err e;
-    if (health_faults_parse(&evict, "fuzz", spec, &e) < 0)
+    if (gpu_health_faults_parse(&evict, "fuzz", spec, &e) < 0)
         memset(&evict, 0, sizeof evict);
     struct gpu_health h = {0};
     const uint8_t *rest = nl ? (const uint8_t *)nl + 1 : data + size;

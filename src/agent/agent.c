@@ -212,7 +212,7 @@ int agent_run(const struct config_args *args)
     }
     config_user_paths(&a->cfg);
     log_set_level((enum log_level)a->cfg.log_level);
-    if (health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
+    if (gpu_health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
                            getenv("DP_ENABLE_HEALTHCHECKS"), &e) < 0) {
         log_error("%s", e.msg);
         goto out;
@@ -221,7 +221,7 @@ int agent_run(const struct config_args *args)
     if (!a->cfg.no_metrics && a->cfg.collectors[0]) {
         /* A bad collectors file is a config error: fail now, not quietly later. */
         struct collectors c;
-        if (collectors_load(&c, a->cfg.collectors, &e) < 0) {
+        if (metrics_collectors_load(&c, a->cfg.collectors, &e) < 0) {
             log_error("%s", e.msg);
             goto out;
         }

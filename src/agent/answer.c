@@ -14,15 +14,15 @@
 #include "gpu/render.h"
 
 /* "health": one line per GPU, then one per MIG device of a GPU in MIG
- * mode (health_line_write's). */
+ * mode (gpu_health_line_write's). */
 static void answer_health(struct agent *a, const char *arg, struct strbuf *out)
 {
     (void)arg;
     for (unsigned i = 0; i < a->inv.count; i++) {
         const struct gpu_info *g = &a->inv.gpus[i];
-        health_line_write(out, i, -1, g->uuid, &a->devs[i].health);
+        gpu_health_line_write(out, i, -1, g->uuid, &a->devs[i].health);
         for (unsigned k = 0; g->mig_mode == NVML_DEVICE_MIG_ENABLE && k < g->nmig; k++)
-            health_line_write(out, i, (int)k, g->mig[k].uuid, &a->devs[i].mig_health[k]);
+            gpu_health_line_write(out, i, (int)k, g->mig[k].uuid, &a->devs[i].mig_health[k]);
     }
 }
 

@@ -33,10 +33,10 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
          * one device per GPU at most); else the GPU and everything on it. */
         int k = agent_mig_of(d, ev->gi);
         struct gpu_health *h = k >= 0 ? &d->mig_health[k] : &d->health;
-        if (!health_xid_fatal(&a->policy, xid))
+        if (!gpu_health_xid_fatal(&a->policy, xid))
             log_info("GPU %u (%s): XID %u, not a GPU fault by the health policy", ev->gpu,
                      d->info->uuid, xid);
-        else if (health_on_xid(h, xid, now)) {
+        else if (gpu_health_on_xid(h, xid, now)) {
             what |= GPU_CHANGED_HEALTH;
             if (k >= 0)
                 log_warn("GPU %u: XID %u in GPU instance %u: MIG device %s is unhealthy", ev->gpu,
@@ -44,7 +44,7 @@ static void agent_on_event(void *ctx, const struct gpu_event *ev)
         } else
             log_warn("GPU %u (%s): XID %u while unhealthy", ev->gpu, d->info->uuid, xid);
     } else if (ev->type & nvmlEventTypeDoubleBitEccError) {
-        if (health_on_ecc(&d->health, now))
+        if (gpu_health_on_ecc(&d->health, now))
             what |= GPU_CHANGED_HEALTH;
     }
     if (what)
@@ -62,7 +62,7 @@ static int agent_mig_of(const struct gpu_device *d, unsigned gi)
 
 int agent_health_watch(struct agent *a, struct err *e)
 {
-    if (!health_policy_active(&a->policy))
+    if (!gpu_health_policy_active(&a->policy))
         return 0;
     return gpu_watch_start(&a->watch, &a->loop, &a->nvml, a->devs, a->inv.count, agent_on_event,
                            a, e);
@@ -83,7 +83,7 @@ int agent_health_clear(struct agent *a, const char *gpu, struct err *e)
             found = i;
     if (found == a->inv.count)
         return err_set(e, "no GPU '%s' (this node has GPUs 0-%d)", gpu, (int)a->inv.count - 1);
-    if (health_clear(&a->devs[found].health)) {
+    if (gpu_health_clear(&a->devs[found].health)) {
         log_warn("GPU %u (%s) cleared by an operator", found, a->inv.gpus[found].uuid);
         agent_device_changed(a, found, GPU_CHANGED_HEALTH);
     }

@@ -17,7 +17,7 @@ static void agent_say_health(struct agent *a, unsigned gpu)
         return;
     }
     char why[200];
-    health_describe(&d->health, why, sizeof why);
+    gpu_health_describe(&d->health, why, sizeof why);
     log_warn("GPU %u (%s) is unhealthy: %s", gpu, d->info->uuid, why);
 }
 

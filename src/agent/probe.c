@@ -63,11 +63,11 @@ static void probe_apply(struct agent *a, unsigned i, const struct agent_probe *p
     /* A reset can give the GPU a new handle: from now on, everyone uses that one. */
     if (p->handle && gpu_device_set_handle(&a->devs[i], p->handle))
         what |= GPU_CHANGED_HANDLE;
-    if (health_on_probe(&a->devs[i].health, &p->result, now, quiet))
+    if (gpu_health_on_probe(&a->devs[i].health, &p->result, now, quiet))
         what |= GPU_CHANGED_HEALTH;
     /* A MIG device's XID clears as a GPU's does: quiet, and the GPU answering. */
     for (unsigned k = 0; k < a->inv.gpus[i].nmig; k++)
-        if (health_on_probe(&a->devs[i].mig_health[k], &p->result, now, quiet))
+        if (gpu_health_on_probe(&a->devs[i].mig_health[k], &p->result, now, quiet))
             what |= GPU_CHANGED_HEALTH;
     if (what)
         agent_device_changed(a, i, what);
@@ -122,7 +122,7 @@ static void probe_hang_check(uv_timer_t *t)
         uint64_t since = gpu_lanes_busy(a->lanes, i, &call);
         if (!since || since > now || now - since < bound)
             continue; /* idle, or a job begun after now was read */
-        if (health_on_hung(&a->devs[i].health, call, (unsigned)((now - since) / 1000000000ULL),
+        if (gpu_health_on_hung(&a->devs[i].health, call, (unsigned)((now - since) / 1000000000ULL),
                            (double)uv_now(&a->loop)))
             agent_device_changed(a, i, GPU_CHANGED_HEALTH);
     }
@@ -157,7 +157,7 @@ int agent_probe_init(struct agent *a, struct err *e)
         p->index = a->inv.gpus[i].index;
         snprintf(p->uuid, sizeof p->uuid, "%s", a->inv.gpus[i].uuid);
     }
-    if (!health_policy_active(&a->policy)) {
+    if (!gpu_health_policy_active(&a->policy)) {
         log_warn("health checking is off (DP_DISABLE_HEALTHCHECKS)");
         return 0;
     }

@@ -132,7 +132,7 @@ static void agent_nvml_failed(struct agent *a)
     char why[128];
     snprintf(why, sizeof why, "%.127s", a->nvml_err.msg);
     for (unsigned i = 0; i < a->inv.count; i++)
-        if (health_on_missing(&a->devs[i].health, why, now))
+        if (gpu_health_on_missing(&a->devs[i].health, why, now))
             agent_device_changed(a, i, GPU_CHANGED_HEALTH);
     if (a->cfg.fail_on_init_error) {
         log_error("%s", a->nvml_err.msg);
@@ -155,12 +155,12 @@ static void agent_take_inventory(struct agent *a)
         struct gpu_device *d = &a->devs[i];
         unsigned what = 0;
         if (map[i] < 0) {
-            if (health_on_missing(&d->health, "the driver lists it, NVML does not", now))
+            if (gpu_health_on_missing(&d->health, "the driver lists it, NVML does not", now))
                 what |= GPU_CHANGED_HEALTH;
         } else {
             if (gpu_device_set_handle(d, a->inv.gpus[i].handle))
                 what |= GPU_CHANGED_HANDLE;
-            if (a->inv.gpus[i].lost && health_on_lost(&d->health, now))
+            if (a->inv.gpus[i].lost && gpu_health_on_lost(&d->health, now))
                 what |= GPU_CHANGED_HEALTH;
         }
         if (what)

@@ -170,7 +170,7 @@ bool cli_health_next(char **cursor, unsigned *index, int *mig, char *uuid, size_
         *cursor = nl ? nl + 1 : line + strlen(line);
         if (nl)
             *nl = '\0';
-        if (health_line_read(line, index, mig, uuid, len, h) == 0)
+        if (gpu_health_line_read(line, index, mig, uuid, len, h) == 0)
             return true;
     }
     return false;

@@ -75,12 +75,12 @@ int cmd_health(int argc, char **argv)
     int mig;
     while (cli_health_next(&cursor, &index, &mig, uuid, sizeof uuid, &h)) {
         char why[200], at[24];
-        health_describe(&h, why, sizeof why);
+        gpu_health_describe(&h, why, sizeof why);
         if (mig >= 0) /* a MIG device, as nvidia-smi -L and NVIDIA's index IDs: GPU:MIG */
             snprintf(at, sizeof at, "%u:%d", index, mig);
         else
             snprintf(at, sizeof at, "%u", index);
-        printf("%s %s %s %s\n", at, health_name(&h), uuid, why[0] ? why : "-");
+        printf("%s %s %s %s\n", at, gpu_health_name(&h), uuid, why[0] ? why : "-");
     }
     return CLI_OK;
 }

@@ -156,8 +156,8 @@ static int config_check(const struct config *c, struct err *e)
     if (c->config_map[0] && !config_label_key_ok(c->config_label))
         return err_usage(e, "--config-label '%s' is not a valid label key", c->config_label);
     struct health_faults faults;
-    if (health_faults_parse(&faults, "--fault-taint-on", c->fault_taint_on, e) < 0 ||
-        health_faults_parse(&faults, "--dra-evict-on", c->dra_evict_on, e) < 0)
+    if (gpu_health_faults_parse(&faults, "--fault-taint-on", c->fault_taint_on, e) < 0 ||
+        gpu_health_faults_parse(&faults, "--dra-evict-on", c->dra_evict_on, e) < 0)
         return -1;
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
         return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "

@@ -329,7 +329,7 @@ void doctor_kernel_log(struct doctor *d, struct doctor_result *r)
     }
     struct health_policy policy;
     struct err e;
-    health_policy_init(&policy, NULL, NULL, &e);
+    gpu_health_policy_init(&policy, NULL, NULL, &e);
     double up = host_uptime(d);
     unsigned kept = found < HOST_XIDS ? found : HOST_XIDS;
     enum doctor_status worst = DOCTOR_PASS;
@@ -337,7 +337,7 @@ void doctor_kernel_log(struct doctor *d, struct doctor_result *r)
     strbuf_printf(&msg, "%u XID(s); the latest:", found);
     for (unsigned k = kept, shown = 0; k-- > 0 && shown < 5; shown++) {
         const struct doctor_xid *x = &xids[k];
-        bool fatal = health_xid_fatal(&policy, x->xid);
+        bool fatal = gpu_health_xid_fatal(&policy, x->xid);
         double age = up >= x->seconds ? up - x->seconds : -1;
         enum doctor_status s = !fatal ? DOCTOR_PASS
                                : age >= 0 && age > HOST_RECENT_S ? DOCTOR_WARN : DOCTOR_FAIL;

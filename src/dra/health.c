@@ -49,7 +49,7 @@ static void dra_health_of(const struct dra *d, unsigned i, int k, const char *na
     h->pool = d->node;
     snprintf(h->name, sizeof h->name, "%s", name);
     h->updated = now;
-    health_describe(gpu_device_health(&d->devs[i], k), h->message, sizeof h->message);
+    gpu_health_describe(gpu_device_health(&d->devs[i], k), h->message, sizeof h->message);
     if (!h->message[0])
         dra_health_mps(d, k >= 0 ? g->mig[k].uuid : g->uuid, h->message, sizeof h->message);
     h->healthy = !h->message[0];

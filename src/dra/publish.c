@@ -65,7 +65,7 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
                   struct health_faults *evict, struct dra_slice_in *in)
 {
     struct err e;
-    if (evict && health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
+    if (evict && gpu_health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
         memset(evict, 0, sizeof *evict); /* checked with the configuration */
     *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
                                 (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,

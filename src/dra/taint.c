@@ -10,7 +10,7 @@
 
 static const char *dra_effect(const struct health_faults *evict, const struct gpu_health *h)
 {
-    return evict && health_faults_match(evict, h) ? "NoExecute" : "NoSchedule";
+    return evict && gpu_health_faults_match(evict, h) ? "NoExecute" : "NoSchedule";
 }
 
 static void dra_taint_add(struct dra_taint *out, unsigned *n, const char *key, const char *value,

@@ -11,7 +11,7 @@ struct gpu_device *gpu_devices_new(const struct gpu_inventory *inv, double now_m
         d[i].info = &inv->gpus[i];
         d[i].handle = inv->gpus[i].lost ? NULL : inv->gpus[i].handle;
         if (inv->gpus[i].lost)
-            health_on_lost(&d[i].health, now_ms);
+            gpu_health_on_lost(&d[i].health, now_ms);
     }
     return d;
 }

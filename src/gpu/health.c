@@ -35,7 +35,7 @@ static int health_parse_list(const char *name, const char *value, unsigned *out,
     return 0;
 }
 
-int health_policy_init(struct health_policy *p, const char *disable, const char *enable,
+int gpu_health_policy_init(struct health_policy *p, const char *disable, const char *enable,
                        struct err *e)
 {
     memset(p, 0, sizeof *p);
@@ -56,7 +56,7 @@ int health_policy_init(struct health_policy *p, const char *disable, const char 
     return 0;
 }
 
-int health_faults_parse(struct health_faults *f, const char *what, const char *spec,
+int gpu_health_faults_parse(struct health_faults *f, const char *what, const char *spec,
                         struct err *e)
 {
     static const struct { const char *word; size_t at; } words[] = {
@@ -92,7 +92,7 @@ static bool health_in(const unsigned *list, size_t n, unsigned xid)
     return false;
 }
 
-bool health_xid_fatal(const struct health_policy *p, unsigned xid)
+bool gpu_health_xid_fatal(const struct health_policy *p, unsigned xid)
 {
     /* Forced XIDs win over every skip, so DISABLE=all with ENABLE=48,79
      * means only those two count, as with NVIDIA's plugin. */
@@ -101,7 +101,7 @@ bool health_xid_fatal(const struct health_policy *p, unsigned xid)
     return !p->disabled && !health_in(p->skip, p->nskip, xid);
 }
 
-bool health_faults_match(const struct health_faults *f, const struct gpu_health *h)
+bool gpu_health_faults_match(const struct health_faults *f, const struct gpu_health *h)
 {
     switch (h->reason) {
     case HEALTH_LOST: return f->lost || (h->xid && health_in(f->xids, f->nxids, h->xid));
@@ -114,12 +114,12 @@ bool health_faults_match(const struct health_faults *f, const struct gpu_health 
     return false;
 }
 
-bool health_policy_active(const struct health_policy *p)
+bool gpu_health_policy_active(const struct health_policy *p)
 {
     return !p->disabled || p->all_fatal || p->nforce;
 }
 
-const char *health_name(const struct gpu_health *h)
+const char *gpu_health_name(const struct gpu_health *h)
 {
     return h->reason == HEALTH_OK ? "Healthy" : "Unhealthy";
 }
@@ -148,7 +148,7 @@ static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid,
     return true;
 }
 
-void health_describe(const struct gpu_health *h, char *out, size_t len)
+void gpu_health_describe(const struct gpu_health *h, char *out, size_t len)
 {
     if (h->reason == HEALTH_OK) {
         snprintf(out, len, "%s", "");
@@ -162,7 +162,7 @@ void health_describe(const struct gpu_health *h, char *out, size_t len)
     snprintf(out, len, "%s since %s", h->detail, when);
 }
 
-bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)
+bool gpu_health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)
 {
     char d[64];
     if (xid == XID_OFF_BUS)
@@ -173,19 +173,19 @@ bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms)
     return health_set(h, HEALTH_XID, xid, now_ms, d);
 }
 
-bool health_on_ecc(struct gpu_health *h, double now_ms)
+bool gpu_health_on_ecc(struct gpu_health *h, double now_ms)
 {
     return health_set(h, HEALTH_ECC, XID_DBE, now_ms, "double-bit ECC error");
 }
 
-bool health_on_lost(struct gpu_health *h, double now_ms)
+bool gpu_health_on_lost(struct gpu_health *h, double now_ms)
 {
     bool changed = health_set(h, HEALTH_LOST, 0, now_ms, "GPU is lost (NVML cannot reach it)");
     h->seen_lost = true; /* also under XID 79: now NVML itself says so */
     return changed;
 }
 
-bool health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms)
+bool gpu_health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms)
 {
     char d[96];
     snprintf(d, sizeof d, "hung: %s has not returned for %u s", call ? call : "an NVML call",
@@ -193,23 +193,23 @@ bool health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, do
     return health_set(h, HEALTH_HUNG, 0, now_ms, d);
 }
 
-bool health_on_missing(struct gpu_health *h, const char *why, double now_ms)
+bool gpu_health_on_missing(struct gpu_health *h, const char *why, double now_ms)
 {
     return health_set(h, HEALTH_LOST, 0, now_ms, why);
 }
 
-bool health_clear(struct gpu_health *h)
+bool gpu_health_clear(struct gpu_health *h)
 {
     bool changed = h->reason != HEALTH_OK;
     memset(h, 0, sizeof *h);
     return changed;
 }
 
-bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
+bool gpu_health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
                      double quiet_ms)
 {
     if (p->lost)
-        return health_on_lost(h, now_ms);
+        return gpu_health_on_lost(h, now_ms);
     if (h->reason == HEALTH_OK || !p->answered)
         return false;
     switch (h->reason) {
@@ -236,28 +236,28 @@ bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double 
     case HEALTH_REASONS:
         return false;
     }
-    return health_clear(h);
+    return gpu_health_clear(h);
 }
 
 static const char *const health_reasons[HEALTH_REASONS] = {"ok", "xid", "ecc", "hung", "lost"};
 
-const char *health_reason_name(enum health_reason r)
+const char *gpu_health_reason_name(enum health_reason r)
 {
     return (unsigned)r < HEALTH_REASONS ? health_reasons[r] : "unknown";
 }
 
-void health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
+void gpu_health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
                        const struct gpu_health *h)
 {
     if (mig >= 0)
         strbuf_printf(out, "mig %u:%d", index, mig);
     else
         strbuf_printf(out, "gpu %u", index);
-    strbuf_printf(out, " %s %u %lld %s %s\n", health_reason_name(h->reason), h->xid, h->since_ms,
+    strbuf_printf(out, " %s %u %lld %s %s\n", gpu_health_reason_name(h->reason), h->xid, h->since_ms,
                   uuid, h->reason == HEALTH_OK ? "-" : h->detail);
 }
 
-int health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
+int gpu_health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
                      struct gpu_health *h)
 {
     char reason[8], id[NVML_DEVICE_UUID_V2_BUFFER_SIZE];

@@ -22,15 +22,15 @@ struct health_policy {
 };
 
 /* Builds the policy from the two variables' values (NULL when unset). */
-int health_policy_init(struct health_policy *p, const char *disable, const char *enable,
+int gpu_health_policy_init(struct health_policy *p, const char *disable, const char *enable,
                        struct err *e);
 
 /* False when health checking is off altogether (DP_DISABLE_HEALTHCHECKS=all
  * with nothing enabled): then nothing, not even ECC or a lost GPU, counts. */
-bool health_policy_active(const struct health_policy *p);
+bool gpu_health_policy_active(const struct health_policy *p);
 
 /* True if this XID makes a GPU unhealthy. */
-bool health_xid_fatal(const struct health_policy *p, unsigned xid);
+bool gpu_health_xid_fatal(const struct health_policy *p, unsigned xid);
 
 /* In order of severity: a worse reason replaces a milder one. */
 enum health_reason {
@@ -51,7 +51,7 @@ struct health_faults {
 };
 
 /* Parses "79,74,lost,hung"; the error names what (a flag) and the word. */
-int health_faults_parse(struct health_faults *f, const char *what, const char *spec,
+int gpu_health_faults_parse(struct health_faults *f, const char *what, const char *spec,
                         struct err *e);
 
 /* One GPU's health and why. */
@@ -61,7 +61,7 @@ struct gpu_health {
     long long since_ms;          /* wall clock (ms) when it became unhealthy */
     double last_event_ms;        /* monotonic time of the last fatal event */
     bool seen_lost;              /* NVML said GPU_IS_LOST since it became unhealthy */
-    char detail[160];            /* the cause ("XID 79: fallen off the bus"); health_describe
+    char detail[160];            /* the cause ("XID 79: fallen off the bus"); gpu_health_describe
                                   * adds the time, each renderer as it needs */
 };
 
@@ -74,46 +74,46 @@ struct health_probe {
 };
 
 /* Whether h's fault is on the list. */
-bool health_faults_match(const struct health_faults *f, const struct gpu_health *h);
+bool gpu_health_faults_match(const struct health_faults *f, const struct gpu_health *h);
 
 /* The cause and since when, for logs, `gpulet list` and `gpulet health`:
  * "XID 79: fallen off the bus since 2026-11-27T09:00:00Z"; "" when healthy. */
-void health_describe(const struct gpu_health *h, char *out, size_t len);
+void gpu_health_describe(const struct gpu_health *h, char *out, size_t len);
 
 /* "Healthy" or "Unhealthy", as the kubelet API spells them. */
-const char *health_name(const struct gpu_health *h);
+const char *gpu_health_name(const struct gpu_health *h);
 
 /* Records a critical XID; returns true if the GPU's state changed. */
-bool health_on_xid(struct gpu_health *h, unsigned xid, double now_ms);
+bool gpu_health_on_xid(struct gpu_health *h, unsigned xid, double now_ms);
 
 /* Records a double-bit ECC error; returns true if the state changed. */
-bool health_on_ecc(struct gpu_health *h, double now_ms);
+bool gpu_health_on_ecc(struct gpu_health *h, double now_ms);
 
 /* Records that NVML cannot reach the GPU; returns true if the state changed. */
-bool health_on_lost(struct gpu_health *h, double now_ms);
+bool gpu_health_on_lost(struct gpu_health *h, double now_ms);
 
 /* Records that an NVML call on the GPU (call, its name) has not returned
  * for seconds; returns true if the state changed. A probe that gets an
  * answer clears it. */
-bool health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms);
+bool gpu_health_on_hung(struct gpu_health *h, const char *call, unsigned seconds, double now_ms);
 
 /* Records that NVML does not give us the GPU at all (it failed to start, or
  * does not list a GPU the driver does), with why; a lost GPU. Returns true
  * if the state changed. */
-bool health_on_missing(struct gpu_health *h, const char *why, double now_ms);
+bool gpu_health_on_missing(struct gpu_health *h, const char *why, double now_ms);
 
 /* Applies a probe: marks a lost GPU, or recovers one whose rule is met.
  * quiet_ms is the XID quiet period (0: XIDs never clear by themselves).
  * Returns true if the state changed. */
-bool health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
+bool gpu_health_on_probe(struct gpu_health *h, const struct health_probe *p, double now_ms,
                      double quiet_ms);
 
 /* An operator's clear: healthy now. Returns true if the state changed. */
-bool health_clear(struct gpu_health *h);
+bool gpu_health_clear(struct gpu_health *h);
 
 /* "ok", "xid", "ecc", "hung", "lost": the reason as metrics and the status
  * socket name it. */
-const char *health_reason_name(enum health_reason r);
+const char *gpu_health_reason_name(enum health_reason r);
 
 /* One GPU's health, or one of its MIG devices' (mig >= 0, the GPU's MIG
  * device mig), as one line of the agent's status socket, written by the
@@ -121,11 +121,11 @@ const char *health_reason_name(enum health_reason r);
  * share this one definition:
  *   gpu INDEX REASON XID SINCE_MS UUID DETAIL...\n
  *   mig INDEX:MIG REASON XID SINCE_MS MIG-UUID DETAIL...\n
- * health_line_read returns 0 (*mig -1 for a GPU), or -1 for a line that
+ * gpu_health_line_read returns 0 (*mig -1 for a GPU), or -1 for a line that
  * is not one. */
-void health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
+void gpu_health_line_write(struct strbuf *out, unsigned index, int mig, const char *uuid,
                        const struct gpu_health *h);
-int health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
+int gpu_health_line_read(const char *line, unsigned *index, int *mig, char *uuid, size_t uuid_len,
                      struct gpu_health *h);
 
 #endif

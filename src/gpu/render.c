@@ -34,7 +34,7 @@ static void render_why(const struct gpu_health *h, struct strbuf *out)
     char why[200];
     if (!h || h->reason == HEALTH_OK)
         return;
-    health_describe(h, why, sizeof why);
+    gpu_health_describe(h, why, sizeof why);
     strbuf_printf(out, " (%s)", why);
 }
 
@@ -92,7 +92,7 @@ static void render_health_json(json_t *o, const char *state, const struct gpu_he
     jsonx_set(o, "health", json_string(state));
     if (h && h->reason != HEALTH_OK) {
         char why[200];
-        health_describe(h, why, sizeof why);
+        gpu_health_describe(h, why, sizeof why);
         jsonx_set(o, "health_reason", json_string(why));
     }
 }

@@ -65,7 +65,7 @@ static void client_complete(struct grpc_client_call *c, enum grpc_status st, con
     uv_timer_stop(&c->timer);
     if (!uv_is_closing((uv_handle_t *)&c->timer))
         uv_close((uv_handle_t *)&c->timer, client_handle_closed);
-    h2io_close(&c->io);
+    grpc_h2io_close(&c->io);
 }
 
 static void client_timeout(uv_timer_t *t)
@@ -191,7 +191,7 @@ static void client_connected(uv_connect_t *req, int status)
 {
     struct grpc_client_call *c = req->data;
     if (c->done) {
-        h2io_close(&c->io);
+        grpc_h2io_close(&c->io);
         return;
     }
     char msg[200];
@@ -200,11 +200,11 @@ static void client_connected(uv_connect_t *req, int status)
         client_complete(c, GRPC_UNAVAILABLE, msg);
         return;
     }
-    if (client_session(c) < 0 || h2io_start(&c->io) < 0) {
+    if (client_session(c) < 0 || grpc_h2io_start(&c->io) < 0) {
         client_complete(c, GRPC_INTERNAL, "cannot start an HTTP/2 session");
         return;
     }
-    h2io_flush(&c->io);
+    grpc_h2io_flush(&c->io);
 }
 
 struct grpc_client_call *grpc_client_unary(uv_loop_t *loop, const char *socket_path,
@@ -240,5 +240,5 @@ void grpc_client_cancel(struct grpc_client_call *c)
     uv_timer_stop(&c->timer);
     if (!uv_is_closing((uv_handle_t *)&c->timer))
         uv_close((uv_handle_t *)&c->timer, client_handle_closed);
-    h2io_close(&c->io);
+    grpc_h2io_close(&c->io);
 }

@@ -21,20 +21,20 @@ static void h2io_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct h2io *io = s->data;
     if (n < 0) {
-        h2io_close(io);
+        grpc_h2io_close(io);
         return;
     }
     io->in_recv = true;
     ssize_t rv = nghttp2_session_mem_recv(io->h2, (const uint8_t *)buf->base, (size_t)n);
     io->in_recv = false;
     if (rv < 0) {
-        h2io_close(io);
+        grpc_h2io_close(io);
         return;
     }
-    h2io_flush(io);
+    grpc_h2io_flush(io);
 }
 
-int h2io_start(struct h2io *io)
+int grpc_h2io_start(struct h2io *io)
 {
     io->pipe.data = io;
     return uv_read_start((uv_stream_t *)&io->pipe, h2io_alloc, h2io_read);
@@ -46,10 +46,10 @@ static void h2io_written(uv_write_t *req, int status)
     struct h2io *io = req->handle->data;
     free(w);
     if (status < 0)
-        h2io_close(io);
+        grpc_h2io_close(io);
 }
 
-void h2io_flush(struct h2io *io)
+void grpc_h2io_flush(struct h2io *io)
 {
     if (io->in_recv || io->closing)
         return; /* h2io_read flushes once nghttp2 has taken the whole read */
@@ -60,7 +60,7 @@ void h2io_flush(struct h2io *io)
         ssize_t n = nghttp2_session_mem_send(io->h2, &data);
         if (n < 0) {
             free(w);
-            h2io_close(io);
+            grpc_h2io_close(io);
             return;
         }
         if (n == 0)
@@ -77,13 +77,13 @@ void h2io_flush(struct h2io *io)
         uv_buf_t buf = uv_buf_init((char *)w->data, (unsigned)total);
         if (uv_write(&w->req, (uv_stream_t *)&io->pipe, &buf, 1, h2io_written) < 0) {
             free(w);
-            h2io_close(io);
+            grpc_h2io_close(io);
             return;
         }
     }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&io->pipe) > H2IO_MAX_QUEUED ||
         (!nghttp2_session_want_read(io->h2) && !nghttp2_session_want_write(io->h2)))
-        h2io_close(io);
+        grpc_h2io_close(io);
 }
 
 static void h2io_closed(uv_handle_t *h)
@@ -92,7 +92,7 @@ static void h2io_closed(uv_handle_t *h)
     io->on_closed(io);
 }
 
-void h2io_close(struct h2io *io)
+void grpc_h2io_close(struct h2io *io)
 {
     if (io->closing)
         return;

@@ -24,12 +24,12 @@ struct h2io {
 };
 
 /* Starts reading; on error or EOF the connection closes. */
-int h2io_start(struct h2io *io);
+int grpc_h2io_start(struct h2io *io);
 
 /* Sends whatever nghttp2 has queued; closes when the session is done. */
-void h2io_flush(struct h2io *io);
+void grpc_h2io_flush(struct h2io *io);
 
 /* Closes the pipe (once); on_closed runs from the loop afterwards. */
-void h2io_close(struct h2io *io);
+void grpc_h2io_close(struct h2io *io);
 
 #endif

@@ -143,7 +143,7 @@ void grpc_call_send(struct grpc_call *c, const uint8_t *msg, size_t len)
         call_submit_headers(c);
     else
         nghttp2_session_resume_data(c->conn->io.h2, c->stream_id);
-    h2io_flush(&c->conn->io);
+    grpc_h2io_flush(&c->conn->io);
 }
 
 void grpc_call_finish(struct grpc_call *c, enum grpc_status status, const char *message)
@@ -168,7 +168,7 @@ void grpc_call_finish(struct grpc_call *c, enum grpc_status status, const char *
         c->finish_pending = true;
         nghttp2_session_resume_data(h2, c->stream_id);
     }
-    h2io_flush(&c->conn->io);
+    grpc_h2io_flush(&c->conn->io);
 }
 
 void grpc_call_on_cancel(struct grpc_call *c, grpc_cancel_fn fn, void *ctx)
@@ -396,7 +396,7 @@ static void server_on_connection(uv_stream_t *listener, int status)
     s->conns = conn;
     if (uv_accept(listener, (uv_stream_t *)&conn->io.pipe) < 0 ||
         nghttp2_session_server_new2(&conn->io.h2, s->cbs, conn, s->opt) != 0) {
-        h2io_close(&conn->io);
+        grpc_h2io_close(&conn->io);
         return;
     }
     nghttp2_settings_entry settings[] = {
@@ -404,11 +404,11 @@ static void server_on_connection(uv_stream_t *listener, int status)
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, SERVER_MAX_HEADER_LIST},
     };
     nghttp2_submit_settings(conn->io.h2, NGHTTP2_FLAG_NONE, settings, 2);
-    if (h2io_start(&conn->io) < 0) {
-        h2io_close(&conn->io);
+    if (grpc_h2io_start(&conn->io) < 0) {
+        grpc_h2io_close(&conn->io);
         return;
     }
-    h2io_flush(&conn->io);
+    grpc_h2io_flush(&conn->io);
 }
 
 int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path,
@@ -469,7 +469,7 @@ void grpc_server_close(struct grpc_server *s)
     if (bound && unixsock_ours(s->path, s->id))
         unlink(s->path); /* not one another process bound there since */
     for (struct grpc_conn *c = s->conns; c; c = c->next)
-        h2io_close(&c->io);
+        grpc_h2io_close(&c->io);
 }
 
 const char *grpc_server_path(const struct grpc_server *s)

@@ -41,10 +41,10 @@ static const char default_csv[] =
     "DCGM_FI_PROF_PCIE_RX_BYTES, gauge, The rate of data received over the PCIe bus - "
     "including both protocol headers and data payloads - in bytes per second.\n";
 
-void collectors_default(struct collectors *c)
+void metrics_collectors_default(struct collectors *c)
 {
     struct err e;
-    if (collectors_parse(c, "default counters", default_csv, sizeof default_csv - 1, &e) < 0)
+    if (metrics_collectors_parse(c, "default counters", default_csv, sizeof default_csv - 1, &e) < 0)
         abort(); /* the built-in list is tested: it cannot fail */
 }
 
@@ -80,13 +80,13 @@ static int collectors_line(struct collectors *c, char *line, const char *source,
     if (!types[t])
         return err_set(e, "%s:%u: %s: unknown type '%s' (gauge, counter, histogram, summary, label)",
                        source, lineno, name, type);
-    if (field_exporter_only(name)) {
+    if (metrics_field_exporter_only(name)) {
         log_warn("%s:%u: %s is computed by dcgm-exporter itself; gpulet offers "
                  "gpulet_xid_errors_total and gpulet_gpu_health instead (skipped)", source, lineno, name);
         c->skipped++;
         return 0;
     }
-    const struct field *f = field_find(name);
+    const struct field *f = metrics_field_find(name);
     if (!f)
         return err_set(e, "%s:%u: unknown field '%s'", source, lineno, name);
     if ((f->src == SRC_LABEL) != !strcmp(type, "label"))
@@ -104,7 +104,7 @@ static int collectors_line(struct collectors *c, char *line, const char *source,
     return 0;
 }
 
-int collectors_parse(struct collectors *c, const char *source, const char *text, size_t len,
+int metrics_collectors_parse(struct collectors *c, const char *source, const char *text, size_t len,
                      struct err *e)
 {
     memset(c, 0, sizeof *c);
@@ -132,7 +132,7 @@ int collectors_parse(struct collectors *c, const char *source, const char *text,
     return 0;
 }
 
-int collectors_load(struct collectors *c, const char *path, struct err *e)
+int metrics_collectors_load(struct collectors *c, const char *path, struct err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -141,7 +141,7 @@ int collectors_load(struct collectors *c, const char *path, struct err *e)
     size_t n = fread(buf, 1, 1 << 20, f);
     int big = !feof(f);
     fclose(f);
-    int rc = big ? err_set(e, "%s: larger than 1 MiB", path) : collectors_parse(c, path, buf, n, e);
+    int rc = big ? err_set(e, "%s: larger than 1 MiB", path) : metrics_collectors_parse(c, path, buf, n, e);
     free(buf);
     return rc;
 }

@@ -22,13 +22,13 @@ struct collectors {
 };
 
 /* dcgm-exporter's default counters (its etc/default-counters.csv set). */
-void collectors_default(struct collectors *c);
+void metrics_collectors_default(struct collectors *c);
 
 /* Parses collectors CSV text; errors name source and line. */
-int collectors_parse(struct collectors *c, const char *source, const char *text, size_t len,
+int metrics_collectors_parse(struct collectors *c, const char *source, const char *text, size_t len,
                      struct err *e);
 
 /* Reads and parses a collectors file. */
-int collectors_load(struct collectors *c, const char *path, struct err *e);
+int metrics_collectors_load(struct collectors *c, const char *path, struct err *e);
 
 #endif

@@ -98,7 +98,7 @@ static const struct field fields[] = {
     {"DCGM_FI_DEV_BRAND", "label", "Device Brand", SRC_LABEL, LABEL_BRAND, 0, false},
 };
 
-const struct field *field_find(const char *name)
+const struct field *metrics_field_find(const char *name)
 {
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         if (!strcmp(fields[i].name, name))
@@ -106,18 +106,18 @@ const struct field *field_find(const char *name)
     return NULL;
 }
 
-const struct field *field_all(unsigned *n)
+const struct field *metrics_field_all(unsigned *n)
 {
     *n = sizeof fields / sizeof *fields;
     return fields;
 }
 
-bool field_exporter_only(const char *name)
+bool metrics_field_exporter_only(const char *name)
 {
     return !strncmp(name, "DCGM_EXP_", 9);
 }
 
-const char *field_xid_message(unsigned xid)
+const char *metrics_field_xid_message(unsigned xid)
 {
     /* gpulet's own one-line summaries of the XIDs operators meet most. */
     switch (xid) {

@@ -32,15 +32,15 @@ struct field {
 };
 
 /* The field named name, or NULL. */
-const struct field *field_find(const char *name);
+const struct field *metrics_field_find(const char *name);
 
 /* Every field, in table order; n gets the count. */
-const struct field *field_all(unsigned *n);
+const struct field *metrics_field_all(unsigned *n);
 
 /* dcgm-exporter's own computed series (DCGM_EXP_*): known, not produced. */
-bool field_exporter_only(const char *name);
+bool metrics_field_exporter_only(const char *name);
 
 /* A short description of an XID for err_msg ("Unknown Error" if none). */
-const char *field_xid_message(unsigned xid);
+const char *metrics_field_xid_message(unsigned xid);
 
 #endif

@@ -365,12 +365,12 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
     uv_mutex_init(&m->lock);
     uv_cond_init(&m->wake);
     if (cfg->collectors[0]) {
-        if (collectors_load(&m->collectors, cfg->collectors, e) < 0) {
+        if (metrics_collectors_load(&m->collectors, cfg->collectors, e) < 0) {
             free(m);
             return -1;
         }
     } else {
-        collectors_default(&m->collectors);
+        metrics_collectors_default(&m->collectors);
     }
     const char *node = getenv("NODE_NAME");
     if (cfg->hostname[0])

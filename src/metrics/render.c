@@ -151,7 +151,7 @@ static void render_fields(struct strbuf *out, const struct metrics_frame *f, con
                 char code[16];
                 unsigned xid = (unsigned)g->value[k];
                 snprintf(code, sizeof code, "%u", xid);
-                render_pod(out, f, i, code, field_xid_message(xid));
+                render_pod(out, f, i, code, metrics_field_xid_message(xid));
             } else {
                 render_pod(out, f, i, NULL, NULL);
             }
@@ -192,7 +192,7 @@ static void rows_health(struct strbuf *out, const struct metrics_frame *f)
                 render_identity(out, f, i, NULL, 0);
             else
                 render_identity_of(out, f, i, &d->mig[k], NULL, 0);
-            render_label(out, "reason", r == HEALTH_OK ? "" : health_reason_name(r), false);
+            render_label(out, "reason", r == HEALTH_OK ? "" : gpu_health_reason_name(r), false);
             strbuf_printf(out, "} %d\n", r == HEALTH_OK ? 1 : 0);
         }
     }

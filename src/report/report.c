@@ -159,7 +159,7 @@ void report_update(struct report *r, const struct report_gpu *gpus, unsigned cou
     const struct report_gpu *worst = NULL;
     /* A fault of one MIG device keeps pods off that device, not the node. */
     for (unsigned i = 0; r->taint_on && i < count; i++)
-        if (gpus[i].mig < 0 && health_faults_match(&r->taint_faults, &gpus[i].health) &&
+        if (gpus[i].mig < 0 && gpu_health_faults_match(&r->taint_faults, &gpus[i].health) &&
             (!worst || gpus[i].health.reason > worst->health.reason))
             worst = &gpus[i];
     if (worst)
@@ -185,7 +185,7 @@ int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg,
     struct report *r = xcalloc(1, sizeof *r);
     r->kc = kc;
     r->taint_on = cfg->fault_taint;
-    if (health_faults_parse(&r->taint_faults, "--fault-taint-on", cfg->fault_taint_on, e) < 0) {
+    if (gpu_health_faults_parse(&r->taint_faults, "--fault-taint-on", cfg->fault_taint_on, e) < 0) {
         free(r);
         return -1;
     }

@@ -30,7 +30,7 @@ static json_t *slice_with(const char *preset, unsigned unhealthy_gpu, const stru
     snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "*");
     char roots[8][32] = {"pci0000:00"};
     struct health_faults faults;
-    assert_int_equal(health_faults_parse(&faults, "test", evict, &e), 0);
+    assert_int_equal(gpu_health_faults_parse(&faults, "test", evict, &e), 0);
     struct dra_slice_in in = {.cfg = &cfg, .inv = &inv, .devs = devs, .node = "node-a",
                               .node_uid = "uid-1", .generation = 3, .api = api, .pcie_roots = roots,
                               .tainted = tainted, .evict = &faults, .held = held};
@@ -197,7 +197,7 @@ static void test_taint_rules(void **state)
     struct dra_taint t[DRA_MAX_TAINTS];
     struct health_faults evict;
     struct err e;
-    assert_int_equal(health_faults_parse(&evict, "test", "hung,48", &e), 0);
+    assert_int_equal(gpu_health_faults_parse(&evict, "test", "hung,48", &e), 0);
     struct gpu_health h = {.reason = HEALTH_OK};
     assert_int_equal(dra_taints(&h, &evict, t), 0);
     assert_int_equal(dra_taints(NULL, &evict, t), 0);

@@ -227,7 +227,7 @@ static void test_health_count(void **state)
     struct label_set before = {0}, after = {0};
     const struct labels_input in = {&inv, devs, &cfg, NULL, 0};
     labels_build(&in, &before);
-    health_on_xid(&devs[2].health, 79, 1);
+    gpu_health_on_xid(&devs[2].health, 79, 1);
     labels_build(&in, &after);
     assert_string_equal(label_set_get(&after, "gpulet.io/gpu.healthy"), "3");
     assert_string_equal(label_set_get(&after, "nvidia.com/gpu.count"), "4");

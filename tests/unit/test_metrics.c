@@ -13,7 +13,7 @@ static void expect_csv_error(const char *csv, const char *what)
 {
     struct collectors c;
     struct err e;
-    if (collectors_parse(&c, "c.csv", csv, strlen(csv), &e) == 0)
+    if (metrics_collectors_parse(&c, "c.csv", csv, strlen(csv), &e) == 0)
         fail_msg("accepted: %s", csv);
     assert_contains(e.msg, what);
 }
@@ -23,7 +23,7 @@ static void test_collectors(void **state)
     (void)state;
     struct collectors c;
     struct err e;
-    collectors_default(&c);
+    metrics_collectors_default(&c);
     assert_int_equal(c.count, 26); /* 25 metrics and the driver-version label */
     assert_string_equal(c.items[0].field->name, "DCGM_FI_DEV_SM_CLOCK");
     /* A dcgm-exporter user's file, comments and all, works unchanged. */
@@ -35,7 +35,7 @@ static void test_collectors(void **state)
                       "DCGM_FI_PROF_SM_ACTIVE, gauge, The ratio of cycles an SM has at least 1 warp assigned.\n"
                       "DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window.\n"
                       "DCGM_FI_DEV_SERIAL, label, Device Serial Number\n";
-    assert_int_equal(collectors_parse(&c, "user.csv", csv, strlen(csv), &e), 0);
+    assert_int_equal(metrics_collectors_parse(&c, "user.csv", csv, strlen(csv), &e), 0);
     assert_int_equal(c.count, 4);
     assert_int_equal(c.skipped, 1);
     assert_string_equal(c.items[1].type, "counter");
@@ -47,7 +47,7 @@ static void test_collectors(void **state)
     expect_csv_error("DCGM_FI_DEV_GPU_TEMP, label, x\n", "must be declared as a metric type");
     expect_csv_error("DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_GPU_TEMP, gauge, x\n", "listed twice");
     expect_csv_error("# only comments\n", "no fields enabled");
-    assert_int_equal(collectors_load(&c, "/nonexistent.csv", &e), -1);
+    assert_int_equal(metrics_collectors_load(&c, "/nonexistent.csv", &e), -1);
     assert_contains(e.msg, "/nonexistent.csv: No such file");
 }
 
@@ -66,7 +66,7 @@ static void test_render_labels(void **state)
     struct err e;
     const char *csv = "DCGM_FI_DEV_POWER_USAGE, gauge, Power\nDCGM_FI_DEV_XID_ERRORS, gauge, Xid\n"
                       "DCGM_FI_DRIVER_VERSION, label, d\nDCGM_FI_DEV_SERIAL, label, s\n";
-    assert_int_equal(collectors_parse(&c, "c", csv, strlen(csv), &e), 0);
+    assert_int_equal(metrics_collectors_parse(&c, "c", csv, strlen(csv), &e), 0);
     struct metrics_state st;
     metrics_state_alloc(&st, 1);
     st.owned[0] = true;

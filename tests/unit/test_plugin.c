@@ -164,11 +164,11 @@ static void test_allocate_refuses_unhealthy(void **state)
     char why[256];
     int st;
     struct config c = base_config();
-    health_on_xid(&records[2].health, 79, 0);
+    gpu_health_on_xid(&records[2].health, 79, 0);
     assert_null(allocate(&c, ids, 1, &st, why));
     assert_int_equal(st, GRPC_FAILED_PRECONDITION);
     assert_contains(why, "is unhealthy (XID 79: fallen off the bus)");
-    health_clear(&records[2].health);
+    gpu_health_clear(&records[2].health);
     V1beta1__AllocateResponse *r = allocate(&c, ids, 1, &st, why);
     assert_int_equal(st, GRPC_OK);
     v1beta1__allocate_response__free_unpacked(r, NULL);

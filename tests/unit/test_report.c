@@ -185,22 +185,22 @@ static void test_fault_list(void **state)
     (void)state;
     struct health_faults f;
     struct err e;
-    assert_int_equal(health_faults_parse(&f, "--x", "79, 74,lost,HUNG", &e), 0);
+    assert_int_equal(gpu_health_faults_parse(&f, "--x", "79, 74,lost,HUNG", &e), 0);
     struct gpu_health h = {.reason = HEALTH_LOST, .xid = 79};
-    assert_true(health_faults_match(&f, &h));
+    assert_true(gpu_health_faults_match(&f, &h));
     h.xid = 0;
-    assert_true(health_faults_match(&f, &h)); /* lost */
+    assert_true(gpu_health_faults_match(&f, &h)); /* lost */
     h.reason = HEALTH_XID;
     h.xid = 74;
-    assert_true(health_faults_match(&f, &h));
+    assert_true(gpu_health_faults_match(&f, &h));
     h.xid = 94;
-    assert_false(health_faults_match(&f, &h));
+    assert_false(gpu_health_faults_match(&f, &h));
     h.reason = HEALTH_ECC;
     h.xid = 48;
-    assert_false(health_faults_match(&f, &h));
+    assert_false(gpu_health_faults_match(&f, &h));
     h.reason = HEALTH_HUNG;
-    assert_true(health_faults_match(&f, &h));
-    assert_int_equal(health_faults_parse(&f, "--x", "79,maybe", &e), -1);
+    assert_true(gpu_health_faults_match(&f, &h));
+    assert_int_equal(gpu_health_faults_parse(&f, "--x", "79,maybe", &e), -1);
     assert_true(e.usage);
     assert_contains(e.msg, "--x: 'maybe' is neither an XID number nor lost, hung, ecc or xid");
 }
