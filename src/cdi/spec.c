@@ -234,6 +234,49 @@ int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
     return rc;
 }
 
+void cdi_edits_env(struct cdi_edits *e, const char *name, const char *value)
+{
+    if (e->nenv < CDI_EDITS_MAX)
+        snprintf(e->env[e->nenv++], sizeof e->env[0], "%s=%s", name, value);
+}
+
+void cdi_edits_mount(struct cdi_edits *e, const char *host, const char *container)
+{
+    if (e->nmounts == CDI_EDITS_MAX)
+        return;
+    snprintf(e->mounts[e->nmounts].host, sizeof e->mounts[0].host, "%s", host);
+    snprintf(e->mounts[e->nmounts].container, sizeof e->mounts[0].container, "%s", container);
+    e->nmounts++;
+}
+
+void cdi_edits_spec(const char *kind, const char *name, const struct cdi_edits *e, struct strbuf *out)
+{
+    json_t *mounts = jsonx_ok(json_array()), *env = jsonx_ok(json_array());
+    for (unsigned i = 0; i < e->nmounts; i++) {
+        json_t *mt = jsonx_ok(json_object()), *opts = jsonx_ok(json_array());
+        jsonx_set(mt, "hostPath", jsonx_ok(json_string(e->mounts[i].host)));
+        jsonx_set(mt, "containerPath", jsonx_ok(json_string(e->mounts[i].container)));
+        jsonx_append(opts, jsonx_ok(json_string("rbind")));
+        jsonx_append(opts, jsonx_ok(json_string("rw")));
+        jsonx_set(mt, "options", opts);
+        jsonx_append(mounts, mt);
+    }
+    for (unsigned i = 0; i < e->nenv; i++)
+        jsonx_append(env, jsonx_ok(json_string(e->env[i])));
+    json_t *edits = jsonx_ok(json_object()), *dev = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
+    jsonx_set(edits, "env", env);
+    jsonx_set(edits, "mounts", mounts);
+    jsonx_set(dev, "name", jsonx_ok(json_string(name)));
+    jsonx_set(dev, "containerEdits", edits);
+    jsonx_append(devs, dev);
+    json_t *spec = jsonx_ok(json_object());
+    jsonx_set(spec, "cdiVersion", jsonx_ok(json_string(CDI_VERSION)));
+    jsonx_set(spec, "kind", jsonx_ok(json_string(kind)));
+    jsonx_set(spec, "devices", devs);
+    jsonx_dump(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER, out);
+    json_decref(spec);
+}
+
 struct writer *cdi_spec_writer(uv_loop_t *loop, const char *dir, const char *name)
 {
     char path[CONFIG_PATH_MAX + 128], tmp[CONFIG_PATH_MAX + 144];

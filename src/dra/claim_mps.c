@@ -19,7 +19,6 @@
 
 #include "cdi/cdi.h"
 #include "mps/mps.h"
-#include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -80,9 +79,14 @@ static void dra_mps_spec_name(const char *uid, char *out, size_t len)
     snprintf(out, len, DRA_DRIVER "-claim_%s.json", uid);
 }
 
-/* A share's limits, as its containers' environment: what it consumed of
- * its GPU (the sum, where the claim has several shares of it). */
-static void dra_mps_share_env(const struct dra_prepared *p, json_t *env)
+/* The claim's CDI device (mps_client: what its containers need to reach
+ * the daemon, and a share's limits: what it consumed of its GPU, the sum
+ * where the claim has several shares of it); written on the worker pool,
+ * j's answer (if any) waiting for it. Its removal at unprepare comes
+ * after: the kubelet unprepares only a claim whose prepare it has had
+ * answered. */
+static void dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struct dra_mps *m,
+                         struct dra_job *j)
 {
     unsigned long long mib = 0;
     unsigned compute = 0;
@@ -91,53 +95,12 @@ static void dra_mps_share_env(const struct dra_prepared *p, json_t *env)
             mib += p->devs[k].pinned_mib;
             compute += p->devs[k].share_compute;
         }
-    char v[96];
-    if (mib) {
-        snprintf(v, sizeof v, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lluM", mib);
-        jsonx_append(env, jsonx_ok(json_string(v)));
-    }
-    if (compute) {
-        snprintf(v, sizeof v, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%u", compute > 100 ? 100 : compute);
-        jsonx_append(env, jsonx_ok(json_string(v)));
-    }
-}
-
-/* The claim's CDI device: what its containers need to reach the daemon,
- * and a share's limits; written on the worker pool, j's answer (if any)
- * waiting for it. Its removal at unprepare comes after: the kubelet
- * unprepares only a claim whose prepare it has had answered. */
-static void dra_mps_spec(struct dra *d, const struct dra_prepared *p, const struct dra_mps *m,
-                         struct dra_job *j)
-{
-    json_t *mounts = jsonx_ok(json_array());
-    struct config_mps_dirs dirs;
-    config_mps_dirs(d->cfg, m->name, &dirs);
-    const char *paths[][2] = {{dirs.pipe, DRA_MPS_PIPE}, {dirs.shm, "/dev/shm"}};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *mt = jsonx_ok(json_object()), *opts = jsonx_ok(json_array());
-        jsonx_set(mt, "hostPath", jsonx_ok(json_string(paths[i][0])));
-        jsonx_set(mt, "containerPath", jsonx_ok(json_string(paths[i][1])));
-        jsonx_append(opts, jsonx_ok(json_string("rbind")));
-        jsonx_append(opts, jsonx_ok(json_string("rw")));
-        jsonx_set(mt, "options", opts);
-        jsonx_append(mounts, mt);
-    }
-    json_t *env = jsonx_ok(json_array()), *edits = jsonx_ok(json_object());
-    jsonx_append(env, jsonx_ok(json_string("CUDA_MPS_PIPE_DIRECTORY=" DRA_MPS_PIPE)));
-    dra_mps_share_env(p, env);
-    jsonx_set(edits, "env", env);
-    jsonx_set(edits, "mounts", mounts);
-    json_t *dev = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
-    jsonx_set(dev, "name", jsonx_ok(json_string(p->uid)));
-    jsonx_set(dev, "containerEdits", edits);
-    jsonx_append(devs, dev);
-    json_t *spec = jsonx_ok(json_object());
-    jsonx_set(spec, "cdiVersion", jsonx_ok(json_string(CDI_VERSION)));
-    jsonx_set(spec, "kind", jsonx_ok(json_string(DRA_CLAIM_CDI_KIND)));
-    jsonx_set(spec, "devices", devs);
+    char pinned[32];
+    snprintf(pinned, sizeof pinned, "0=%lluM", mib);
+    struct cdi_edits edits;
+    mps_client(d->cfg, m->name, DRA_MPS_PIPE, compute, mib ? pinned : NULL, &edits);
     struct strbuf text = {0};
-    jsonx_dump(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &text);
-    json_decref(spec);
+    cdi_edits_spec(DRA_CLAIM_CDI_KIND, p->uid, &edits, &text);
     char name[160];
     dra_mps_spec_name(p->uid, name, sizeof name);
     struct writer *w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);

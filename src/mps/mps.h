@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "cdi/cdi.h"
 #include "config/config.h"
 
 #define MPS_MAX_GPUS 64
@@ -28,6 +29,15 @@ struct mps_spec {
     unsigned thread_percentage;     /* every client's active threads, % */
     unsigned long long memory_mib[MPS_MAX_GPUS]; /* each GPU's pinned memory per client */
 };
+
+/* What a container needs to be a client of the daemon `name`, the one
+ * contract of the device plugin's Allocate and DRA's claim CDI spec
+ * (client.c): CUDA_MPS_PIPE_DIRECTORY=pipe_at, the daemon's pipe directory
+ * mounted there and its /dev/shm on /dev/shm, and the limits given, which a
+ * client can only lower (thread_percentage 0, pinned NULL: none; pinned as
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT has it, "0=7680M,1=..."). */
+void mps_client(const struct config *cfg, const char *name, const char *pipe_at,
+                unsigned thread_percentage, const char *pinned, struct cdi_edits *out);
 
 /* What the daemon tells its owner: it is up (has taken the limits), or not. */
 struct mps_hooks {

@@ -11,6 +11,7 @@
 #include "cdi/cdi.h"
 #include "driver/driver.h"
 #include "grpc/grpc.h"
+#include "mps/mps.h"
 #include "plugin/internal.h"
 #include "util/arena.h"
 #include "util/log.h"
@@ -81,29 +82,31 @@ static void alloc_mount(struct alloc_out *o, const char *host, const char *conta
     o->r->mounts[o->r->n_mounts++] = m;
 }
 
-/* What a container needs to reach its resource's MPS daemon, as NVIDIA's
- * plugin gives it (the pipe directory and the shared /dev/shm), and its
- * limits, which a client can only lower (docs/sharing.md). */
+/* What a container needs to reach its resource's MPS daemon (mps_client),
+ * the pipe directory where NVIDIA's plugin puts it, and its limits, which a
+ * client can only lower (docs/sharing.md). */
 static void alloc_mps(struct alloc_out *o, const struct plugin *p,
                       const struct plugin_device **gpus, size_t ng)
 {
     const struct plugin_resource *res = p->res;
-    struct config_mps_dirs dirs;
-    config_mps_dirs(p->cfg, res->name, &dirs);
-    char *pipe = arena_printf(o->a, "/mps/%s/pipe", res->name);
-    alloc_env(o, "CUDA_MPS_PIPE_DIRECTORY", pipe);
-    alloc_mount(o, arena_strdup(o->a, dirs.pipe), pipe, false);
-    alloc_mount(o, arena_strdup(o->a, dirs.shm), "/dev/shm", false);
-    alloc_env(o, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-              arena_printf(o->a, "%u", res->thread_percentage));
     struct strbuf lim = {0};
     for (size_t i = 0; i < ng; i++)
         for (unsigned k = 0; k < res->ngpus; k++)
             if (res->gpus[k] == gpus[i]->gpu)
                 strbuf_printf(&lim, "%s%zu=%lluM", i ? "," : "", i,
                               plugin_mps_memory_mib(res, k, p->inv));
-    alloc_env(o, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", lim.data ? lim.data : "");
+    char pipe[CONFIG_PATH_MAX];
+    snprintf(pipe, sizeof pipe, "/mps/%s/pipe", res->name);
+    struct cdi_edits edits;
+    mps_client(p->cfg, res->name, pipe, res->thread_percentage, lim.data ? lim.data : "", &edits);
     strbuf_free(&lim);
+    for (unsigned i = 0; i < edits.nenv; i++) {
+        char *eq = strchr(edits.env[i], '=');
+        *eq = '\0';
+        alloc_env(o, edits.env[i], eq + 1);
+    }
+    for (unsigned i = 0; i < edits.nmounts; i++)
+        alloc_mount(o, edits.mounts[i].host, edits.mounts[i].container, false);
 }
 
 /* The control nodes that exist, then each GPU's node. */

@@ -579,7 +579,7 @@ def test_dra_shares(agent, sim_env, tmp_path):
         env = {u: json.loads((cdi / f"gpu.nvidia.com-claim_{u}.json").read_text())["devices"][0]["containerEdits"]
                for u in ("a", "b")}
         assert env["a"]["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
-                                   "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25"]
+                                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M"]
         assert env["b"]["env"] == ["CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=16384M"]
         assert env["a"]["mounts"][0]["hostPath"] == str(daemon / "pipe")
         # A share of a GPU not published for shares, and a share beside a GpuConfig: refused.
