@@ -66,7 +66,7 @@ MUTANTS = [
      "    writer_work(&w->running->work);\n    writer_done(&w->running->work, 0);",
      [T + "test_dra.py::test_dra_answers_once_its_files_are_on_disk"]),
     ("a share's memory limit is not set", "src/dra/claim_mps.c",
-     "    if (mib) {", "    if (0) {",
+     "compute, mib ? pinned : NULL, &edits);", "compute, NULL, &edits);",
      [T + "test_dra.py::test_dra_shares"]),
     ("an MPS daemon's memory limit is not set", "src/mps/control.c",
      'strbuf_printf(&t, "set_default_device_pinned_mem_limit %u %lluM\\n", i, m->spec.memory_mib[i]);',

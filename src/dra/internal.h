@@ -176,6 +176,19 @@ struct dra_job_claim {
     bool timeslice_set;               /* the second pass set p's intervals */
 };
 
+/* A prepare's stages, in the order dra_job_next (prepare.c) runs them; a
+ * stage that waits for work elsewhere returns, and that work's end calls
+ * dra_job_next again. A refresh (refresh.c) reads and settles only. */
+enum dra_stage {
+    DRA_READ,      /* the claims' allocations, from the API server (read.c) */
+    DRA_MAP,       /* mapped to the node's devices (map.c); time slices set on the worker pool */
+    DRA_MIG,       /* MIG devices made for placements, on their GPUs' lanes (claim_mig.c) */
+    DRA_SETTLE,    /* recorded: MPS daemons started, CDI specs and the checkpoint written */
+    DRA_FILES,     /* waiting until those files are on disk (dra_job_wait) */
+    DRA_DAEMONS,   /* waiting for the claims' MPS daemons, DRA_MPS_WAIT_MS at most */
+    DRA_ANSWER,    /* answered, and freed */
+};
+
 struct dra_job {
     uv_work_t work;
     uv_timer_t timer;                 /* waiting for MPS daemons */
@@ -187,12 +200,10 @@ struct dra_job {
     struct dra_job *next;             /* in d->waiting, or d->api_waiting */
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
-    bool mapped;                      /* its claims were mapped: a second pass sets time slices */
+    enum dra_stage stage;             /* the next to run (prepare.c) */
     bool refresh;                     /* not the kubelet's: the claims' containers only */
-    bool made;                        /* its placements' MIG devices were asked for */
-    unsigned making;                  /* of them, not yet back */
+    unsigned making;                  /* MIG devices asked for, not yet back */
     unsigned writes;                  /* files its answer waits for (dra_job_wait) */
-    bool answering;                   /* settled: answered once writes is 0 */
     bool freeing;                     /* freed once writes is 0 */
 };
 

@@ -1,8 +1,14 @@
 /* NodePrepareResources and NodeUnprepareResources. The kubelet names the
- * claims only: their allocations are read from the API server (read.c),
- * then mapped to the node's GPUs and answered with the CDI
- * device of each (nvidia.com/gpu=<uuid>, from gpulet's own spec). A claim
- * prepared before (the checkpoint) is answered the same without asking. */
+ * claims only; a prepare is a job that runs through the stages of enum
+ * dra_stage (internal.h) in dra_job_next, below, top to bottom: its
+ * claims' allocations read from the API server (read.c), mapped to the
+ * node's GPUs (map.c) with their time slices set (timeslice.c), MIG
+ * devices made (claim_mig.c), recorded with their MPS daemons started
+ * (claim_mps.c), the files its answer names on disk (the checkpoint, the
+ * CDI specs), the daemons up, and the answer: the CDI devices of each
+ * claim (nvidia.com/gpu=<uuid>, from gpulet's own spec). A claim prepared
+ * before (the checkpoint) is answered the same without asking. An
+ * unprepare answers once the checkpoint without its claims is on disk. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -224,8 +230,7 @@ static void dra_job_timeout(uv_timer_t *t)
 {
     struct dra_job *j = t->data;
     dra_job_unwait(j);
-    dra_job_reply(j);
-    dra_job_free(j);
+    dra_job_next(j); /* answered: a daemon not up is that claim's error */
 }
 
 void dra_prepare_wake(struct dra *d)
@@ -235,8 +240,7 @@ void dra_prepare_wake(struct dra *d)
         if (j->call && !dra_job_ready(j))
             continue;
         dra_job_unwait(j);
-        dra_job_reply(j);
-        dra_job_free(j);
+        dra_job_next(j);
     }
 }
 
@@ -260,8 +264,6 @@ static void dra_claims_changed(struct dra *d, struct dra_job *j)
         d->hooks.on_claims(d->hooks.ctx);
 }
 
-static void dra_job_answer(struct dra_job *j);
-
 static void dra_job_written(void *ctx, const struct err *e, bool written)
 {
     (void)e; /* the file's owner says what failed */
@@ -271,8 +273,8 @@ static void dra_job_written(void *ctx, const struct err *e, bool written)
         return;
     if (j->freeing)
         dra_job_free(j);
-    else if (j->answering)
-        dra_job_answer(j);
+    else if (j->stage == DRA_FILES) /* waiting for them: on it goes */
+        dra_job_next(j);
 }
 
 void dra_job_wait(struct dra_job *j, struct writer *w)
@@ -287,27 +289,10 @@ static void dra_job_timesliced(uv_work_t *w, int status)
     dra_job_next(w->data);
 }
 
-void dra_job_next(struct dra_job *j)
+/* The claims of j not prepared before, recorded, and the checkpoint
+ * written where they or the containers of those prepared before changed. */
+static void dra_job_settle_all(struct dra *d, struct dra_job *j)
 {
-    struct dra *d = j->d;
-    if (j->refresh)
-        d->refreshing = false;
-    if ((!j->call && !j->refresh && !j->mapped) || d->stopping) {
-        dra_job_free(j);
-        return;
-    }
-    if (!j->refresh && !j->mapped) {
-        j->mapped = true;
-        if (dra_job_map_all(d, j)) {
-            uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_timesliced);
-            return;
-        }
-    }
-    if (!j->refresh && !j->made) {
-        j->made = true;
-        if (dra_mig_make(d, j)) /* back here once they are made */
-            return;
-    }
     bool changed = false;
     for (unsigned i = 0; i < j->n; i++)
         if (!dra_job_update(d, &j->claims[i], &changed) && !j->refresh)
@@ -316,30 +301,75 @@ void dra_job_next(struct dra_job *j)
         dra_claims_changed(d, j->refresh ? NULL : j);
     if (changed && !j->refresh) /* their containers, once they are there */
         uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
-    j->answering = true;
-    dra_job_answer(j);
 }
 
-/* Answers j once the files its answer names are on disk (back here from
- * dra_job_written) and its claims' MPS daemons are up, or have had
- * DRA_MPS_WAIT_MS to come up. */
-static void dra_job_answer(struct dra_job *j)
+/* Waits for the claims' MPS daemons (dra_prepare_wake, or the timeout,
+ * comes back); false when none is starting. */
+static bool dra_job_wait_daemons(struct dra *d, struct dra_job *j)
 {
-    struct dra *d = j->d;
-    if (j->writes)
-        return;
-    if (j->refresh || dra_job_ready(j)) {
-        dra_job_reply(j);
-        dra_job_free(j);
-        return;
-    }
-    /* A claim's MPS daemon is starting: the answer waits for it. */
+    if (j->refresh || dra_job_ready(j))
+        return false;
     uv_timer_init(d->loop, &j->timer);
     j->timer.data = j;
     j->timer_used = true;
     uv_timer_start(&j->timer, dra_job_timeout, DRA_MPS_WAIT_MS, 0);
     j->next = d->waiting;
     d->waiting = j;
+    return true;
+}
+
+/* A prepare from where it is to its answer, stage by stage (enum
+ * dra_stage): each stage does its work and goes on, or returns where the
+ * work is elsewhere (the worker pool, a GPU's lane, the disk, a daemon),
+ * whose end comes back here. A prepare whose kubelet went away before its
+ * claims were mapped ends there; one mapped is settled all the same (the
+ * kubelet asks again, and finds it prepared). */
+void dra_job_next(struct dra_job *j)
+{
+    struct dra *d = j->d;
+    for (;;) {
+        if (d->stopping || (!j->call && !j->refresh && j->stage <= DRA_MAP)) {
+            dra_job_free(j);
+            return;
+        }
+        switch (j->stage) {
+        case DRA_READ:
+            if (j->refresh)
+                d->refreshing = false;
+            j->stage = j->refresh ? DRA_SETTLE : DRA_MAP;
+            break;
+        case DRA_MAP:
+            j->stage = DRA_MIG;
+            if (dra_job_map_all(d, j)) { /* and their time slices, on the worker */
+                uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_timesliced);
+                return;
+            }
+            break;
+        case DRA_MIG:
+            j->stage = DRA_SETTLE;
+            if (dra_mig_make(d, j)) /* back here once they are made */
+                return;
+            break;
+        case DRA_SETTLE:
+            dra_job_settle_all(d, j);
+            j->stage = DRA_FILES;
+            break;
+        case DRA_FILES:
+            if (j->writes) /* back here from dra_job_written */
+                return;
+            j->stage = DRA_DAEMONS;
+            break;
+        case DRA_DAEMONS:
+            j->stage = DRA_ANSWER;
+            if (dra_job_wait_daemons(d, j))
+                return;
+            break;
+        case DRA_ANSWER:
+            dra_job_reply(j);
+            dra_job_free(j);
+            return;
+        }
+    }
 }
 
 static void dra_job_cancelled(struct grpc_call *call, void *ctx)
