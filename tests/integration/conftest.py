@@ -92,10 +92,22 @@ def mps_daemons(root):
 
 
 def end_mps_daemons(root):
-    """MPS daemons outlive gpulet by design: a test's are ended with it."""
+    """MPS daemons outlive gpulet by design: a test's are ended with it,
+    and so are their keepers and any control client still waiting on one
+    (each names a path under root)."""
     for pid in mps_daemons(root).values():
         try:
             os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    mark = str(root).encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(proc.name) == os.getpid() or mark not in (proc / "cmdline").read_bytes() + (
+                    proc / "environ").read_bytes():
+                continue
+            if b"mps" in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
         except OSError:
             pass
 
