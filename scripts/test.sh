@@ -82,11 +82,18 @@ untouched() {
     done
 }
 
+# Where the time goes: each stage's seconds, said before the last line.
+timings=()
+lap_at=0
+lap() { timings+=("$1 $((SECONDS - lap_at)) s"); lap_at=$SECONDS; }
+lap "dependencies"
+
 # --- ASan+UBSan: unit and integration tests
 cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DGPULET_TESTS=ON >/dev/null &&
     cmake --build build-asan -j "$jobs" || { echo "ASan build failed" >&2; exit 1; }
 (cd build-asan && ctest --output-on-failure -j "$jobs" -L unit) 2>&1 | tee build-asan/unit.log
 count_cmocka build-asan/Testing/Temporary/LastTest.log build-asan/unit.log
+lap "ASan build and unit tests"
 # The integration tests (also ctest's "integration" entry) run here directly,
 # so pytest's own report shows each case.
 GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
@@ -94,6 +101,7 @@ GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
     /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-asan/pytest.xml \
     -k "not valgrind" -m "not plain" tests/integration
 count_junit build-asan/pytest.xml "integration tests"
+lap "ASan integration tests"
 
 # --- the plain build: valgrind, memory use, mutants, and the shipped binary's links
 cmake -S . -B build -G Ninja -DGPULET_TESTS=ON >/dev/null && cmake --build build -j "$jobs" ||
@@ -110,12 +118,14 @@ vg_total=$((${vg_total:-1} - 1)) vg_failed=$((${vg_failed:-1} - (1 - vg_agent_ok
 passed=$((passed + vg_total - vg_failed)) failed=$((failed + vg_failed))
 [ "$vg_failed" -eq 0 ] || failures+=("valgrind")
 count_junit build/valgrind-agent.xml "valgrind agent tests"
+lap "plain build and valgrind"
 
 # The tests of memory use (marked plain): ASan's own memory would be measured.
 GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
     /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build/plain.xml \
     -m plain tests/integration
 count_junit build/plain.xml "plain-build tests"
+lap "memory-use tests"
 
 # Mutants that must die (scripts/mutants.py): the plain build with one
 # deliberate fault at a time, each against the tests that guard it. Each
@@ -126,6 +136,7 @@ ms=$(grep -c '^mutant .*: FAILED' build/mutants.log)
 grep -q '^[0-9]* killed, [0-9]* survived$' build/mutants.log || ms=$((ms + 1))
 passed=$((passed + mk)) failed=$((failed + ms))
 [ "$ms" -eq 0 ] || failures+=("mutants")
+lap "mutants"
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
 # glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.
@@ -153,6 +164,7 @@ release() {
     echo "Release build: ok"
 }
 check "Release build" release
+lap "glibc check and Release build"
 
 # The arm64 build (scripts/arm64.sh): warning-free, its unit tests and the
 # smoke test under qemu-user. One item: the same tests, another machine.
@@ -161,6 +173,7 @@ arm64() {
     grep '^arm64 smoke: all passed' build/arm64.log && glibc_only build-arm64 aarch64-linux-gnu-objdump
 }
 check "arm64 build and tests under qemu" arm64
+lap "arm64 under qemu"
 
 # The container image index (scripts/image.sh, buildah), each image within
 # its size target, and the arm64 one's smoke test inside it.
@@ -199,6 +212,7 @@ failed=$((failed + fz))
 [ "$fz" -eq 0 ] || failures+=("fuzzing")
 
 check "node paths untouched" untouched
+lap "image and fuzzing"
 
 # --- end to end, on real Kubernetes (skipped without root): the device
 # plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
@@ -220,15 +234,19 @@ dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/t
            tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
 e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
 count_junit build/e2e.xml "end-to-end tests (1.36)"
+lap "e2e 1.36"
 e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
 count_junit build/e2e-dra.xml "end-to-end DRA tests (1.36)"
+lap "e2e DRA 1.36"
 e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
 count_junit build/e2e-dra-next.xml "end-to-end DRA tests (1.32)"
+lap "e2e DRA 1.32"
 
 left=$(comm -13 <(echo "$sockets_before") <(tmp_sockets))
 check "no sockets left in /tmp" test -z "$left"
 [ -z "$left" ] || echo "the suite left sockets in /tmp: $left" >&2
 
+(IFS=,; echo "stage times: ${timings[*]}")
 [ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}" >&2
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
