@@ -98,9 +98,9 @@ static bool dra_job_map_all(struct dra *d, struct dra_job *j)
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         char why[512];
-        if (c->known || c->error[0] || dra_prepared_find(d, c->uid))
+        if (c->known || c->error[0] || !c->alloc || dra_prepared_find(d, c->uid))
             continue;
-        if (!dra_map(d, c->uid, c->ns, c->name, &c->alloc, &c->p, why, sizeof why))
+        if (!dra_map(d, c->uid, c->ns, c->name, c->alloc, &c->p, why, sizeof why))
             snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
         else
             timeslice = timeslice || dra_timeslice_wanted(&c->p);
@@ -193,8 +193,10 @@ static void dra_job_reply(struct dra_job *j)
 static void dra_job_freed(struct dra_job *j)
 {
     struct dra *d = j->d;
-    for (unsigned i = 0; i < j->n; i++)
+    for (unsigned i = 0; i < j->n; i++) {
         dra_prepared_free(&j->claims[i].p); /* a claim not settled: its mapping */
+        free(j->claims[i].alloc);
+    }
     free(j->claims);
     free(j);
     d->jobs--;

@@ -6,7 +6,10 @@
 #include "dra/internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/xmalloc.h"
 
 static void dra_read_claim(struct dra_job_claim *c);
 
@@ -53,11 +56,15 @@ static void dra_claim_answer(void *ctx, const struct kube_answer *a)
     else if (a->status != 200)
         snprintf(error, sizeof error, "GET resourceclaim %.200s/%.200s: HTTP %ld", c->ns, c->name,
                  a->status);
-    else if (dra_claim_parse(a->body, a->len, &c->alloc, &e) < 0)
+    else if (dra_claim_parse(a->body, a->len, c->alloc = xcalloc(1, sizeof *c->alloc), &e) < 0)
         snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
-    else if (strcmp(c->alloc.uid, c->uid))
+    else if (strcmp(c->alloc->uid, c->uid))
         snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns, c->name,
-                 c->alloc.uid, c->uid);
+                 c->alloc->uid, c->uid);
+    if (j->refresh || error[0]) { /* a refresh wants the claim's pods only */
+        free(c->alloc);
+        c->alloc = NULL;
+    }
     if (!error[0] && j->refresh && !j->d->stopping)
         dra_read_pods(c, a->body, a->len);
     else if (error[0] && !c->known)
