@@ -305,8 +305,9 @@ MPS_ON = ("version: v1\nsharing:\n  mps:\n    resources:\n"
 def test_mps_clients_outlive_gpulet(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
     """What an upgrade, a crash and a reload do to an MPS job (issue 38):
     with the simulator's stand-ins (its daemon refuses a second instance and
-    refuses quit while clients run; its client fails at once, for good,
-    when its daemon goes, as a CUDA client does with error 806), a client
+    holds a quit until its clients end, as the real one does; its client
+    fails at once, for good, when its daemon goes, as a CUDA client does
+    with error 806), a client
     keeps running through SIGKILL and a new start (the daemon adopted, not
     started twice), SIGTERM and a new start, a reload with the config
     unchanged, and a reload of new limits (sent to the same daemon). A
@@ -351,7 +352,7 @@ def test_mps_clients_outlive_gpulet(plugin_agent, kubelet, gpulet, sim_env, tmp_
                  (log / "commands.log").read_text())
         still_running(1)
         assert starts() == 1
-        # Another GPU: the daemon must go; it refuses quit while the client runs.
+        # Another GPU: the daemon must go; its quit waits while the client runs.
         cfg.write_text(MPS_ON.format(gpus=1, extra=""))
         a.proc.send_signal(signal.SIGHUP)
         a.wait_log("MPS daemon for nvidia.com/gpu.shared (pid")
