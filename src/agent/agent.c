@@ -215,6 +215,7 @@ int agent_run(const struct config_args *args)
     if (gpu_health_policy_init(&a->policy, getenv("DP_DISABLE_HEALTHCHECKS"),
                            getenv("DP_ENABLE_HEALTHCHECKS"), &e) < 0) {
         log_error("%s", e.msg);
+        rc = 2; /* the environment, as the command line: MIG_STRATEGY=bogus is 2 too */
         goto out;
     }
     config_log(&a->cfg);

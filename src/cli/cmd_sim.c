@@ -62,6 +62,44 @@ static int sim_send(int argc, char **argv)
     return CLI_OK;
 }
 
+/* The commands the simulator answers, with what they take: checked here,
+ * so that a bad line is a usage error (exit 2) before the socket is
+ * dialled; what the arguments mean, the simulator checks. */
+static const struct sim_command {
+    const char *name;
+    int min, max;         /* arguments after the command; max -1: any */
+    unsigned numbers;     /* bit k: argument k is a number */
+    const char *args;
+} sim_remote[] = {
+    {"xid", 2, 3, 0x6, "GPU XID [GI]"},
+    {"ecc", 1, 1, 0, "GPU"},
+    {"lose", 1, 1, 0, "GPU"},
+    {"hang", 1, 1, 0, "GPU"},
+    {"mig", 1, 2, 0, "GPU [PROFILE,...|none]"},
+    {"recover", 1, 1, 0, "GPU"},
+    {"set", 2, -1, 0, "GPU FIELD=VALUE..."},
+    {"proc", 2, 5, 0, "GPU add PID MEM_MIB [SM%] | GPU del PID | GPU clear"},
+    {"ping", 0, 0, 0, ""},
+};
+
+/* True (and said) when args do not fit c. */
+static bool sim_check(const struct sim_command *c, int n, char **args)
+{
+    if (n < c->min || (c->max >= 0 && n > c->max)) {
+        cli_usage_error("sim", "%s takes %s", c->name, c->args[0] ? c->args : "no arguments");
+        return true;
+    }
+    for (int k = 0; k < n; k++) {
+        char *end;
+        if (c->numbers >> k & 1 && (strtoul(args[k], &end, 10), end == args[k] || *end)) {
+            cli_usage_error("sim", "%s: '%s' is not a number: %s takes %s", c->name, args[k], c->name,
+                            c->args);
+            return true;
+        }
+    }
+    return false;
+}
+
 static bool sim_wants_help(const char *arg)
 {
     return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help");
@@ -132,10 +170,8 @@ int cmd_sim(int argc, char **argv)
             return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
         return CLI_OK;
     }
-    static const char *const remote[] = {"xid", "ecc", "lose", "hang", "mig", "recover", "set", "proc", "ping",
-                                         NULL};
-    for (size_t i = 0; remote[i]; i++)
-        if (!strcmp(cmd, remote[i]))
-            return sim_send(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof sim_remote / sizeof *sim_remote; i++)
+        if (!strcmp(cmd, sim_remote[i].name))
+            return sim_check(&sim_remote[i], argc - 2, argv + 2) ? CLI_USAGE : sim_send(argc - 1, argv + 1);
     return cli_usage_error("sim", "unknown command '%s'", cmd);
 }

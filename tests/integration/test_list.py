@@ -119,6 +119,11 @@ def test_not_nvml_library(gpulet):
     (["frobnicate"], "unknown command 'frobnicate'"),
     (["sim"], "usage: gpulet sim"),
     (["sim", "show"], "show needs exactly one argument"),
+    # a bad line to the simulator is a usage error, before its socket is dialled
+    (["sim", "xid"], "xid takes GPU XID [GI]"),
+    (["sim", "xid", "3", "abc"], "xid: 'abc' is not a number"),
+    (["sim", "ecc", "1", "2"], "ecc takes GPU"),
+    (["sim", "ping", "x"], "ping takes no arguments"),
 ])
 def test_usage_errors(gpulet, args, text):
     p = gpulet(*args)

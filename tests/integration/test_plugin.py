@@ -317,7 +317,7 @@ def test_health_checks_disabled(plugin_agent, kubelet, sim_env, monkeypatch):
 def test_bad_health_variable(agent, kubelet, sim_env):
     sim_env["DP_ENABLE_HEALTHCHECKS"] = "48,seventy-nine"
     a = agent("--simulate", "t4", "--kubelet-root", str(kubelet.root))
-    assert a.proc.wait(timeout=10) == 1
+    assert a.proc.wait(timeout=10) == 2  # a bad environment is a bad command line
     assert "DP_ENABLE_HEALTHCHECKS=48,seventy-nine: 'seventy-nine' is not an XID number" in a.log()
 
 
