@@ -78,6 +78,7 @@ struct agent {
     struct report *report;               /* NULL without the API server, or --fault-report none */
     struct dra *dra;                     /* NULL unless --dra all */
     char *machine;                       /* the DMI product name, NULL when unreadable */
+    bool machine_said;                   /* its absence logged (once a process) */
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
     bool driver_ok;

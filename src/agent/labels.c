@@ -32,11 +32,10 @@ static bool agent_labels_same_output(const struct config *a, const struct config
  * Labels are not essential: without them the device plugin and metrics run on. */
 void agent_labels_start(struct agent *a, const struct config *old)
 {
-    struct err e;
-    free(a->machine);
-    a->machine = labels_read_machine(a->cfg.machine_type_file, &e);
-    if (!a->machine)
-        log_warn("%s: nvidia.com/gpu.machine is 'unknown'", e.msg);
+    struct err e, why;
+    bool absent;
+    free(a->machine); /* read whatever the output: the status socket's labels use it too */
+    a->machine = labels_read_machine(a->cfg.machine_type_file, &absent, &why);
     if (!old || !a->labels || !agent_labels_same_output(old, &a->cfg)) {
         labels_publisher_stop(a->labels);
         a->labels = NULL;
@@ -44,6 +43,13 @@ void agent_labels_start(struct agent *a, const struct config *old)
             log_error("%s; node labels are off", e.msg);
             return;
         }
+    }
+    if (!a->machine && !absent)
+        log_warn("%s: nvidia.com/gpu.machine is 'unknown'", why.msg);
+    else if (!a->machine && a->labels && !a->machine_said) { /* a VM, a container: once */
+        log_info("no machine type file %s here: nvidia.com/gpu.machine is 'unknown'",
+                 a->cfg.machine_type_file);
+        a->machine_said = true;
     }
     agent_labels_refresh(a);
 }

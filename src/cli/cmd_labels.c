@@ -52,8 +52,9 @@ int cmd_labels(int argc, char **argv)
     int rc = cli_open("labels", "labels", &cfg, &n, &inv);
     if (rc != CLI_OK)
         return rc;
-    char *machine = labels_read_machine(cfg.machine_type_file, &e);
-    if (!machine)
+    bool absent; /* none (a VM, a container): the label says 'unknown', no more */
+    char *machine = labels_read_machine(cfg.machine_type_file, &absent, &e);
+    if (!machine && !absent)
         fprintf(stderr, "gpulet labels: %s; nvidia.com/gpu.machine is 'unknown'\n", e.msg);
     struct gpu_device *devs = gpu_devices_new(&inv, 0);
     /* Sharing and per-model resources move labels: the agent's assignment. */

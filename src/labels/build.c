@@ -14,9 +14,10 @@
 
 #define MIB (1024ULL * 1024)
 
-char *labels_read_machine(const char *path, struct err *e)
+char *labels_read_machine(const char *path, bool *absent, struct err *e)
 {
     FILE *f = fopen(path, "r");
+    *absent = !f && errno == ENOENT;
     if (!f) {
         err_set(e, "machine type file %s: %s", path, strerror(errno));
         return NULL;

@@ -50,8 +50,9 @@ void labels_shared_product(const char *name, const struct gpu_share *share, char
 const char *labels_sharing_name(const struct gpu_share *share);
 
 /* Reads the machine type (DMI product name) file; NULL with e filled when
- * it cannot be read. The caller frees the string. */
-char *labels_read_machine(const char *path, struct err *e);
+ * it cannot be read, *absent set when there is none (a VM or a container
+ * often has none: no fault). The caller frees the string. */
+char *labels_read_machine(const char *path, bool *absent, struct err *e);
 
 /* The GKE accelerator name of a product ("nvidia-h100-80gb"), from a table
  * of GKE's names, else a slug of the product name. */

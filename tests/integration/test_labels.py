@@ -66,11 +66,30 @@ def test_labels_bad_input(gpulet, tmp_path, sim_env):
         p = gpulet("labels", "--simulate", "t4", *args)
         assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1
-    # An unreadable machine type file: one warning, the labels still come.
+    # No machine type file (a VM, a container): the label says so, no more.
     env = dict(sim_env, GFD_MACHINE_TYPE_FILE=str(tmp_path / "absent"))
     p = gpulet("labels", "--simulate", "t4", env=env)
-    assert p.returncode == 0
-    assert "absent" in p.stderr and "nvidia.com/gpu.machine=unknown" in p.stdout
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "nvidia.com/gpu.machine=unknown" in p.stdout
+    # One that cannot be read: one warning, the labels still come.
+    env = dict(sim_env, GFD_MACHINE_TYPE_FILE=str(tmp_path))
+    p = gpulet("labels", "--simulate", "t4", env=env)
+    assert p.returncode == 0 and "machine type file" in p.stderr and "read error" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "nvidia.com/gpu.machine=unknown" in p.stdout
+
+
+def test_agent_without_a_machine_type_file(plugin_agent, kubelet, tmp_path, sim_env):
+    """A node with no DMI product name (a VM, a container) is no fault: the
+    agent says so once, at info, where it publishes labels, and not again
+    at a reload."""
+    env = dict(sim_env, GFD_MACHINE_TYPE_FILE=str(tmp_path / "absent"))
+    out = tmp_path / "features.d" / "gfd"
+    a = plugin_agent("--simulate", "t4", "--labels", "file", "--output-file", str(out), env=env)
+    wait_file(out, lambda l: l.get("nvidia.com/gpu.machine") == "unknown")
+    a.proc.send_signal(signal.SIGHUP)
+    kubelet.wait_registrations(2, timeout=10)
+    said = [l for l in a.log().splitlines() if "machine type file" in l]
+    assert len(said) == 1 and " info " in said[0], said
 
 
 def test_agent_feature_file(plugin_agent, gpulet, tmp_path, sim_env):
