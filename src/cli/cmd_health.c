@@ -3,39 +3,123 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "util/unixsock.h"
 #include "gpu/health.h"
 #include "nvml/nvml_abi.h"
+#include "util/jsonx.h"
 #include "util/opts.h"
+#include "util/xmalloc.h"
 
 static const char health_usage[] =
-    "usage: gpulet health [--status-socket PATH] [clear GPU]\n"
+    "usage: gpulet health [-o table|wide|json] [--status-socket PATH] [clear GPU]\n"
     "  (no command)          each GPU's health as the agent sees it, with the reason, and\n"
     "                        each MIG device's (GPU:MIG) of a GPU in MIG mode\n"
+    "  -o, --output FORMAT   table (default); wide (also the last XID and since when, UTC);\n"
+    "                        json\n"
     "  clear GPU             mark a GPU (index or UUID) healthy now, e.g. after fixing it\n"
     "                        by hand\n";
+
+/* One GPU's or MIG device's health, as the agent said it. */
+struct health_row {
+    char at[24]; /* "3", or a MIG device's "GPU:MIG" as nvidia-smi -L numbers them */
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    struct gpu_health h;
+};
+
+static void health_since(const struct health_row *r, char *out, size_t len)
+{
+    time_t t = (time_t)(r->h.since_ms / 1000);
+    struct tm tm;
+    if (r->h.reason == HEALTH_OK || !gmtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, len, "-");
+}
+
+static void health_table(const struct health_row *rows, unsigned n, bool wide)
+{
+    if (wide)
+        printf("%-6s %-9s %-40s %-4s %-20s %s\n", "GPU", "HEALTH", "UUID", "XID", "SINCE", "REASON");
+    else
+        printf("%-6s %-9s %-40s %s\n", "GPU", "HEALTH", "UUID", "REASON");
+    for (unsigned i = 0; i < n; i++) {
+        char why[200], since[32], xid[16];
+        gpu_health_describe(&rows[i].h, why, sizeof why);
+        health_since(&rows[i], since, sizeof since);
+        snprintf(xid, sizeof xid, "%u", rows[i].h.xid);
+        if (wide)
+            printf("%-6s %-9s %-40s %-4s %-20s %s\n", rows[i].at, gpu_health_name(&rows[i].h), rows[i].uuid,
+                   rows[i].h.xid ? xid : "-", since, why[0] ? why : "-");
+        else
+            printf("%-6s %-9s %-40s %s\n", rows[i].at, gpu_health_name(&rows[i].h), rows[i].uuid,
+                   why[0] ? why : "-");
+    }
+}
+
+static void health_plain(const struct health_row *rows, unsigned n)
+{
+    health_table(rows, n, false);
+}
+
+static void health_wide(const struct health_row *rows, unsigned n)
+{
+    health_table(rows, n, true);
+}
+
+static void health_json(const struct health_row *rows, unsigned n)
+{
+    json_t *all = jsonx_ok(json_array());
+    for (unsigned i = 0; i < n; i++) {
+        char why[200], since[32];
+        gpu_health_describe(&rows[i].h, why, sizeof why);
+        health_since(&rows[i], since, sizeof since);
+        json_t *o = jsonx_ok(json_object());
+        jsonx_set(o, "gpu", jsonx_ok(json_string(rows[i].at)));
+        jsonx_set(o, "uuid", jsonx_ok(json_string(rows[i].uuid)));
+        jsonx_set(o, "health", jsonx_ok(json_string(gpu_health_name(&rows[i].h))));
+        jsonx_set(o, "reason", jsonx_ok(json_string(gpu_health_reason_name(rows[i].h.reason))));
+        jsonx_set(o, "detail", jsonx_ok(json_string(why)));
+        if (rows[i].h.xid)
+            jsonx_set(o, "xid", jsonx_ok(json_integer(rows[i].h.xid)));
+        if (since[0] != '-')
+            jsonx_set(o, "since", jsonx_ok(json_string(since)));
+        jsonx_append(all, o);
+    }
+    struct strbuf text = {0};
+    jsonx_dump(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER, &text);
+    json_decref(all);
+    printf("%s\n", text.data);
+    strbuf_free(&text);
+}
+
+static const struct {
+    const char *name;
+    void (*print)(const struct health_row *rows, unsigned n);
+} health_formats[] = {{"table", health_plain}, {"wide", health_wide}, {"json", health_json}};
 
 int cmd_health(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"status-socket", required_argument, NULL, 'S'},
+        {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *socket = NULL;
+    const char *socket = NULL, *format = "table";
     struct err e;
-    if (opts_check_exact(argc, argv, "h", opts, &e) < 0)
+    if (opts_check_exact(argc, argv, "ho:", opts, &e) < 0)
         return cli_usage_error("health", "%s", e.msg);
     int c;
     opterr = 0;
     optind = 1;
     /* No "+": options may come after the command (`clear 3 --status-socket S`). */
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'S': socket = optarg; break;
+        case 'o': format = optarg; break;
         case 'h':
             fputs(health_usage, stdout);
             cli_status_socket_help(stdout);
@@ -43,6 +127,11 @@ int cmd_health(int argc, char **argv)
         default: return cli_usage_error("health", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    size_t f = 0;
+    while (f < sizeof health_formats / sizeof *health_formats && strcmp(format, health_formats[f].name))
+        f++;
+    if (f == sizeof health_formats / sizeof *health_formats)
+        return cli_usage_error("health", "output format must be table, wide or json, not '%s'", format);
     char line[256];
     int rest = argc - optind;
     if (rest == 0) {
@@ -68,19 +157,20 @@ int cmd_health(int argc, char **argv)
         fputs(reply, stdout);
         return CLI_OK;
     }
-    /* One line per GPU for people: index, state, UUID, why and since when. */
-    char *cursor = reply, uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    struct gpu_health h;
-    unsigned index;
+    struct health_row *rows = NULL;
+    unsigned n = 0, index;
+    char *cursor = reply;
     int mig;
-    while (cli_health_next(&cursor, &index, &mig, uuid, sizeof uuid, &h)) {
-        char why[200], at[24];
-        gpu_health_describe(&h, why, sizeof why);
-        if (mig >= 0) /* a MIG device, as nvidia-smi -L and NVIDIA's index IDs: GPU:MIG */
-            snprintf(at, sizeof at, "%u:%d", index, mig);
+    struct health_row r;
+    while (cli_health_next(&cursor, &index, &mig, r.uuid, sizeof r.uuid, &r.h)) {
+        if (mig >= 0)
+            snprintf(r.at, sizeof r.at, "%u:%d", index, mig);
         else
-            snprintf(at, sizeof at, "%u", index);
-        printf("%s %s %s %s\n", at, gpu_health_name(&h), uuid, why[0] ? why : "-");
+            snprintf(r.at, sizeof r.at, "%u", index);
+        rows = xrealloc(rows, (n + 1) * sizeof *rows);
+        rows[n++] = r;
     }
+    health_formats[f].print(rows, n);
+    free(rows);
     return CLI_OK;
 }

@@ -58,8 +58,9 @@ def faulty(plugin_agent, sim_env):
 
 
 def health_line(env, gpu):
+    """GPU gpu's row of `gpulet health`, its columns one space apart."""
     out = subprocess.run([GPULET, "health"], capture_output=True, text=True, env=env).stdout
-    return next((l for l in out.splitlines() if l.startswith(f"{gpu} ")), "")
+    return next((" ".join(l.split()) for l in out.splitlines() if l.startswith(f"{gpu} ")), "")
 
 
 def test_hung_gpu(faulty, kubelet, sim_env, tmp_path):

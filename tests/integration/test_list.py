@@ -112,6 +112,7 @@ def test_not_nvml_library(gpulet):
     (["health", "--status-sock", "x"], "unknown option '--status-sock'"),
     (["health", "clear"], "expected no command or 'clear GPU'"),
     (["health", "clear", "bad gpu"], "is not a GPU index or UUID"),
+    (["health", "-o", "yaml"], "output format must be table, wide or json, not 'yaml'"),
     (["list", "--simulate"], "unknown or incomplete option"),
     (["list", "extra"], "unexpected argument 'extra'"),
     (["list", "--simulate", "t4", "--nvml", "x"], "cannot be combined"),

@@ -498,9 +498,11 @@ def test_a_gpu_instance_fault_reaches_every_reader(agent, gpulet, sim_env, tmp_p
         two_g = gpus[0]["mig_devices"][1]                 # 2g.35gb, GPU instance 2 on GPU 0
         sim(sim_env, "xid", "0", "94", "2")
         a.wait_log("XID 94 in GPU instance 2")
-        health = gpulet("health", "--status-socket", str(tmp_path / "s.sock")).stdout.splitlines()
-        assert f"0:1 Unhealthy {two_g['uuid']} XID 94" in "\n".join(health), health
-        assert health[0].startswith("0 Healthy"), health
+        health = json.loads(gpulet("health", "-o", "json", "--status-socket", str(tmp_path / "s.sock")).stdout)
+        row = next(h for h in health if h["gpu"] == "0:1")
+        assert (row["uuid"], row["health"], row["xid"]) == (two_g["uuid"], "Unhealthy", 94), health
+        assert "XID 94" in row["detail"] and row["since"].endswith("Z"), row
+        assert health[0]["gpu"] == "0" and health[0]["health"] == "Healthy", health
         listed = gpulet("list", "--status-socket", str(tmp_path / "s.sock")).stdout.splitlines()
         row = next(l for l in listed if l.startswith("0:1 "))
         assert "Unhealthy (XID 94" in row and listed[1].split()[-1] == "Healthy", listed

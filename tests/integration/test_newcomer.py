@@ -50,10 +50,10 @@ def test_demo_in_the_users_own_directory(user_env, tmp_path):
         assert oct(mine.stat().st_mode & 0o777) == "0o700"
         assert run(user_env, "sim", "xid", "3", "79").stdout.startswith("ok")
         deadline = time.monotonic() + 10
-        while "3 Unhealthy" not in (out := run(user_env, "health").stdout):
+        while not re.search(r"^3 +Unhealthy ", (out := run(user_env, "health").stdout), re.M):
             assert time.monotonic() < deadline, out
             time.sleep(0.1)
-        assert len(out.splitlines()) == 8
+        assert len(out.splitlines()) == 9 and out.split()[:4] == ["GPU", "HEALTH", "UUID", "REASON"], out
         listed = run(user_env, "list", "--simulate", "dgx-h100")
         assert "Unhealthy (XID 79" in listed.stdout and not listed.stderr, listed
     finally:
@@ -209,7 +209,7 @@ def test_a_second_demo_agent_is_refused(user_env, tmp_path):
                 "this one paths of its own with --status-socket and --kubelet-root") in b.log(), b.log()
         assert "was removed" not in a.log()
         assert (mine / "status.sock").is_socket()
-        assert len(run(user_env, "health").stdout.splitlines()) == 8  # the first still answers
+        assert len(run(user_env, "health").stdout.splitlines()) == 9  # the first still answers (8 and a header)
         # One with a status socket of its own but the same kubelet directory:
         # refused at the plugin socket the first serves.
         d = Agent(["--simulate", "t4", "--no-metrics", "--status-socket", str(tmp_path / "d.sock")],
@@ -223,7 +223,7 @@ def test_a_second_demo_agent_is_refused(user_env, tmp_path):
                   dict(user_env, GPULET_SIM_CONTROL=str(tmp_path / "c-sim.sock")), tmp_path / "c.log")
         c.wait_log("agent running")
         assert c.stop() == 0
-        assert len(run(user_env, "health").stdout.splitlines()) == 8
+        assert len(run(user_env, "health").stdout.splitlines()) == 9
     finally:
         assert a.stop() == 0
     assert not mine.exists(), list(mine.rglob("*"))

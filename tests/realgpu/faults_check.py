@@ -94,7 +94,7 @@ for name, binary in (("before lanes", BASE), ("lanes", NEW)):
           f"{statistics.median(r['round_ms'] for r in runs):.3f}; RSS MiB {runs[-1]['rss']:.2f}; "
           f"threads {runs[-1]['threads']}")
 new = results["lanes"][-1]
-gpus = len(new["health"].splitlines())
+gpus = len(new["health"].splitlines()) - 1  # a header, then a row per GPU
 check("every GPU healthy, none hung", gpus and new["health"].count(" Healthy ") == gpus, new["health"])
 temps = re.findall(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="(\d+)"', new["body"], re.M)
 check("a temperature series per GPU", len(temps) == gpus, temps)
