@@ -82,6 +82,10 @@ int cmd_cdi(int argc, char **argv)
         char request[32];
         snprintf(request, sizeof request, "cdi %s", format);
         rc = cli_agent_ask("cdi", config_arg(&args, "status-socket"), request, &text);
+        /* Mounts are the driver's files (a device node has no containerPath). */
+        if (rc > 0 && !strstr(text.data ? text.data : "", "containerPath"))
+            fprintf(stderr, "gpulet cdi: the agent's spec has no driver files (it found no driver: "
+                            "its log says where it looked); containers get the GPUs' device nodes only\n");
         if (rc != 0)
             return rc > 0 ? cdi_output(file, &text) : CLI_FAIL;
     }

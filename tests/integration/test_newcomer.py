@@ -259,6 +259,8 @@ def test_the_commands_after_the_demo_use_the_running_agent(user_env, tmp_path):
         spec = run(user_env, "cdi", "generate", "--format", "json")
         assert spec.returncode == 0, spec.stderr
         assert json.loads(spec.stdout)["kind"] == "nvidia.com/gpu"
+        # The demo agent found no driver: said, not left for a container to find.
+        assert "the agent's spec has no driver files" in spec.stderr, spec.stderr
         assert json.loads(spec.stdout) == json.loads((mine / "cdi" / "nvidia.com-gpu.json").read_text())
         doc = run(user_env, "doctor", "-o", "json")
         checks = {c["id"]: c for c in json.loads(doc.stdout)["checks"]}
