@@ -219,13 +219,9 @@ int agent_run(const struct config_args *args)
         goto out;
     }
     config_log(&a->cfg);
-    if (!a->cfg.no_metrics && a->cfg.collectors[0]) {
-        /* A bad collectors file is a config error: fail now, not quietly later. */
-        struct collectors c;
-        if (metrics_collectors_load(&c, a->cfg.collectors, &e) < 0) {
-            log_error("%s", e.msg);
-            goto out;
-        }
+    if (metrics_check_files(&a->cfg, &e) < 0) { /* before anything is served or written */
+        log_error("%s", e.msg);
+        goto out;
     }
     uv_loop_init(&a->loop);
     uv_timer_init(&a->loop, &a->restart_timer);

@@ -226,6 +226,17 @@ static char *http_read_pem(const char *path, const char *key, struct err *e)
     return buf;
 }
 
+int http_security_check(const struct http_security *s, struct err *e)
+{
+    if (!s->tls)
+        return 0;
+    char *key = http_read_pem(s->key_file, "key_file", e);
+    char *cert = key ? http_read_pem(s->cert_file, "cert_file", e) : NULL;
+    free(key);
+    free(cert);
+    return key && cert ? 0 : -1;
+}
+
 static void http_free(struct http_server *s)
 {
     http_auth_free(&s->auth);

@@ -37,6 +37,10 @@ int http_webconfig_parse(struct http_security *s, const char *source, const char
 /* Reads and parses the web config file at path. */
 int http_webconfig_load(struct http_security *s, const char *path, struct err *e);
 
+/* Whether the key and certificate s names (with TLS) can be read and are
+ * PEM, as http_start would read them: a start checks before it serves. */
+int http_security_check(const struct http_security *s, struct err *e);
+
 /* What a handler answers: status, content type and a body, either copied
  * from body or shared: then release(release_ctx) runs once the response is
  * done with it, so many responses in flight use one buffer. */

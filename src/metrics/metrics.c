@@ -350,6 +350,19 @@ void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsign
 
 /* --- lifetime ------------------------------------------------------------------- */
 
+int metrics_check_files(const struct config *cfg, struct err *e)
+{
+    if (cfg->no_metrics)
+        return 0;
+    struct collectors c;
+    struct http_security sec;
+    if (cfg->collectors[0] && metrics_collectors_load(&c, cfg->collectors, e) < 0)
+        return -1;
+    if (!cfg->web_config_file[0])
+        return 0;
+    return http_webconfig_load(&sec, cfg->web_config_file, e) < 0 ? -1 : http_security_check(&sec, e);
+}
+
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
                   const struct config *cfg, const struct metrics_hooks *hooks, struct err *e)

@@ -30,6 +30,11 @@ struct metrics_hooks {
  * metrics_on_device. Each GPU is read on its lane. n, lanes, inv and cfg
  * must outlive metrics; the lanes stop after metrics_stop and before
  * metrics is freed (the loop's next turn). */
+/* The files metrics read at start (the collectors CSV, the web config and
+ * the key and certificate it names), checked: a bad one is a config error,
+ * refused before anything is served, not metrics quietly off. */
+int metrics_check_files(const struct config *cfg, struct err *e);
+
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
                   const struct config *cfg, const struct metrics_hooks *hooks, struct err *e);
