@@ -300,7 +300,9 @@ class Chaos:
         self.proc.terminate()
         rc = self.proc.wait(timeout=10)
         if rc != 0:
-            self.fail(f"gpulet exited {rc} on SIGTERM")
+            self.log.flush()
+            tail = (self.tmp / "gpulet.log").read_text()[-1500:]
+            self.fail(f"gpulet exited {rc} on SIGTERM; its log ends: {tail}")
         self.kubelet.stop()
         self.api.stop()
         self.log.close()

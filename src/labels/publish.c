@@ -27,7 +27,8 @@ struct labels_publisher {
     struct label_set sent;          /* what the file holds (file) */
     struct label_set writing;       /* what the write under way puts there (file) */
     struct writer *file;            /* the file's, on the worker pool */
-    bool closed;                    /* retry closed: p is freed once the file's writes end */
+    bool closed;                    /* retry closed: p is freed once waits is 0 */
+    unsigned waits;                 /* publish_written calls to come (file) */
     bool published;                 /* sent is valid; the Node had them once (API) */
     unsigned changes;               /* in the write in flight (API) */
     uv_timer_t retry;               /* the file's */
@@ -93,7 +94,7 @@ static void publish_closed(uv_handle_t *h)
 {
     struct labels_publisher *p = h->data;
     p->closed = true;
-    if (!p->file || !writer_busy(p->file))
+    if (!p->waits)
         publish_free(p);
 }
 
@@ -103,8 +104,9 @@ static void publish_written(void *ctx, const struct err *e, bool written)
 {
     (void)written;
     struct labels_publisher *p = ctx;
+    p->waits--;
     if (p->closed) {
-        if (!writer_busy(p->file))
+        if (!p->waits)
             publish_free(p);
         return;
     }
@@ -144,6 +146,7 @@ static void publish_file(struct labels_publisher *p)
     label_set_text(&p->want, &text);
     label_set_copy(&p->writing, &p->want);
     writer_put(p->file, &text);
+    p->waits++;
     writer_then(p->file, publish_written, p);
 }
 
@@ -214,8 +217,11 @@ void labels_publisher_stop(struct labels_publisher *p)
     if (!p)
         return;
     p->stopping = true;
-    if (p->mode == CONFIG_LABELS_FILE && p->published && !p->keep_file)
-        writer_remove(p->file); /* after the write under way, if any */
+    if (p->mode == CONFIG_LABELS_FILE && (p->published || writer_busy(p->file)) && !p->keep_file) {
+        writer_remove(p->file); /* after the write under way, if any: it may have put the file there */
+        p->waits++;
+        writer_then(p->file, publish_written, p);
+    }
     kube_sync_stop(p->sync);
     uv_close((uv_handle_t *)&p->retry, publish_closed);
 }

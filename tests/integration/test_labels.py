@@ -92,6 +92,20 @@ def test_agent_without_a_machine_type_file(plugin_agent, kubelet, tmp_path, sim_
     assert len(said) == 1 and " info " in said[0], said
 
 
+def test_agent_stops_while_its_feature_file_is_written(plugin_agent, tmp_path, sim_env, slow_fsync):
+    """Every fsync 300 ms slower: a stop that comes while the feature file
+    is being written waits for that write, removes the file after it, and
+    frees everything (the sanitized build's leak check runs at exit)."""
+    out = tmp_path / "features.d" / "gfd"
+    a = plugin_agent("--simulate", "t4", "--labels", "file", "--output-file", str(out),
+                     env=slow_fsync(sim_env, 300))
+    wait_file(out, lambda l: l)
+    a.proc.send_signal(signal.SIGHUP)  # new labels on their way to the disk...
+    a.wait_log("SIGHUP")
+    assert a.stop() == 0               # ...and a stop meanwhile
+    assert not out.exists()
+
+
 def test_agent_feature_file(plugin_agent, gpulet, tmp_path, sim_env):
     out = tmp_path / "features.d" / "gfd"
     a = plugin_agent("--simulate", "l4-pcie", "--labels", "file", "--output-file", str(out))

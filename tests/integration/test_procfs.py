@@ -25,9 +25,10 @@ def sim_gpus(gpulet, preset):
 
 
 def health(sock):
+    """`gpulet health`'s rows (its header left out)."""
     p = subprocess.run([GPULET, "health", "--status-socket", str(sock)], capture_output=True,
                        text=True)
-    return p.stdout.splitlines()
+    return p.stdout.splitlines()[1:]
 
 
 def test_registers_from_procfs_then_merges_nvml(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
