@@ -170,7 +170,16 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
                                     "command": ["sh", "-c", client],
                                     "resources": {"limits": {RES: 1}}}]}}
     node = lambda: cluster.get("node", cluster.node)
-    logs = lambda: k("logs", "-n", "gpulet", "ds/gpulet", check=False)
+    def current_pod():
+        """The DaemonSet's pod that runs now: during a rollout the old one,
+        still terminating, is there too (`kubectl logs ds/gpulet` may pick it)."""
+        pods = [p for p in cluster.get("pods", "-n", "gpulet")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+        return max(pods, key=lambda p: p["metadata"]["creationTimestamp"]) if pods else None
+
+    def logs():
+        pod = current_pod()
+        return k("logs", "-n", "gpulet", pod["metadata"]["name"], check=False) if pod else ""
     k("apply", "-k", str(overlay))
     try:
         wait(lambda: "the MPS daemon never came up: " + logs()[-3000:],
@@ -230,8 +239,7 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
         assert watch.generations and set(watch.generations) == {generation}, watch.generations
         assert not watch.low, watch.low  # the old pod handed over to the new one (maxSurge)
         assert "took over from the gpulet agent" in logs()
-        pod = cluster.get("pods", "-n", "gpulet")["items"][0]
-        assert pod["spec"]["containers"][0]["image"] == "localhost/gpulet:test2"
+        assert current_pod()["spec"]["containers"][0]["image"] == "localhost/gpulet:test2"
         job_alive("after the rollout")
         # 3. A reload with the config unchanged (SIGHUP), then new limits
         # (the node's config changed through the API server, applied live).
@@ -244,7 +252,6 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
              lambda: "set_default_device_pinned_mem_limit 0 10240M" in
              (Path(base) / "deployed/mps" / RES / "log/commands.log").read_text())
         job_alive("after new limits")
-        pod = cluster.get("pods", "-n", "gpulet")["items"][0]
         assert " stopped (pid" not in logs()  # no daemon was ended
     finally:
         k("delete", "pod", "mps-job", "share-job", "--wait=true", "--timeout=30s", check=False)
