@@ -26,7 +26,7 @@ int cdi_spec_text(const struct gpu_inventory *inv, const struct driver *drv,
  * mounts (a DRA claim's way to its MPS daemon, mps_client). */
 #define CDI_EDITS_MAX 4
 struct cdi_edits {
-    char env[CDI_EDITS_MAX][CONFIG_PATH_MAX + 64];   /* "NAME=value" */
+    char env[CDI_EDITS_MAX][1024];   /* "NAME=value": a pinned limit per GPU of up to 64 fits */
     unsigned nenv;
     struct {
         char host[CONFIG_PATH_MAX + 128];

@@ -263,7 +263,8 @@ void cdi_edits_spec(const char *kind, const char *name, const struct cdi_edits *
     }
     for (unsigned i = 0; i < e->nenv; i++)
         jsonx_append(env, jsonx_ok(json_string(e->env[i])));
-    json_t *edits = jsonx_ok(json_object()), *dev = jsonx_ok(json_object()), *devs = jsonx_ok(json_array());
+    json_t *edits = jsonx_ok(json_object()), *dev = jsonx_ok(json_object());
+    json_t *devs = jsonx_ok(json_array());
     jsonx_set(edits, "env", env);
     jsonx_set(edits, "mounts", mounts);
     jsonx_set(dev, "name", jsonx_ok(json_string(name)));

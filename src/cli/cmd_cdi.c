@@ -85,7 +85,8 @@ int cmd_cdi(int argc, char **argv)
         /* Mounts are the driver's files (a device node has no containerPath). */
         if (rc > 0 && !strstr(text.data ? text.data : "", "containerPath"))
             fprintf(stderr, "gpulet cdi: the agent's spec has no driver files (it found no driver: "
-                            "its log says where it looked); containers get the GPUs' device nodes only\n");
+                            "its log says where it looked); containers get the GPUs' device "
+                            "nodes only\n");
         if (rc != 0)
             return rc > 0 ? cdi_output(file, &text) : CLI_FAIL;
     }

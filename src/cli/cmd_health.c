@@ -51,8 +51,8 @@ static void health_table(const struct health_row *rows, unsigned n, bool wide)
         health_since(&rows[i], since, sizeof since);
         snprintf(xid, sizeof xid, "%u", rows[i].h.xid);
         if (wide)
-            printf("%-6s %-9s %-40s %-4s %-20s %s\n", rows[i].at, gpu_health_name(&rows[i].h), rows[i].uuid,
-                   rows[i].h.xid ? xid : "-", since, why[0] ? why : "-");
+            printf("%-6s %-9s %-40s %-4s %-20s %s\n", rows[i].at, gpu_health_name(&rows[i].h),
+                   rows[i].uuid, rows[i].h.xid ? xid : "-", since, why[0] ? why : "-");
         else
             printf("%-6s %-9s %-40s %s\n", rows[i].at, gpu_health_name(&rows[i].h), rows[i].uuid,
                    why[0] ? why : "-");

@@ -172,6 +172,7 @@ int cmd_sim(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof sim_remote / sizeof *sim_remote; i++)
         if (!strcmp(cmd, sim_remote[i].name))
-            return sim_check(&sim_remote[i], argc - 2, argv + 2) ? CLI_USAGE : sim_send(argc - 1, argv + 1);
+            return sim_check(&sim_remote[i], argc - 2, argv + 2) ? CLI_USAGE
+                                                                 : sim_send(argc - 1, argv + 1);
     return cli_usage_error("sim", "unknown command '%s'", cmd);
 }

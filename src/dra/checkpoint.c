@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/file.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"

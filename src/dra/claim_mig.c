@@ -167,7 +167,8 @@ static void dra_mig_done(uv_async_t *h)
         }
         *at = op->next;
         if (!d->stopping) {
-            struct writer *cdi = d->hooks.on_mig ? d->hooks.on_mig(d->hooks.ctx, op->gpu, &op->seen) : NULL;
+            struct writer *cdi =
+                d->hooks.on_mig ? d->hooks.on_mig(d->hooks.ctx, op->gpu, &op->seen) : NULL;
             if (cdi && op->j && !op->destroy) /* the answer names the device: its spec first */
                 dra_job_wait(op->j, cdi);
             if (op->destroy && op->rc < 0)

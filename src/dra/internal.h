@@ -167,7 +167,7 @@ struct dra_job_claim {
     struct dra_job *job;
     char ns[256], name[256], uid[64];
     bool known;                       /* prepared before: the checkpoint answers */
-    struct dra_allocation *alloc;     /* read (57 KB): a prepare's until the job ends, a refresh's not kept */
+    struct dra_allocation *alloc;     /* read (57 KB): kept by a prepare, not by a refresh */
     char error[1024];
     struct dra_consumer consumers[DRA_MAX_CONSUMERS];
     unsigned nconsumers;

@@ -51,12 +51,14 @@ static void dra_claim_answer(void *ctx, const struct kube_answer *a)
     struct dra_job *j = c->job;
     char error[1024] = "";
     struct err e;
+    if (a->status == 200)
+        c->alloc = xcalloc(1, sizeof *c->alloc);
     if (!a->status)
         snprintf(error, sizeof error, "%s", a->error);
     else if (a->status != 200)
         snprintf(error, sizeof error, "GET resourceclaim %.200s/%.200s: HTTP %ld", c->ns, c->name,
                  a->status);
-    else if (dra_claim_parse(a->body, a->len, c->alloc = xcalloc(1, sizeof *c->alloc), &e) < 0)
+    else if (dra_claim_parse(a->body, a->len, c->alloc, &e) < 0)
         snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
     else if (strcmp(c->alloc->uid, c->uid))
         snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns, c->name,

@@ -63,7 +63,7 @@ static void writer_work(uv_work_t *req)
     char dir[4096];
     j->rc = 0;
     j->written = true;
-    if (w->flags & WRITER_MKDIR) {
+    if (w->flags & WRITER_MKDIR && !j->remove) { /* a file to remove needs no directory made */
         struct err made;
         dirs_parent(w->path, dir, sizeof dir);
         j->rc = dirs_make(NULL, dir, 0755, &made);
@@ -75,7 +75,8 @@ static void writer_work(uv_work_t *req)
     }
     if (j->rc == 0 && j->remove)
         j->rc = file_remove(w->path, &j->e);
-    else if (j->rc == 0 && w->flags & WRITER_KEEP_SAME && file_holds(w->path, j->text.data, j->text.len))
+    else if (j->rc == 0 && w->flags & WRITER_KEEP_SAME &&
+             file_holds(w->path, j->text.data, j->text.len))
         j->written = false;
     else if (j->rc == 0)
         j->rc = file_replace(w->path, w->tmp, j->text.data ? j->text.data : "", j->text.len, w->mode,
