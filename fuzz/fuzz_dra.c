@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dra_slice_in_free(&in);
     (void)dra_api_serves_slices((const char *)data, size);
     char pods[4][128];
-    if (dra_claim_pods((const char *)data, size, pods, 4) > 4)
+    if (dra_claim_pods((const char *)data, size, "u", pods, 4) > 4)
         __builtin_trap();
     struct dra_consumer c[4];
     if (dra_pod_consumers((const char *)data, size, "claim", c, 1, 4) > 4)

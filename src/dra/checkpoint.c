@@ -129,7 +129,7 @@ static void dra_checkpoint_written(void *ctx, const struct err *e, bool written)
     dra_maybe_free(d);
 }
 
-void dra_checkpoint_save(struct dra *d)
+static void dra_checkpoint_save(struct dra *d)
 {
     json_t *claims = jsonx_ok(json_array());
     for (unsigned i = 0; i < d->nprepared; i++) {
@@ -191,4 +191,11 @@ void dra_checkpoint_save(struct dra *d)
     writer_put(d->checkpoint_writer, &text);
     d->saves++;
     writer_then(d->checkpoint_writer, dra_checkpoint_written, d);
+}
+
+void dra_claims_changed(struct dra *d)
+{
+    dra_checkpoint_save(d);
+    if (d->hooks.on_claims)
+        d->hooks.on_claims(d->hooks.ctx);
 }

@@ -7,16 +7,21 @@
 #include <stdio.h>
 #include <string.h>
 
-unsigned dra_claim_pods(const char *json, size_t len, char (*pods)[128], unsigned max)
+int dra_claim_pods(const char *json, size_t len, const char *uid, char (*pods)[128], unsigned max)
 {
     json_t *root = json_loadb(json, len, 0, NULL);
+    const char *its = json_string_value(json_object_get(json_object_get(root, "metadata"), "uid"));
+    if (!its || strcmp(its, uid)) {
+        json_decref(root);
+        return -1;
+    }
     json_t *reserved = json_object_get(json_object_get(root, "status"), "reservedFor"), *r;
-    unsigned n = 0;
+    int n = 0;
     size_t i;
     json_array_foreach(reserved, i, r) {
         const char *resource = json_string_value(json_object_get(r, "resource"));
         const char *name = json_string_value(json_object_get(r, "name"));
-        if (n == max || !resource || strcmp(resource, "pods") || !name || strlen(name) >= 128)
+        if ((unsigned)n == max || !resource || strcmp(resource, "pods") || !name || strlen(name) >= 128)
             continue;
         snprintf(pods[n++], 128, "%s", name);
     }

@@ -265,8 +265,9 @@ struct dra_consumer {
 };
 
 /* The pods a claim is reserved for (status.reservedFor, resource pods):
- * their names, at most max. */
-unsigned dra_claim_pods(const char *json, size_t len, char (*pods)[128], unsigned max);
+ * their names, at most max; -1 when the JSON is not claim uid (a claim of
+ * the same name made since is another claim). */
+int dra_claim_pods(const char *json, size_t len, const char *uid, char (*pods)[128], unsigned max);
 
 /* The containers (init containers too) of a pod (JSON from the API) that
  * use claim (its name), appended to out up to max; returns how many there

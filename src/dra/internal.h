@@ -161,24 +161,21 @@ uint8_t *dra_health_message(const struct dra *d, long long now, size_t *len);
 struct ProtobufCMessage;
 void dra_reply(struct grpc_call *call, const struct ProtobufCMessage *m);
 
-/* A prepare's (or a refresh's) work: its claims, read through the agent's
- * client (read.c), then settled on the loop (prepare.c). */
+/* A prepare's work: its claims, read through the agent's client (read.c),
+ * then mapped, settled and answered on the loop (prepare.c). */
 struct dra_job_claim {
     struct dra_job *job;
     char ns[256], name[256], uid[64];
     bool known;                       /* prepared before: the checkpoint answers */
-    struct dra_allocation *alloc;     /* read (57 KB): kept by a prepare, not by a refresh */
+    struct dra_allocation *alloc;     /* read (57 KB) */
     char error[1024];
-    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
-    unsigned nconsumers;
-    bool have_consumers;              /* the claim's pods were read */
     struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
     bool timeslice_set;               /* the second pass set p's intervals */
 };
 
 /* A prepare's stages, in the order dra_job_next (prepare.c) runs them; a
  * stage that waits for work elsewhere returns, and that work's end calls
- * dra_job_next again. A refresh (refresh.c) reads and settles only. */
+ * dra_job_next again. */
 enum dra_stage {
     DRA_READ,      /* the claims' allocations, from the API server (read.c) */
     DRA_MAP,       /* mapped to the node's devices (map.c); time slices set on the worker pool */
@@ -201,15 +198,14 @@ struct dra_job {
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     enum dra_stage stage;             /* the next to run (prepare.c) */
-    bool refresh;                     /* not the kubelet's: the claims' containers only */
     unsigned making;                  /* MIG devices asked for, not yet back */
     unsigned writes;                  /* files its answer waits for (dra_job_wait) */
     bool freeing;                     /* freed once writes is 0 */
 };
 
-/* Reads j's claims (read.c): each claim not prepared before, and in a
- * refresh each claim with its pods; then dra_job_next. Waits for the API's
- * version where its first search is still on. */
+/* Reads j's claims (read.c): each claim not prepared before; then
+ * dra_job_next. Waits for the API's version where its first search is
+ * still on. */
 void dra_job_queue(struct dra *d, struct dra_job *j);
 /* The API's version is known, or its first search failed: the waiting
  * jobs go on (read.c). */
@@ -224,7 +220,8 @@ void dra_job_wait(struct dra_job *j, struct writer *w);
  * is read from the API server; unprepares at once. */
 void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
 /* Reads the prepared claims' containers again (refresh.c; the refresh
- * timer): a pod that joins a shared claim later is not prepared for again. */
+ * timer, a job of its own): a pod that joins a shared claim later is not
+ * prepared for again. */
 void dra_refresh(uv_timer_t *t);
 void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len);
 
@@ -278,9 +275,11 @@ void dra_mig_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
 int dra_checkpoint_load(struct dra *d, struct err *e);
-/* Writes them on the worker pool (a failure is logged, once until a write
- * works again); dra_job_wait on d->checkpoint_writer waits for it. */
-void dra_checkpoint_save(struct dra *d);
+/* The prepared claims changed (a prepare, an unprepare, their containers):
+ * the checkpoint is written on the worker pool (a failure is logged, once
+ * until a write works again; dra_job_wait on d->checkpoint_writer waits
+ * for it), and the agent told (hooks.on_claims). */
+void dra_claims_changed(struct dra *d);
 struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid);
 
 /* Frees d once stopping, its handles closed and no job in flight (dra.c). */

@@ -68,27 +68,6 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
     return r;
 }
 
-static bool dra_same_consumers(const struct dra_prepared *p, const struct dra_job_claim *c)
-{
-    return p->nconsumers == c->nconsumers &&
-           !memcmp(p->consumers, c->consumers, c->nconsumers * sizeof *c->consumers);
-}
-
-/* A claim prepared before: its containers brought up to date, where they
- * were read. False when it is not prepared (any more). */
-static bool dra_job_update(struct dra *d, const struct dra_job_claim *c, bool *changed)
-{
-    struct dra_prepared *known = dra_prepared_find(d, c->uid);
-    if (!known)
-        return false;
-    if (c->have_consumers && !dra_same_consumers(known, c)) {
-        known->nconsumers = c->nconsumers;
-        memcpy(known->consumers, c->consumers, sizeof known->consumers);
-        *changed = true;
-    }
-    return true;
-}
-
 /* Maps the claims of a prepare not prepared before to the node's devices
  * (on the loop); true when one sets a time slice, which a second pass on
  * the worker pool does before they settle. */
@@ -141,8 +120,6 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
         dra_mig_unmake(d, p);          /* and the MIG devices made for it go */
         return;
     }
-    p->nconsumers = c->nconsumers;
-    memcpy(p->consumers, c->consumers, sizeof p->consumers);
     d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
     d->prepared[d->nprepared++] = *p;
     p->devs = NULL; /* moved: the driver's record holds them now */
@@ -255,17 +232,6 @@ void dra_prepare_stop(struct dra *d)
     }
 }
 
-/* The prepared claims changed: the checkpoint is written, and the answer
- * of j (where it answers the kubelet) waits until it is on disk. */
-static void dra_claims_changed(struct dra *d, struct dra_job *j)
-{
-    dra_checkpoint_save(d);
-    if (j)
-        dra_job_wait(j, d->checkpoint_writer);
-    if (d->hooks.on_claims)
-        d->hooks.on_claims(d->hooks.ctx);
-}
-
 static void dra_job_written(void *ctx, const struct err *e, bool written)
 {
     (void)e; /* the file's owner says what failed */
@@ -291,25 +257,27 @@ static void dra_job_timesliced(uv_work_t *w, int status)
     dra_job_next(w->data);
 }
 
-/* The claims of j not prepared before, recorded, and the checkpoint
- * written where they or the containers of those prepared before changed. */
+/* The claims of j not prepared before, recorded; the answer waits for
+ * the checkpoint that holds them. */
 static void dra_job_settle_all(struct dra *d, struct dra_job *j)
 {
     bool changed = false;
     for (unsigned i = 0; i < j->n; i++)
-        if (!dra_job_update(d, &j->claims[i], &changed) && !j->refresh)
+        if (!dra_prepared_find(d, j->claims[i].uid))
             dra_job_settle(d, j, &j->claims[i], &changed);
-    if (changed)
-        dra_claims_changed(d, j->refresh ? NULL : j);
-    if (changed && !j->refresh) /* their containers, once they are there */
-        uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
+    if (!changed)
+        return;
+    dra_claims_changed(d);
+    dra_job_wait(j, d->checkpoint_writer);
+    /* their containers, once they are there */
+    uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
 }
 
 /* Waits for the claims' MPS daemons (dra_prepare_wake, or the timeout,
  * comes back); false when none is starting. */
 static bool dra_job_wait_daemons(struct dra *d, struct dra_job *j)
 {
-    if (j->refresh || dra_job_ready(j))
+    if (dra_job_ready(j))
         return false;
     uv_timer_init(d->loop, &j->timer);
     j->timer.data = j;
@@ -330,15 +298,13 @@ void dra_job_next(struct dra_job *j)
 {
     struct dra *d = j->d;
     for (;;) {
-        if (d->stopping || (!j->call && !j->refresh && j->stage <= DRA_MAP)) {
+        if (d->stopping || (!j->call && j->stage <= DRA_MAP)) {
             dra_job_free(j);
             return;
         }
         switch (j->stage) {
-        case DRA_READ:
-            if (j->refresh)
-                d->refreshing = false;
-            j->stage = j->refresh ? DRA_SETTLE : DRA_MAP;
+        case DRA_READ: /* read (read.c): on to the rest */
+            j->stage = DRA_MAP;
             break;
         case DRA_MAP:
             j->stage = DRA_MIG;
@@ -487,7 +453,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
     arena_free(&a);
     d->jobs++; /* d outlives the answer */
     grpc_call_on_cancel(call, dra_unprepare_cancelled, u);
-    dra_claims_changed(d, NULL);
+    dra_claims_changed(d);
     writer_then(d->checkpoint_writer, dra_unprepare_written, u);
     dra_prepare_wake(d); /* a prepare waiting for one of their daemons answers now */
 }

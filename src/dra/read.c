@@ -1,8 +1,7 @@
-/* A job's claims read through the agent's client, all at once: each claim
- * a prepare has not prepared before (one prepared before is answered from
- * the checkpoint), and in a refresh each claim with its pods (for the
- * metrics' pod labels; a failure only leaves them unknown). The job goes
- * on (dra_job_next) when the last answer is in. */
+/* A prepare's claims read through the agent's client, all at once: each
+ * claim it has not prepared before (one prepared before is answered from
+ * the checkpoint). The job goes on (dra_job_next) when the last answer is
+ * in. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -11,67 +10,33 @@
 
 #include "util/xmalloc.h"
 
-static void dra_read_claim(struct dra_job_claim *c);
-
 static void dra_read_end(struct dra_job *j)
 {
     if (--j->pending == 0)
         dra_job_next(j);
 }
 
-static void dra_pod_answer(void *ctx, const struct kube_answer *a)
-{
-    struct dra_job_claim *c = ctx;
-    if (a->status == 200)
-        c->nconsumers = dra_pod_consumers(a->body, a->len, c->name, c->consumers, c->nconsumers,
-                                          DRA_MAX_CONSUMERS);
-    else
-        c->have_consumers = false;
-    dra_read_end(c->job);
-}
-
-/* The containers of the claim's pods, from the claim's JSON. */
-static void dra_read_pods(struct dra_job_claim *c, const char *json, size_t len)
-{
-    char pods[DRA_MAX_CONSUMERS][128], path[1024];
-    unsigned n = dra_claim_pods(json, len, pods, DRA_MAX_CONSUMERS);
-    c->have_consumers = true;
-    for (unsigned i = 0; i < n; i++) {
-        snprintf(path, sizeof path, "/api/v1/namespaces/%.255s/pods/%.127s", c->ns, pods[i]);
-        c->job->pending++;
-        kube_call(c->job->d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
-                                                          .done = dra_pod_answer, .ctx = c,
-                                                          .owner = c->job->d});
-    }
-}
-
 static void dra_claim_answer(void *ctx, const struct kube_answer *a)
 {
     struct dra_job_claim *c = ctx;
-    struct dra_job *j = c->job;
-    char error[1024] = "";
     struct err e;
     if (a->status == 200)
         c->alloc = xcalloc(1, sizeof *c->alloc);
     if (!a->status)
-        snprintf(error, sizeof error, "%s", a->error);
+        snprintf(c->error, sizeof c->error, "%s", a->error);
     else if (a->status != 200)
-        snprintf(error, sizeof error, "GET resourceclaim %.200s/%.200s: HTTP %ld", c->ns, c->name,
-                 a->status);
+        snprintf(c->error, sizeof c->error, "GET resourceclaim %.200s/%.200s: HTTP %ld", c->ns,
+                 c->name, a->status);
     else if (dra_claim_parse(a->body, a->len, c->alloc, &e) < 0)
-        snprintf(error, sizeof error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
+        snprintf(c->error, sizeof c->error, "%.200s/%.200s: %.500s", c->ns, c->name, e.msg);
     else if (strcmp(c->alloc->uid, c->uid))
-        snprintf(error, sizeof error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns, c->name,
-                 c->alloc->uid, c->uid);
-    if (j->refresh || error[0]) { /* a refresh wants the claim's pods only */
+        snprintf(c->error, sizeof c->error, "%.200s/%.200s is claim %.64s now, not %.64s", c->ns,
+                 c->name, c->alloc->uid, c->uid);
+    if (c->error[0]) {
         free(c->alloc);
         c->alloc = NULL;
     }
-    if (!error[0] && j->refresh && !j->d->stopping)
-        dra_read_pods(c, a->body, a->len);
-    else if (error[0] && !c->known)
-        snprintf(c->error, sizeof c->error, "%s", error);
-    dra_read_end(j);
+    dra_read_end(c->job);
 }
 
 static void dra_read_claim(struct dra_job_claim *c)
@@ -93,7 +58,7 @@ static void dra_read(struct dra_job *j)
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         c->job = j;
-        if (c->known && !j->refresh)
+        if (c->known)
             continue;
         if (!d->api) /* the search failed: its reason */
             snprintf(c->error, sizeof c->error, "%s", d->api_error);

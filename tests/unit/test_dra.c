@@ -498,10 +498,11 @@ static void test_quantity(void **state)
 static void test_consumers(void **state)
 {
     (void)state;
-    static const char claim[] = "{\"status\":{\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\"},"
+    static const char claim[] = "{\"metadata\":{\"uid\":\"u1\"},\"status\":{\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"p1\"},"
                                 "{\"resource\":\"jobs\",\"name\":\"j\"},{\"resource\":\"pods\",\"name\":\"p2\"}]}}";
     char pods[4][128];
-    assert_int_equal(dra_claim_pods(claim, strlen(claim), pods, 4), 2);
+    assert_int_equal(dra_claim_pods(claim, strlen(claim), "u1", pods, 4), 2);
+    assert_int_equal(dra_claim_pods(claim, strlen(claim), "u2", pods, 4), -1); /* another claim */
     assert_string_equal(pods[1], "p2");
     static const char pod[] =
         "{\"metadata\":{\"name\":\"p1\",\"namespace\":\"ml\"},\"spec\":{"
