@@ -34,7 +34,7 @@ static struct dra *fuzz_driver(void)
         strcpy(cfg.dra_gpus, "*");
         strcpy(cfg.dra_shares, "3"); /* a whole GPU published for shares */
         strcpy(cfg.dra_mig, "2");    /* a MIG GPU's placements: its seven 1g adopted, no room */
-        d.api = DRA_API_V1;
+        d.api.version = DRA_API_V1;
         d.cfg = &cfg;
         d.inv = &inv;
         struct gpu_device *devs = gpu_devices_new(&inv, 0);

@@ -36,11 +36,11 @@ static void dra_api_again(uv_timer_t *t)
 
 static void dra_api_failed(struct dra *d, const char *why)
 {
-    unsigned wait = backoff_next(&d->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS);
-    if (strcmp(why, d->api_error))
+    unsigned wait = backoff_next(&d->api.backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS);
+    if (strcmp(why, d->api.error))
         log_warn("DRA: %s; asking again with backoff", why);
-    snprintf(d->api_error, sizeof d->api_error, "%s", why);
-    uv_timer_start(&d->retry, dra_api_again, wait, 0);
+    snprintf(d->api.error, sizeof d->api.error, "%s", why);
+    uv_timer_start(&d->api.retry, dra_api_again, wait, 0);
     dra_job_api(d); /* the prepares waiting get the reason */
 }
 
@@ -54,16 +54,16 @@ static void dra_api_answer(void *ctx, const struct kube_answer *a)
     struct dra_api_ask q = *(struct dra_api_ask *)ctx;
     free(ctx);
     struct dra *d = q.d;
-    d->jobs--;
+    d->jobs.n--;
     if (d->stopping) {
         dra_maybe_free(d);
         return;
     }
-    char why[sizeof d->api_error];
+    char why[sizeof d->api.error];
     if (a->status == 200 && dra_api_serves_slices(a->body, a->len)) {
-        d->api = q.api;
-        d->api_error[0] = '\0';
-        d->backoff_ms = 0;
+        d->api.version = q.api;
+        d->api.error[0] = '\0';
+        d->api.backoff_ms = 0;
         dra_publish_start(d);
         dra_job_api(d);
         return;
@@ -93,7 +93,7 @@ static void dra_api_ask(struct dra *d, enum dra_api api)
     snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s", dra_api_name(api));
     struct dra_api_ask *q = xmalloc(sizeof *q);
     *q = (struct dra_api_ask){d, api};
-    d->jobs++;
+    d->jobs.n++;
     kube_call(d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
                                               .done = dra_api_answer, .ctx = q, .owner = d});
 }

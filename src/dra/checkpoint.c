@@ -22,9 +22,9 @@ void dra_prepared_free(struct dra_prepared *p)
 
 struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid)
 {
-    for (unsigned i = 0; i < d->nprepared; i++)
-        if (!strcmp(d->prepared[i].uid, uid))
-            return &d->prepared[i];
+    for (unsigned i = 0; i < d->claims.n; i++)
+        if (!strcmp(d->claims.prepared[i].uid, uid))
+            return &d->claims.prepared[i];
     return NULL;
 }
 
@@ -57,20 +57,20 @@ static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
 int dra_checkpoint_load(struct dra *d, struct err *e)
 {
     json_error_t je;
-    json_t *root = json_load_file(d->checkpoint, 0, &je);
+    json_t *root = json_load_file(d->claims.checkpoint, 0, &je);
     if (!root) {
-        FILE *f = fopen(d->checkpoint, "r");
+        FILE *f = fopen(d->claims.checkpoint, "r");
         if (!f && errno == ENOENT)
             return 0; /* nothing prepared yet */
         if (f)
             fclose(f);
-        return err_set(e, "%s: %s (line %d)", d->checkpoint, je.text, je.line);
+        return err_set(e, "%s: %s (line %d)", d->claims.checkpoint, je.text, je.line);
     }
     json_t *claims = json_object_get(root, "claims"), *c;
     size_t i;
     json_array_foreach(claims, i, c) {
-        d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
-        struct dra_prepared *p = &d->prepared[d->nprepared++];
+        d->claims.prepared = xrealloc(d->claims.prepared, (d->claims.n + 1) * sizeof *d->claims.prepared);
+        struct dra_prepared *p = &d->claims.prepared[d->claims.n++];
         memset(p, 0, sizeof *p);
         dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
         dra_checkpoint_copy(c, "namespace", p->ns, sizeof p->ns);
@@ -120,20 +120,20 @@ static void dra_checkpoint_written(void *ctx, const struct err *e, bool written)
 {
     (void)written;
     struct dra *d = ctx;
-    if (e && !d->checkpoint_failing)
+    if (e && !d->claims.failing)
         log_error("DRA: %s; a restarted gpulet will not know these claims", e->msg);
-    else if (!e && d->checkpoint_failing)
-        log_info("DRA: checkpoint %s written again", d->checkpoint);
-    d->checkpoint_failing = e != NULL;
-    d->saves--;
+    else if (!e && d->claims.failing)
+        log_info("DRA: checkpoint %s written again", d->claims.checkpoint);
+    d->claims.failing = e != NULL;
+    d->claims.saves--;
     dra_maybe_free(d);
 }
 
 static void dra_checkpoint_save(struct dra *d)
 {
     json_t *claims = jsonx_ok(json_array());
-    for (unsigned i = 0; i < d->nprepared; i++) {
-        const struct dra_prepared *p = &d->prepared[i];
+    for (unsigned i = 0; i < d->claims.n; i++) {
+        const struct dra_prepared *p = &d->claims.prepared[i];
         json_t *devs = jsonx_ok(json_array());
         for (unsigned k = 0; k < p->count; k++) {
             json_t *x = jsonx_ok(json_object());
@@ -183,14 +183,14 @@ static void dra_checkpoint_save(struct dra *d)
     struct strbuf text = {0};
     jsonx_dump(root, JSON_COMPACT, &text);
     json_decref(root);
-    if (!d->checkpoint_writer) {
-        char tmp[sizeof d->checkpoint + 8];
-        snprintf(tmp, sizeof tmp, "%s.tmp", d->checkpoint);
-        d->checkpoint_writer = writer_new(d->loop, d->checkpoint, tmp, 0600, 0);
+    if (!d->claims.writer) {
+        char tmp[sizeof d->claims.checkpoint + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", d->claims.checkpoint);
+        d->claims.writer = writer_new(d->loop, d->claims.checkpoint, tmp, 0600, 0);
     }
-    writer_put(d->checkpoint_writer, &text);
-    d->saves++;
-    writer_then(d->checkpoint_writer, dra_checkpoint_written, d);
+    writer_put(d->claims.writer, &text);
+    d->claims.saves++;
+    writer_then(d->claims.writer, dra_checkpoint_written, d);
 }
 
 void dra_claims_changed(struct dra *d)

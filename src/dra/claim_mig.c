@@ -32,7 +32,7 @@ struct dra_mig_op {
     unsigned made;                /* make: the new device's index in seen */
     int rc;
     char error[512];
-    struct dra_mig_op *next;      /* in d->mig_ops */
+    struct dra_mig_op *next;      /* in d->claims.mig_ops */
 };
 
 /* On the GPU's lane. */
@@ -54,7 +54,7 @@ static struct dra_mig_op *dra_mig_op_new(struct dra *d, unsigned gpu)
     op->seen = d->inv->gpus[gpu];
     op->seen.handle = d->devs[gpu].handle;
     op->job.run = dra_mig_run;
-    op->job.notify = &d->mig_done;
+    op->job.notify = &d->claims.mig_done;
     return op;
 }
 
@@ -65,8 +65,8 @@ static bool dra_mig_post(struct dra *d, struct dra_mig_op *op)
         free(op);
         return false;
     }
-    op->next = d->mig_ops;
-    d->mig_ops = op;
+    op->next = d->claims.mig_ops;
+    d->claims.mig_ops = op;
     return true;
 }
 
@@ -117,15 +117,15 @@ char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96]
 {
     char(*made)[96] = NULL;
     *n = 0;
-    for (unsigned i = 0; i < d->nprepared; i++)
-        for (unsigned k = 0; k < d->prepared[i].count; k++)
-            if (d->prepared[i].devs[k].mig_made) {
+    for (unsigned i = 0; i < d->claims.n; i++)
+        for (unsigned k = 0; k < d->claims.prepared[i].count; k++)
+            if (d->claims.prepared[i].devs[k].mig_made) {
                 made = xrealloc(made, (*n + 1) * sizeof *made);
-                snprintf(made[(*n)++], sizeof *made, "%s", d->prepared[i].devs[k].uuid);
+                snprintf(made[(*n)++], sizeof *made, "%s", d->claims.prepared[i].devs[k].uuid);
             }
     /* One being destroyed is still a claim's: its slices come free, not
      * taken by another first (the slice would change twice). */
-    for (const struct dra_mig_op *op = d->mig_ops; op; op = op->next)
+    for (const struct dra_mig_op *op = d->claims.mig_ops; op; op = op->next)
         if (op->destroy) {
             made = xrealloc(made, (*n + 1) * sizeof *made);
             snprintf(made[(*n)++], sizeof *made, "%s", op->uuid);
@@ -160,7 +160,7 @@ static void dra_mig_made(struct dra_mig_op *op)
 static void dra_mig_done(uv_async_t *h)
 {
     struct dra *d = h->data;
-    for (struct dra_mig_op **at = &d->mig_ops, *op; (op = *at);) {
+    for (struct dra_mig_op **at = &d->claims.mig_ops, *op; (op = *at);) {
         if (gpu_lane_job_busy(&op->job)) {
             at = &op->next;
             continue;
@@ -181,7 +181,7 @@ static void dra_mig_done(uv_async_t *h)
         }
         free(op);
     }
-    if (d->stopping && !d->mig_ops && !uv_is_closing((uv_handle_t *)h))
+    if (d->stopping && !d->claims.mig_ops && !uv_is_closing((uv_handle_t *)h))
         uv_close((uv_handle_t *)h, dra_closed);
     else if (!d->stopping) {
         dra_publish(d);     /* the MIG devices no claim made keep their slices out */
@@ -191,8 +191,8 @@ static void dra_mig_done(uv_async_t *h)
 
 void dra_mig_start(struct dra *d)
 {
-    uv_async_init(d->loop, &d->mig_done, dra_mig_done);
-    d->mig_done.data = d;
+    uv_async_init(d->loop, &d->claims.mig_done, dra_mig_done);
+    d->claims.mig_done.data = d;
     d->handles++;
 }
 
@@ -201,12 +201,12 @@ void dra_mig_stop(struct dra *d)
     /* The prepares waiting for a make end with the driver (dra_job_next
      * frees them once stopping); the ops a lane still runs stay until it
      * is done with them (a reload's stop), then the handle closes. */
-    for (struct dra_mig_op *op = d->mig_ops; op; op = op->next)
+    for (struct dra_mig_op *op = d->claims.mig_ops; op; op = op->next)
         if (op->j) {
             struct dra_job *j = op->j;
             op->j = NULL;
             if (--j->making == 0)
                 dra_job_next(j);
         }
-    dra_mig_done(&d->mig_done);
+    dra_mig_done(&d->claims.mig_done);
 }

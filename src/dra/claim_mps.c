@@ -60,9 +60,9 @@ static void dra_mps_key(const struct dra_prepared *p, char *out, size_t len)
 
 static struct dra_mps **dra_mps_find(const struct dra *d, const char *key)
 {
-    for (unsigned i = 0; i < d->nmps; i++)
-        if (!strcmp(d->mps[i]->key, key))
-            return &d->mps[i];
+    for (unsigned i = 0; i < d->claims.nmps; i++)
+        if (!strcmp(d->claims.mps[i]->key, key))
+            return &d->claims.mps[i];
     return NULL;
 }
 
@@ -164,8 +164,8 @@ int dra_mps_start(struct dra *d, const struct dra_prepared *p, struct dra_job *j
         return -1;
     }
     dra_mps_spec(d, p, m, j);
-    d->mps = xrealloc(d->mps, (d->nmps + 1) * sizeof *d->mps);
-    d->mps[d->nmps++] = m;
+    d->claims.mps = xrealloc(d->claims.mps, (d->claims.nmps + 1) * sizeof *d->claims.mps);
+    d->claims.mps[d->claims.nmps++] = m;
     return 0;
 }
 
@@ -188,7 +188,7 @@ bool dra_mps_ready(const struct dra *d, const char *uid)
 static void dra_mps_end(struct dra *d, struct dra_mps **at, bool unprepared)
 {
     struct dra_mps *m = *at;
-    *at = d->mps[--d->nmps];
+    *at = d->claims.mps[--d->claims.nmps];
     /* the daemon reads no more of m once stopping */
     mps_stop(m->daemon, unprepared ? MPS_END : MPS_LEAVE, unprepared);
     free(m);
@@ -197,10 +197,10 @@ static void dra_mps_end(struct dra *d, struct dra_mps **at, bool unprepared)
 /* Whether another prepared claim than uid uses the daemon key. */
 static bool dra_mps_used(const struct dra *d, const char *key, const char *uid)
 {
-    for (unsigned i = 0; i < d->nprepared; i++) {
+    for (unsigned i = 0; i < d->claims.n; i++) {
         char k[112];
-        dra_mps_key(&d->prepared[i], k, sizeof k);
-        if (strcmp(d->prepared[i].uid, uid) && dra_prepared_mps(&d->prepared[i]) && !strcmp(k, key))
+        dra_mps_key(&d->claims.prepared[i], k, sizeof k);
+        if (strcmp(d->claims.prepared[i].uid, uid) && dra_prepared_mps(&d->claims.prepared[i]) && !strcmp(k, key))
             return true;
     }
     return false;
@@ -224,19 +224,19 @@ void dra_mps_stop(struct dra *d, const char *uid)
 
 void dra_mps_sweep(struct dra *d)
 {
-    const char *keep[d->nmps + 1];
-    for (unsigned i = 0; i < d->nmps; i++)
-        keep[i] = d->mps[i]->name;
+    const char *keep[d->claims.nmps + 1];
+    for (unsigned i = 0; i < d->claims.nmps; i++)
+        keep[i] = d->claims.mps[i]->name;
     char control[CONFIG_PATH_MAX] = "";
     struct err e;
     mps_find_control(d->cfg, control, sizeof control, &e); /* without it: SIGTERM */
-    mps_sweep(d->loop, d->cfg, control, MPS_OWNER_DRA, keep, d->nmps);
+    mps_sweep(d->loop, d->cfg, control, MPS_OWNER_DRA, keep, d->claims.nmps);
 }
 
 void dra_mps_stop_all(struct dra *d)
 {
-    while (d->nmps)
-        dra_mps_end(d, &d->mps[0], false);
-    free(d->mps);
-    d->mps = NULL;
+    while (d->claims.nmps)
+        dra_mps_end(d, &d->claims.mps[0], false);
+    free(d->claims.mps);
+    d->claims.mps = NULL;
 }

@@ -56,22 +56,22 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
         d->gpus = *gpus;
     snprintf(d->node, sizeof d->node, "%s", cfg->node_name);
     if (cfg->kubelet_registry_dir[0])
-        snprintf(d->registry_socket, sizeof d->registry_socket, "%s/" DRA_DRIVER "-reg.sock",
+        snprintf(d->service.registry_socket, sizeof d->service.registry_socket, "%s/" DRA_DRIVER "-reg.sock",
                  cfg->kubelet_registry_dir);
     else
-        snprintf(d->registry_socket, sizeof d->registry_socket,
+        snprintf(d->service.registry_socket, sizeof d->service.registry_socket,
                  "%s/plugins_registry/" DRA_DRIVER "-reg.sock", cfg->kubelet_root);
     if (cfg->dra_plugin_dir[0])
-        snprintf(d->plugin_dir, sizeof d->plugin_dir, "%s", cfg->dra_plugin_dir);
+        snprintf(d->service.plugin_dir, sizeof d->service.plugin_dir, "%s", cfg->dra_plugin_dir);
     else
-        snprintf(d->plugin_dir, sizeof d->plugin_dir, "%s/plugins/" DRA_DRIVER, cfg->kubelet_root);
-    snprintf(d->plugin_socket, sizeof d->plugin_socket, "%s/dra.sock", d->plugin_dir);
-    snprintf(d->checkpoint, sizeof d->checkpoint, "%s/checkpoint.json", d->plugin_dir);
-    uv_timer_init(loop, &d->retry);
-    uv_timer_init(loop, &d->refresh);
-    uv_timer_init(loop, &d->health_timer);
-    uv_timer_init(loop, &d->held_timer);
-    d->retry.data = d->refresh.data = d->health_timer.data = d->held_timer.data = d;
+        snprintf(d->service.plugin_dir, sizeof d->service.plugin_dir, "%s/plugins/" DRA_DRIVER, cfg->kubelet_root);
+    snprintf(d->service.plugin_socket, sizeof d->service.plugin_socket, "%s/dra.sock", d->service.plugin_dir);
+    snprintf(d->claims.checkpoint, sizeof d->claims.checkpoint, "%s/checkpoint.json", d->service.plugin_dir);
+    uv_timer_init(loop, &d->api.retry);
+    uv_timer_init(loop, &d->claims.refresh);
+    uv_timer_init(loop, &d->health.timer);
+    uv_timer_init(loop, &d->pool.held_timer);
+    d->api.retry.data = d->claims.refresh.data = d->health.timer.data = d->pool.held_timer.data = d;
     d->handles = 4;
     dra_mig_start(d);
     dra_read_pcie_roots(d);
@@ -80,18 +80,18 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
         dra_stop(d, DRA_STOP_KEEP);
         return -1;
     }
-    if (d->nprepared)
-        log_info("DRA: %u prepared claim(s) from %s", d->nprepared, d->checkpoint);
-    for (unsigned i = 0; i < d->nprepared; i++) {
+    if (d->claims.n)
+        log_info("DRA: %u prepared claim(s) from %s", d->claims.n, d->claims.checkpoint);
+    for (unsigned i = 0; i < d->claims.n; i++) {
         struct err me;
-        if (dra_mps_start(d, &d->prepared[i], NULL, &me) < 0)
-            log_error("DRA: claim %s/%s (%s): %s", d->prepared[i].ns, d->prepared[i].name,
-                      d->prepared[i].uid, me.msg);
+        if (dra_mps_start(d, &d->claims.prepared[i], NULL, &me) < 0)
+            log_error("DRA: claim %s/%s (%s): %s", d->claims.prepared[i].ns, d->claims.prepared[i].name,
+                      d->claims.prepared[i].uid, me.msg);
     }
     dra_mps_sweep(d);
     dra_held_read(d);
     dra_api_search(d); /* then the slice */
-    uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
+    uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
     *out = d;
     return 0;
 }
@@ -100,17 +100,17 @@ void dra_status(const struct dra *d, struct strbuf *out)
 {
     struct dra_slice_in in;
     dra_slice_of(d, "", 0, NULL, &in);
-    strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->plugin_socket,
-                  d->registered ? "registered" : "unregistered", dra_count(&in),
-                  d->nprepared, d->api ? DRA_GROUP "/" : "", d->api ? dra_api_name(d->api) : "unknown");
+    strbuf_printf(out, DRA_DRIVER " %s %s %u %u %s%s\n", d->service.plugin_socket,
+                  d->service.registered ? "registered" : "unregistered", dra_count(&in),
+                  d->claims.n, d->api.version ? DRA_GROUP "/" : "", d->api.version ? dra_api_name(d->api.version) : "unknown");
     dra_slice_in_free(&in);
 }
 
 void dra_holders(const struct dra *d,
                  void (*fn)(void *ctx, const char *uuid, const struct dra_consumer *c), void *ctx)
 {
-    for (unsigned i = 0; d && i < d->nprepared; i++) {
-        const struct dra_prepared *p = &d->prepared[i];
+    for (unsigned i = 0; d && i < d->claims.n; i++) {
+        const struct dra_prepared *p = &d->claims.prepared[i];
         for (unsigned k = 0; k < p->count; k++)
             for (unsigned c = 0; c < p->nconsumers; c++)
                 fn(ctx, p->devs[k].uuid, &p->consumers[c]);
@@ -138,23 +138,23 @@ void dra_stop(struct dra *d, enum dra_stop_mode mode)
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
     dra_job_api(d);               /* prepares waiting for it end (d->stopping) */
     dra_unpublish(d, mode == DRA_STOP_WITHDRAW);
-    uv_close((uv_handle_t *)&d->retry, dra_closed);
-    uv_close((uv_handle_t *)&d->refresh, dra_closed);
-    uv_close((uv_handle_t *)&d->health_timer, dra_closed);
-    uv_close((uv_handle_t *)&d->held_timer, dra_closed);
+    uv_close((uv_handle_t *)&d->api.retry, dra_closed);
+    uv_close((uv_handle_t *)&d->claims.refresh, dra_closed);
+    uv_close((uv_handle_t *)&d->health.timer, dra_closed);
+    uv_close((uv_handle_t *)&d->pool.held_timer, dra_closed);
 }
 
 void dra_maybe_free(struct dra *d)
 {
-    if (!d->stopping || d->jobs || d->handles || d->saves)
+    if (!d->stopping || d->jobs.n || d->handles || d->claims.saves)
         return;
-    writer_close(d->checkpoint_writer); /* nothing in it: the saves have ended */
-    free(d->slices); /* their objects went with dra_unpublish */
-    for (unsigned i = 0; i < d->nprepared; i++)
-        dra_prepared_free(&d->prepared[i]);
-    free(d->prepared);
+    writer_close(d->claims.writer); /* nothing in it: the saves have ended */
+    free(d->pool.slices); /* their objects went with dra_unpublish */
+    for (unsigned i = 0; i < d->claims.n; i++)
+        dra_prepared_free(&d->claims.prepared[i]);
+    free(d->claims.prepared);
     free(d->pcie_roots);
-    free(d->held);
+    free(d->pool.held);
     free(d);
 }
 

@@ -29,8 +29,8 @@ struct dra_health_watch {
 static void dra_health_mps(const struct dra *d, const char *uuid, char *why, size_t len)
 {
     why[0] = '\0';
-    for (unsigned i = 0; i < d->nprepared; i++) {
-        const struct dra_prepared *p = &d->prepared[i];
+    for (unsigned i = 0; i < d->claims.n; i++) {
+        const struct dra_prepared *p = &d->claims.prepared[i];
         if (!dra_prepared_mps(p) || dra_mps_ready(d, p->uid))
             continue;
         for (unsigned k = 0; k < p->count; k++)
@@ -96,8 +96,8 @@ uint8_t *dra_health_pack(const struct dra_device_health *devs, unsigned n, size_
 uint8_t *dra_health_message(const struct dra *d, long long now, size_t *len)
 {
     unsigned max = d->inv->count * (GPU_MIG_MAX + 1), n = 0;
-    for (unsigned c = 0; c < d->nprepared; c++)
-        max += d->prepared[c].count;
+    for (unsigned c = 0; c < d->claims.n; c++)
+        max += d->claims.prepared[c].count;
     struct dra_device_health *devs = xcalloc(max + 1, sizeof *devs);
     /* Every device DRA serves, faulty or not: the slice's with taints;
      * of the placements (--dra-mig), those claims hold. */
@@ -112,9 +112,9 @@ uint8_t *dra_health_message(const struct dra *d, long long now, size_t *len)
                 dra_health_of(d, i, (int)k - 1, name, now, &devs[n++]);
             }
     dra_slice_in_free(&in);
-    for (unsigned c = 0; c < d->nprepared; c++)
-        for (unsigned k = 0; k < d->prepared[c].count; k++) {
-            const struct dra_prepared_device *pd = &d->prepared[c].devs[k];
+    for (unsigned c = 0; c < d->claims.n; c++)
+        for (unsigned k = 0; k < d->claims.prepared[c].count; k++) {
+            const struct dra_prepared_device *pd = &d->claims.prepared[c].devs[k];
             if (pd->placement && pd->gpu < d->inv->count)
                 dra_health_of(d, pd->gpu, dra_health_placement(d, pd), pd->device, now, &devs[n++]);
         }
@@ -133,11 +133,11 @@ static void dra_health_send_one(struct dra *d, struct grpc_call *call)
 
 void dra_health_send(struct dra *d)
 {
-    if (!d->health_watches)
+    if (!d->health.watches)
         return;
     size_t len;
     uint8_t *msg = dra_health_message(d, (long long)time(NULL), &len);
-    for (struct dra_health_watch *w = d->health_watches; w; w = w->next)
+    for (struct dra_health_watch *w = d->health.watches; w; w = w->next)
         grpc_call_send(w->call, msg, len);
     free(msg);
 }
@@ -152,14 +152,14 @@ static void dra_health_gone(struct grpc_call *call, void *ctx)
     (void)call;
     struct dra_health_watch *w = ctx;
     struct dra *d = w->d;
-    for (struct dra_health_watch **pp = &d->health_watches; *pp; pp = &(*pp)->next)
+    for (struct dra_health_watch **pp = &d->health.watches; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             break;
         }
     free(w);
-    if (!d->health_watches && !d->stopping)
-        uv_timer_stop(&d->health_timer);
+    if (!d->health.watches && !d->stopping)
+        uv_timer_stop(&d->health.timer);
     log_debug("DRA: the kubelet closed its health stream");
 }
 
@@ -168,12 +168,12 @@ void dra_health_watch(struct dra *d, struct grpc_call *call)
     struct dra_health_watch *w = xcalloc(1, sizeof *w);
     w->d = d;
     w->call = call;
-    w->next = d->health_watches;
-    d->health_watches = w;
+    w->next = d->health.watches;
+    d->health.watches = w;
     grpc_call_on_cancel(call, dra_health_gone, w);
     dra_health_send_one(d, call);
-    if (!uv_is_active((uv_handle_t *)&d->health_timer))
-        uv_timer_start(&d->health_timer, dra_health_resend, DRA_HEALTH_RESEND_MS,
+    if (!uv_is_active((uv_handle_t *)&d->health.timer))
+        uv_timer_start(&d->health.timer, dra_health_resend, DRA_HEALTH_RESEND_MS,
                        DRA_HEALTH_RESEND_MS);
     log_info("DRA: the kubelet watches the devices' health");
 }

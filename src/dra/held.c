@@ -54,7 +54,7 @@ static void dra_held_done(void *ctx, enum grpc_status status, const char *messag
                           const uint8_t *resp, size_t len)
 {
     struct dra *d = ctx;
-    d->held_call = NULL;
+    d->pool.held_call = NULL;
     size_t slots = DRA_AT(d->inv->count, 0);
     bool *held = xcalloc(slots + 1, sizeof *held);
     V1__ListPodResourcesResponse *r = NULL;
@@ -62,17 +62,17 @@ static void dra_held_done(void *ctx, enum grpc_status status, const char *messag
     unsigned n = 0;
     if (status != GRPC_OK || !(r = v1__list_pod_resources_response__unpack(NULL, len, resp))) {
         /* No kubelet to ask: nothing is known held (as before a move). */
-        if (!d->held)
+        if (!d->pool.held)
             log_warn("DRA: cannot read which GPUs pods of a device plugin hold (PodResources: %s); "
                      "every GPU is offered", status != GRPC_OK ? message : "not a List answer");
     } else {
         n = dra_held_decode(d, r, held, who, sizeof who);
         v1__list_pod_resources_response__free_unpacked(r, NULL);
     }
-    bool first = !d->held;
-    bool changed = first ? n > 0 : memcmp(held, d->held, slots * sizeof *held) != 0;
-    free(d->held);
-    d->held = held;
+    bool first = !d->pool.held;
+    bool changed = first ? n > 0 : memcmp(held, d->pool.held, slots * sizeof *held) != 0;
+    free(d->pool.held);
+    d->pool.held = held;
     if (changed && n)
         log_info("DRA: %u device(s) still held by pods of the device plugin (%s first): tainted "
                  DRA_TAINT_HELD " until they end", n, who);
@@ -81,16 +81,16 @@ static void dra_held_done(void *ctx, enum grpc_status status, const char *messag
     if (changed || first) /* the slice waits for the first answer */
         dra_publish(d);
     if (n && !d->stopping)
-        uv_timer_start(&d->held_timer, dra_held_timer, DRA_HELD_MS, 0);
+        uv_timer_start(&d->pool.held_timer, dra_held_timer, DRA_HELD_MS, 0);
 }
 
 void dra_held_read(struct dra *d)
 {
-    if (d->held_call || d->stopping)
+    if (d->pool.held_call || d->stopping)
         return;
     char socket[CONFIG_PATH_MAX + 64];
     config_pod_resources_socket(d->cfg, socket, sizeof socket);
-    d->held_call = grpc_client_unary(d->loop, socket, "/v1.PodResourcesLister/List", NULL, 0,
+    d->pool.held_call = grpc_client_unary(d->loop, socket, "/v1.PodResourcesLister/List", NULL, 0,
                                      DRA_HELD_TIMEOUT_MS, dra_held_done, d);
 }
 
@@ -101,7 +101,7 @@ static void dra_held_timer(uv_timer_t *t)
 
 void dra_held_stop(struct dra *d)
 {
-    if (d->held_call)
-        grpc_client_cancel(d->held_call);
-    d->held_call = NULL;
+    if (d->pool.held_call)
+        grpc_client_cancel(d->pool.held_call);
+    d->pool.held_call = NULL;
 }

@@ -1,5 +1,6 @@
-/* The DRA driver's state: one struct dra, touched on the agent's loop
- * only, except the fields a job's thread writes (said where so). */
+/* The DRA driver's state: one struct dra of parts, one per owner, touched
+ * on the agent's loop only, except the fields a job's thread writes (said
+ * where so). */
 #ifndef GPULET_DRA_INTERNAL_H
 #define GPULET_DRA_INTERNAL_H
 
@@ -65,7 +66,79 @@ struct dra_slice_obj {
     char name[320];
     struct kube_watch *watch;
     struct kube_sync *sync;
-    struct strbuf applied;                /* as last applied, at d->generation */
+    struct strbuf applied;                /* as last applied, at d->pool.generation */
+};
+
+/* struct dra's parts, one per owner (libuv's rule: the file named may
+ * write a part's fields; the others read them, on the loop). The driver's
+ * own fields (struct dra below) are set by dra.c at start and only read
+ * after, but for stopping, handles and jobs.n. */
+
+/* The resource.k8s.io version the API server serves (api.c). */
+struct dra_api_state {
+    enum dra_api version;                 /* 0 until found */
+    char error[512];                      /* why it is not known: set once a search failed */
+    uv_timer_t retry;                     /* searched again */
+    unsigned backoff_ms;
+};
+
+/* The gRPC services: registration and the DRA plugin API (service.c). */
+struct dra_service {
+    char registry_socket[CONFIG_PATH_MAX + 64];
+    char plugin_dir[CONFIG_PATH_MAX + 64];
+    char plugin_socket[CONFIG_PATH_MAX + 96];
+    struct grpc_server *registration, *plugin;
+    struct grpc_method registration_methods[2], plugin_methods[5]; /* v1 and v1beta1, health */
+    char plugin_paths[4][80];
+    bool registered;                      /* the kubelet said so */
+};
+
+/* The pool's slices on the API server (publish.c), each kept in step by
+ * kube/sync.c from its watch; and the devices a device plugin's pod holds
+ * (held.c), left out of them. */
+struct dra_pool {
+    struct dra_slice_obj **slices;        /* each its own: the syncs hold them */
+    unsigned nslices;
+    unsigned long long generation;        /* the pool's, as the server holds it or last applied */
+    unsigned published;                   /* devices in it */
+    bool taints_dropped;                  /* the server took a slice without its taints */
+    bool counters_dropped;                /* ... or its counters: no placements then */
+    bool *held;                           /* held.c's: per device (DRA_AT) */
+    struct grpc_client_call *held_call;   /* held.c's: the kubelet's PodResources List in flight */
+    uv_timer_t held_timer;                /* held.c's: reads it again while one is held */
+};
+
+/* The claims this node prepared, and what each holds: the record and
+ * its checkpoint (prepare.c settles and unprepares, refresh.c sets their
+ * containers, checkpoint.c writes them), the MPS daemons (claim_mps.c)
+ * and the MIG devices made (claim_mig.c). */
+struct dra_claims {
+    struct dra_prepared *prepared;
+    unsigned n;
+    char checkpoint[CONFIG_PATH_MAX + 96];
+    struct writer *writer;                /* checkpoint.c's: on the worker pool */
+    unsigned saves;                       /* checkpoint writes not yet logged: d outlives them */
+    bool failing;                         /* the last write failed (logged once until it works) */
+    uv_timer_t refresh;                   /* refresh.c's: the claims' containers, read again */
+    bool refreshing;                      /* refresh.c's: one is in flight */
+    struct dra_mps **mps;                 /* claim_mps.c's: a daemon per claim shared through MPS */
+    unsigned nmps;
+    uv_async_t mig_done;                  /* claim_mig.c's: a lane is done with a make or destroy */
+    struct dra_mig_op *mig_ops;           /* claim_mig.c's: those in flight */
+};
+
+/* The jobs in flight: prepares (read.c, prepare.c), refreshes, an
+ * unprepare's answer, a time slice's reset. */
+struct dra_jobs {
+    struct dra_job *api;                  /* read.c's: prepares waiting for the first search */
+    struct dra_job *daemons;              /* prepare.c's: those answered once their daemons are up */
+    unsigned n;                           /* not yet freed: d is freed after the last */
+};
+
+/* The kubelet's NodeWatchResources streams (health.c). */
+struct dra_health {
+    struct dra_health_watch *watches;
+    uv_timer_t timer;                     /* sends them again */
 };
 
 struct dra {
@@ -76,49 +149,16 @@ struct dra {
     struct kube_client *kc;               /* the agent's */
     struct kube_watch *node_watch;        /* the agent's: the Node's UID, the slice's owner */
     char node[256];
-    enum dra_api api;                     /* the version the API server speaks; 0 until found */
-    char api_error[512];                  /* why it is not known: set once a search failed */
-    struct dra_job *api_waiting;          /* prepares waiting for the first search's end */
     char (*pcie_roots)[32];               /* per GPU, from sysfs; NULL when simulated */
-    char registry_socket[CONFIG_PATH_MAX + 64];
-    char plugin_dir[CONFIG_PATH_MAX + 64];
-    char plugin_socket[CONFIG_PATH_MAX + 96];
-    char checkpoint[CONFIG_PATH_MAX + 96];
-    struct writer *checkpoint_writer;     /* checkpoint.c's: on the worker pool */
-    unsigned saves;                       /* checkpoint writes not yet logged: d outlives them */
-    bool checkpoint_failing;              /* the last write failed (logged once until it works) */
-    struct grpc_server *registration, *service;
-    struct grpc_method registration_methods[2], service_methods[5]; /* v1 and v1beta1, health */
-    char service_paths[4][80];
-    bool registered;
-    struct dra_health_watch *health_watches; /* the kubelet's NodeWatchResources streams */
-    uv_timer_t health_timer;              /* sends them again */
-    /* the pool's slices (publish.c), each kept in step by kube/sync.c from its watch */
-    struct dra_slice_obj **slices;        /* each its own: the syncs hold them */
-    unsigned nslices;
-    unsigned long long generation;        /* the pool's, as the server holds it or last applied */
-    unsigned published;                   /* devices in it */
-    bool taints_dropped;                  /* the server took a slice without its taints */
-    bool counters_dropped;                /* ... or its counters: no placements then */
-    bool *held;                           /* per device (DRA_AT): a device plugin's pod holds it */
-    struct grpc_client_call *held_call;   /* the kubelet's PodResources List in flight */
-    uv_timer_t held_timer;                /* reads it again while one is held */
-    uv_timer_t retry;                     /* the API's version, searched again */
-    unsigned backoff_ms;
-    uv_timer_t refresh;                   /* the claims' containers, read again */
-    bool refreshing;
-    unsigned handles;                     /* timers not yet closed */
-    /* prepared claims */
-    struct dra_prepared *prepared;
-    unsigned nprepared;
-    struct dra_mps **mps;                 /* a daemon per claim shared through MPS */
-    unsigned nmps;
-    struct dra_job *waiting;              /* prepares answered once their daemons are up */
     struct dra_hooks hooks;
     struct dra_gpus gpus;                 /* the agent's NVML and lanes: MIG devices made */
-    uv_async_t mig_done;                  /* a lane is done with a make or a destroy */
-    struct dra_mig_op *mig_ops;           /* those in flight (claim_mig.c) */
-    unsigned jobs;                        /* jobs not yet freed: d is freed after the last */
+    struct dra_api_state api;
+    struct dra_service service;
+    struct dra_pool pool;
+    struct dra_claims claims;
+    struct dra_jobs jobs;
+    struct dra_health health;
+    unsigned handles;                     /* timers not yet closed */
     bool stopping;
 };
 
@@ -194,7 +234,7 @@ struct dra_job {
     struct grpc_call *call;           /* NULL once the kubelet went away */
     unsigned n;
     struct dra_job_claim *claims;
-    struct dra_job *next;             /* in d->waiting, or d->api_waiting */
+    struct dra_job *next;             /* in d->jobs.daemons, or d->jobs.api */
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     enum dra_stage stage;             /* the next to run (prepare.c) */
@@ -277,7 +317,7 @@ void dra_mig_stop(struct dra *d);
 int dra_checkpoint_load(struct dra *d, struct err *e);
 /* The prepared claims changed (a prepare, an unprepare, their containers):
  * the checkpoint is written on the worker pool (a failure is logged, once
- * until a write works again; dra_job_wait on d->checkpoint_writer waits
+ * until a write works again; dra_job_wait on d->claims.writer waits
  * for it), and the agent told (hooks.on_claims). */
 void dra_claims_changed(struct dra *d);
 struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid);

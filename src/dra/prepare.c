@@ -120,11 +120,11 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
         dra_mig_unmake(d, p);          /* and the MIG devices made for it go */
         return;
     }
-    d->prepared = xrealloc(d->prepared, (d->nprepared + 1) * sizeof *d->prepared);
-    d->prepared[d->nprepared++] = *p;
+    d->claims.prepared = xrealloc(d->claims.prepared, (d->claims.n + 1) * sizeof *d->claims.prepared);
+    d->claims.prepared[d->claims.n++] = *p;
     p->devs = NULL; /* moved: the driver's record holds them now */
     p->count = 0;
-    p = &d->prepared[d->nprepared - 1];
+    p = &d->claims.prepared[d->claims.n - 1];
     *changed = true;
     log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,
              p->count, dra_prepared_mps(p) ? ", MPS" : "",
@@ -176,7 +176,7 @@ static void dra_job_freed(struct dra_job *j)
     }
     free(j->claims);
     free(j);
-    d->jobs--;
+    d->jobs.n--;
     dra_maybe_free(d);
 }
 
@@ -199,7 +199,7 @@ static void dra_job_free(struct dra_job *j)
 
 static void dra_job_unwait(struct dra_job *j)
 {
-    struct dra_job **at = &j->d->waiting;
+    struct dra_job **at = &j->d->jobs.daemons;
     while (*at != j)
         at = &(*at)->next;
     *at = j->next;
@@ -214,7 +214,7 @@ static void dra_job_timeout(uv_timer_t *t)
 
 void dra_prepare_wake(struct dra *d)
 {
-    for (struct dra_job *j = d->waiting, *next; j; j = next) {
+    for (struct dra_job *j = d->jobs.daemons, *next; j; j = next) {
         next = j->next;
         if (j->call && !dra_job_ready(j))
             continue;
@@ -225,8 +225,8 @@ void dra_prepare_wake(struct dra *d)
 
 void dra_prepare_stop(struct dra *d)
 {
-    while (d->waiting) {
-        struct dra_job *j = d->waiting;
+    while (d->jobs.daemons) {
+        struct dra_job *j = d->jobs.daemons;
         dra_job_unwait(j);
         dra_job_free(j);
     }
@@ -268,9 +268,9 @@ static void dra_job_settle_all(struct dra *d, struct dra_job *j)
     if (!changed)
         return;
     dra_claims_changed(d);
-    dra_job_wait(j, d->checkpoint_writer);
+    dra_job_wait(j, d->claims.writer);
     /* their containers, once they are there */
-    uv_timer_start(&d->refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
+    uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
 }
 
 /* Waits for the claims' MPS daemons (dra_prepare_wake, or the timeout,
@@ -283,8 +283,8 @@ static bool dra_job_wait_daemons(struct dra *d, struct dra_job *j)
     j->timer.data = j;
     j->timer_used = true;
     uv_timer_start(&j->timer, dra_job_timeout, DRA_MPS_WAIT_MS, 0);
-    j->next = d->waiting;
-    d->waiting = j;
+    j->next = d->jobs.daemons;
+    d->jobs.daemons = j;
     return true;
 }
 
@@ -402,7 +402,7 @@ static void dra_unprepare_written(void *ctx, const struct err *e, bool written)
     }
     free(u->buf);
     free(u);
-    d->jobs--;
+    d->jobs.n--;
     dra_maybe_free(d);
 }
 
@@ -428,7 +428,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
             dra_timeslice_reset(d, p);
             dra_mig_unmake(d, p);
             dra_prepared_free(p);
-            *p = d->prepared[--d->nprepared];
+            *p = d->claims.prepared[--d->claims.n];
             changed = true;
         }
         Drav1beta1__NodeUnprepareResourcesResponse__ClaimsEntry *entry = arena_alloc(&a, sizeof *entry);
@@ -451,9 +451,9 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
     u->buf = xmalloc(u->len + 1);
     protobuf_c_message_pack(&resp.base, u->buf);
     arena_free(&a);
-    d->jobs++; /* d outlives the answer */
+    d->jobs.n++; /* d outlives the answer */
     grpc_call_on_cancel(call, dra_unprepare_cancelled, u);
     dra_claims_changed(d);
-    writer_then(d->checkpoint_writer, dra_unprepare_written, u);
+    writer_then(d->claims.writer, dra_unprepare_written, u);
     dra_prepare_wake(d); /* a prepare waiting for one of their daemons answers now */
 }

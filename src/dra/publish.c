@@ -58,7 +58,7 @@ static unsigned long long dra_generation(const json_t *slice)
 
 bool dra_tainted(const struct dra *d)
 {
-    return (d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2) && !d->taints_dropped;
+    return (d->api.version == DRA_API_V1 || d->api.version == DRA_API_V1BETA2) && !d->pool.taints_dropped;
 }
 
 void dra_slice_of(const struct dra *d, const char *uid, unsigned long long generation,
@@ -67,10 +67,10 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
     struct err e;
     if (evict && gpu_health_faults_parse(evict, "--dra-evict-on", d->cfg->dra_evict_on, &e) < 0)
         memset(evict, 0, sizeof *evict); /* checked with the configuration */
-    *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api,
-                                (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->held,
-                                d->api == DRA_API_V1 || d->api == DRA_API_V1BETA2,
-                                d->api == DRA_API_V1 && !d->counters_dropped, NULL, 0};
+    *in = (struct dra_slice_in){d->cfg, d->inv, d->devs, d->node, uid, generation, d->api.version,
+                                (const char(*)[32])d->pcie_roots, dra_tainted(d), evict, d->pool.held,
+                                d->api.version == DRA_API_V1 || d->api.version == DRA_API_V1BETA2,
+                                d->api.version == DRA_API_V1 && !d->pool.counters_dropped, NULL, 0};
     in->made = (const char(*)[96])dra_mig_made_list(d, &in->nmade);
 }
 
@@ -113,15 +113,15 @@ static bool dra_slice_holds(struct dra_slice_obj *o, const char *uid, const char
     unsigned long long g = dra_generation(have);
     struct strbuf now = {0};
     dra_build(d, uid, o->index, g, &now);
-    bool same = g == d->generation && now.len == o->applied.len &&
+    bool same = g == d->pool.generation && now.len == o->applied.len &&
                 !memcmp(now.data, o->applied.data, now.len);
-    if (!same && (g == d->generation || !d->generation)) {
+    if (!same && (g == d->pool.generation || !d->pool.generation)) {
         json_t *want = json_loadb(now.data, now.len, 0, NULL);
         same = dra_json_within(json_object_get(want, "spec"), json_object_get(have, "spec"));
         json_decref(want);
     }
-    if (same && g > d->generation)
-        d->generation = g; /* a restart: the server's generation goes on */
+    if (same && g > d->pool.generation)
+        d->pool.generation = g; /* a restart: the server's generation goes on */
     strbuf_free(&now);
     json_decref(have);
     return same;
@@ -129,9 +129,9 @@ static bool dra_slice_holds(struct dra_slice_obj *o, const char *uid, const char
 
 static void dra_poke_others(struct dra *d, const struct dra_slice_obj *o)
 {
-    for (unsigned k = 0; k < d->nslices; k++)
-        if (d->slices[k] != o)
-            kube_sync_poke(d->slices[k]->sync);
+    for (unsigned k = 0; k < d->pool.nslices; k++)
+        if (d->pool.slices[k] != o)
+            kube_sync_poke(d->pool.slices[k]->sync);
 }
 
 static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_write *w,
@@ -149,7 +149,7 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
     json_decref(n);
     if (!owner[0]) /* the Node's watch pokes when it has it */
         return 0;
-    if (d->held_call && !d->held) /* the GPUs pods hold are being read: it pokes */
+    if (d->pool.held_call && !d->pool.held) /* the GPUs pods hold are being read: it pokes */
         return 0;
     if (json && dra_slice_holds(o, owner, json, len))
         return 0;
@@ -161,22 +161,22 @@ static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_w
         json_t *have = json_loadb(json, len, 0, NULL);
         g = dra_generation(have);
         json_decref(have);
-        if (g > d->generation)
-            d->generation = g;
+        if (g > d->pool.generation)
+            d->pool.generation = g;
     }
     /* A change the pool's slices already carry at this generation needs a
      * new one, and the others follow it; a slice behind is only brought
      * up to it (one change, one new generation). */
-    if (!d->generation || (json && g == d->generation)) {
-        d->generation++;
+    if (!d->pool.generation || (json && g == d->pool.generation)) {
+        d->pool.generation++;
         dra_poke_others(d, o);
     }
     strbuf_free(&o->applied);
-    dra_build(d, owner, o->index, d->generation, &o->applied);
+    dra_build(d, owner, o->index, d->pool.generation, &o->applied);
     strbuf_append(&w->body, o->applied.data, o->applied.len);
     w->method = "PATCH";
     snprintf(w->path, sizeof w->path, "/apis/" DRA_GROUP "/%s/resourceslices/%s"
-             "?fieldManager=gpulet&force=true", dra_api_name(d->api), o->name);
+             "?fieldManager=gpulet&force=true", dra_api_name(d->api.version), o->name);
     w->content_type = "application/apply-patch+yaml";
     return 0;
 }
@@ -192,16 +192,16 @@ static void dra_slice_took(void *ctx, const struct kube_answer *a)
      * the GPUs go back to their MIG devices as they are. */
     if (a && a->len && dra_tainted(d) && dra_has(o->applied.data, o->applied.len, "devices", "taints") &&
         !dra_has(a->body, a->len, "devices", "taints")) {
-        d->taints_dropped = true;
+        d->pool.taints_dropped = true;
         log_warn("DRA: the API server drops device taints (its DRADeviceTaints feature gate is "
                  "off): faulty devices leave the ResourceSlice instead");
         dra_publish(d);
         return;
     }
-    if (a && a->len && !d->counters_dropped &&
+    if (a && a->len && !d->pool.counters_dropped &&
         dra_has(o->applied.data, o->applied.len, "sharedCounters", NULL) &&
         !dra_has(a->body, a->len, "sharedCounters", NULL)) {
-        d->counters_dropped = true;
+        d->pool.counters_dropped = true;
         log_warn("DRA: the API server drops counter sets (its DRAPartitionableDevices feature gate "
                  "is off): --dra-mig GPUs are published as the MIG devices they have");
         dra_publish(d);
@@ -209,10 +209,10 @@ static void dra_slice_took(void *ctx, const struct kube_answer *a)
     }
     struct dra_slice_in in;
     dra_slice_of(d, "", 0, NULL, &in);
-    d->published = dra_count(&in);
+    d->pool.published = dra_count(&in);
     dra_slice_in_free(&in);
     log_info("DRA: ResourceSlice published: %s; the pool: %u device(s) in %u slice(s), "
-             "generation %llu", o->name, d->published, d->nslices, d->generation);
+             "generation %llu", o->name, d->pool.published, d->pool.nslices, d->pool.generation);
 }
 
 static void dra_on_node(void *ctx, struct kube_watch *w)
@@ -227,7 +227,7 @@ static void dra_slice_start(struct dra *d, struct dra_slice_obj *o)
     char collection[128], what[400];
     struct err e;
     snprintf(collection, sizeof collection, "/apis/" DRA_GROUP "/%s/resourceslices",
-             dra_api_name(d->api));
+             dra_api_name(d->api.version));
     snprintf(what, sizeof what, "ResourceSlice %s", o->name);
     const struct kube_watch_spec ws = {collection, o->name, what};
     kube_watch_start(&o->watch, d->kc, &ws, &e);
@@ -246,20 +246,20 @@ static void dra_slices_resize(struct dra *d)
 {
     struct dra_slice_in in;
     dra_slice_of(d, "", 0, NULL, &in);
-    unsigned n = dra_slices(&in), had = d->nslices;
+    unsigned n = dra_slices(&in), had = d->pool.nslices;
     if (n < had)
         dra_slices_stop(d, n, true);
     if (n > had) {
-        d->slices = xrealloc(d->slices, n * sizeof *d->slices);
+        d->pool.slices = xrealloc(d->pool.slices, n * sizeof *d->pool.slices);
         for (unsigned k = had; k < n; k++) {
             struct dra_slice_obj *o = xcalloc(1, sizeof *o);
             *o = (struct dra_slice_obj){.d = d, .index = k};
             dra_slice_name(&in, d->node, k, o->name, sizeof o->name);
-            d->slices[k] = o;
+            d->pool.slices[k] = o;
         }
-        d->nslices = n;
+        d->pool.nslices = n;
         for (unsigned k = had; k < n; k++)
-            dra_slice_start(d, d->slices[k]);
+            dra_slice_start(d, d->pool.slices[k]);
     }
     dra_slice_in_free(&in);
 }
@@ -269,8 +269,8 @@ static void dra_deleted(void *ctx, const struct kube_answer *a);
 /* Whether name is one of the slices this agent publishes. */
 static bool dra_slice_ours(const struct dra *d, const char *name)
 {
-    for (unsigned k = 0; k < d->nslices; k++)
-        if (!strcmp(d->slices[k]->name, name))
+    for (unsigned k = 0; k < d->pool.nslices; k++)
+        if (!strcmp(d->pool.slices[k]->name, name))
             return true;
     return false;
 }
@@ -280,7 +280,7 @@ static bool dra_slice_ours(const struct dra *d, const char *name)
 static void dra_listed(void *ctx, const struct kube_answer *a)
 {
     struct dra *d = ctx;
-    d->jobs--;
+    d->jobs.n--;
     json_t *list = a->status == 200 ? json_loads(a->body, 0, NULL) : NULL;
     json_t *items = json_object_get(list, "items"), *item;
     size_t i;
@@ -290,9 +290,9 @@ static void dra_listed(void *ctx, const struct kube_answer *a)
             continue;
         char path[512];
         snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s",
-                 dra_api_name(d->api), name);
+                 dra_api_name(d->api.version), name);
         log_info("DRA: ResourceSlice %s is an earlier gpulet's, not published now: deleted", name);
-        d->jobs++;
+        d->jobs.n++;
         kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
                                                   .done = dra_deleted, .ctx = d});
     }
@@ -304,15 +304,15 @@ static void dra_slices_sweep(struct dra *d)
 {
     char path[512];
     snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices?fieldSelector="
-             "spec.nodeName%%3D%s%%2Cspec.driver%%3D" DRA_DRIVER, dra_api_name(d->api), d->node);
-    d->jobs++;
+             "spec.nodeName%%3D%s%%2Cspec.driver%%3D" DRA_DRIVER, dra_api_name(d->api.version), d->node);
+    d->jobs.n++;
     kube_call(d->kc, &(struct kube_call_spec){.method = "GET", .path = path, .done = dra_listed,
                                               .ctx = d, .owner = d});
 }
 
 void dra_publish_start(struct dra *d)
 {
-    if (d->nslices || d->stopping)
+    if (d->pool.nslices || d->stopping)
         return;
     dra_slices_resize(d);
     dra_slices_sweep(d);
@@ -321,11 +321,11 @@ void dra_publish_start(struct dra *d)
 
 void dra_publish(struct dra *d)
 {
-    if (d->stopping || !d->nslices)
+    if (d->stopping || !d->pool.nslices)
         return;
     dra_slices_resize(d);
-    for (unsigned k = 0; k < d->nslices; k++)
-        kube_sync_poke(d->slices[k]->sync);
+    for (unsigned k = 0; k < d->pool.nslices; k++)
+        kube_sync_poke(d->pool.slices[k]->sync);
 }
 
 static void dra_deleted(void *ctx, const struct kube_answer *a)
@@ -337,7 +337,7 @@ static void dra_deleted(void *ctx, const struct kube_answer *a)
                  a->status ? "HTTP error" : a->error);
     if (why[0])
         log_info("DRA: ResourceSlice %s", why);
-    d->jobs--;
+    d->jobs.n--;
     dra_maybe_free(d);
 }
 
@@ -345,34 +345,34 @@ static void dra_deleted(void *ctx, const struct kube_answer *a)
  * from the API server. */
 static void dra_slices_stop(struct dra *d, unsigned from, bool withdraw)
 {
-    for (unsigned k = from; k < d->nslices; k++) {
-        struct dra_slice_obj *o = d->slices[k];
+    for (unsigned k = from; k < d->pool.nslices; k++) {
+        struct dra_slice_obj *o = d->pool.slices[k];
         char path[512];
         snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/resourceslices/%s",
-                 dra_api_name(d->api), o->name);
+                 dra_api_name(d->api.version), o->name);
         kube_sync_stop(o->sync);
         kube_watch_stop(o->watch);
         strbuf_free(&o->applied);
         free(o);
-        if (!d->api || !withdraw)
+        if (!d->api.version || !withdraw)
             continue; /* nothing was ever published, or it stays */
-        d->jobs++;
+        d->jobs.n++;
         /* No owner: the agent's stop does not cancel it; the client stays
          * until it is answered. */
         kube_call(d->kc, &(struct kube_call_spec){.method = "DELETE", .path = path,
                                                   .done = dra_deleted, .ctx = d});
     }
-    if (from == 0 && d->nslices)
+    if (from == 0 && d->pool.nslices)
         log_info(withdraw ? "DRA: ResourceSlices deleted (%u)"
                           : "DRA: ResourceSlices kept in the API server for the next gpulet (%u)",
-                 d->nslices);
-    d->nslices = from < d->nslices ? from : d->nslices;
+                 d->pool.nslices);
+    d->pool.nslices = from < d->pool.nslices ? from : d->pool.nslices;
 }
 
 void dra_unpublish(struct dra *d, bool withdraw)
 {
     kube_watch_unlisten(d->node_watch, dra_on_node, d);
     dra_slices_stop(d, 0, withdraw);
-    free(d->slices);
-    d->slices = NULL;
+    free(d->pool.slices);
+    d->pool.slices = NULL;
 }

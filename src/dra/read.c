@@ -44,7 +44,7 @@ static void dra_read_claim(struct dra_job_claim *c)
     struct dra_job *j = c->job;
     char path[1024];
     snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/namespaces/%s/resourceclaims/%s",
-             dra_api_name(j->d->api), c->ns, c->name);
+             dra_api_name(j->d->api.version), c->ns, c->name);
     j->pending++;
     kube_call(j->d->kc, &(struct kube_call_spec){.method = "GET", .path = path,
                                                  .done = dra_claim_answer, .ctx = c,
@@ -60,8 +60,8 @@ static void dra_read(struct dra_job *j)
         c->job = j;
         if (c->known)
             continue;
-        if (!d->api) /* the search failed: its reason */
-            snprintf(c->error, sizeof c->error, "%s", d->api_error);
+        if (!d->api.version) /* the search failed: its reason */
+            snprintf(c->error, sizeof c->error, "%s", d->api.error);
         else
             dra_read_claim(c);
     }
@@ -70,10 +70,10 @@ static void dra_read(struct dra_job *j)
 
 void dra_job_queue(struct dra *d, struct dra_job *j)
 {
-    d->jobs++;
-    if (!d->api && !d->api_error[0]) {
-        j->next = d->api_waiting; /* the first search is on */
-        d->api_waiting = j;
+    d->jobs.n++;
+    if (!d->api.version && !d->api.error[0]) {
+        j->next = d->jobs.api; /* the first search is on */
+        d->jobs.api = j;
         return;
     }
     dra_read(j);
@@ -81,9 +81,9 @@ void dra_job_queue(struct dra *d, struct dra_job *j)
 
 void dra_job_api(struct dra *d)
 {
-    while (d->api_waiting) {
-        struct dra_job *j = d->api_waiting;
-        d->api_waiting = j->next;
+    while (d->jobs.api) {
+        struct dra_job *j = d->jobs.api;
+        d->jobs.api = j->next;
         j->next = NULL;
         dra_read(j);
     }

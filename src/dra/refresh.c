@@ -53,9 +53,9 @@ static void dra_refresh_end(struct dra_refresh *r)
     }
     if (changed)
         dra_claims_changed(d);
-    d->refreshing = false;
+    d->claims.refreshing = false;
     free(r);
-    d->jobs--;
+    d->jobs.n--;
     dra_maybe_free(d);
 }
 
@@ -105,23 +105,23 @@ static void dra_refresh_claim(void *ctx, const struct kube_answer *a)
 void dra_refresh(uv_timer_t *t)
 {
     struct dra *d = t->data;
-    if (d->refreshing || !d->nprepared || d->stopping || !d->api)
+    if (d->claims.refreshing || !d->claims.n || d->stopping || !d->api.version)
         return; /* no version yet: the next round reads them */
-    struct dra_refresh *r = xcalloc(1, sizeof *r + d->nprepared * sizeof *r->claims);
+    struct dra_refresh *r = xcalloc(1, sizeof *r + d->claims.n * sizeof *r->claims);
     r->d = d;
-    r->n = d->nprepared;
+    r->n = d->claims.n;
     r->pending = 1; /* this loop's own: no answer ends the refresh before it is through */
-    d->refreshing = true;
-    d->jobs++;
+    d->claims.refreshing = true;
+    d->jobs.n++;
     for (unsigned i = 0; i < r->n; i++) {
         struct dra_refresh_claim *c = &r->claims[i];
         char path[1024];
         c->r = r;
-        snprintf(c->ns, sizeof c->ns, "%s", d->prepared[i].ns);
-        snprintf(c->name, sizeof c->name, "%s", d->prepared[i].name);
-        snprintf(c->uid, sizeof c->uid, "%s", d->prepared[i].uid);
+        snprintf(c->ns, sizeof c->ns, "%s", d->claims.prepared[i].ns);
+        snprintf(c->name, sizeof c->name, "%s", d->claims.prepared[i].name);
+        snprintf(c->uid, sizeof c->uid, "%s", d->claims.prepared[i].uid);
         snprintf(path, sizeof path, "/apis/" DRA_GROUP "/%s/namespaces/%s/resourceclaims/%s",
-                 dra_api_name(d->api), c->ns, c->name);
+                 dra_api_name(d->api.version), c->ns, c->name);
         dra_refresh_get(r, path, dra_refresh_claim, c);
     }
     dra_refresh_answered(r);

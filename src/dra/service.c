@@ -23,7 +23,7 @@ static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len,
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     info.type = "DRAPlugin";
     info.name = DRA_DRIVER;
-    info.endpoint = d->plugin_socket;
+    info.endpoint = d->service.plugin_socket;
     info.n_supported_versions = sizeof versions / sizeof *versions;
     info.supported_versions = versions;
     dra_reply(call, &info.base);
@@ -38,11 +38,11 @@ static void rpc_status(struct grpc_call *call, const uint8_t *msg, size_t len, v
         grpc_call_finish(call, GRPC_INVALID_ARGUMENT, "not a RegistrationStatus");
         return;
     }
-    if (s->plugin_registered && !d->registered)
-        log_info("DRA: registered " DRA_DRIVER " with the kubelet (%s)", d->plugin_socket);
+    if (s->plugin_registered && !d->service.registered)
+        log_info("DRA: registered " DRA_DRIVER " with the kubelet (%s)", d->service.plugin_socket);
     else if (!s->plugin_registered)
         log_error("DRA: the kubelet refused " DRA_DRIVER ": %s", s->error ? s->error : "");
-    d->registered = s->plugin_registered;
+    d->service.registered = s->plugin_registered;
     pluginregistration__registration_status__free_unpacked(s, NULL);
     Pluginregistration__RegistrationStatusResponse r = PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
     dra_reply(call, &r.base);
@@ -67,41 +67,41 @@ static void rpc_unprepare(struct grpc_call *call, const uint8_t *msg, size_t len
 
 int dra_service_start(struct dra *d, struct err *e)
 {
-    d->registration_methods[0] = (struct grpc_method){"/pluginregistration.Registration/GetInfo",
+    d->service.registration_methods[0] = (struct grpc_method){"/pluginregistration.Registration/GetInfo",
                                                       rpc_get_info, d};
-    d->registration_methods[1] = (struct grpc_method){
+    d->service.registration_methods[1] = (struct grpc_method){
         "/pluginregistration.Registration/NotifyRegistrationStatus", rpc_status, d};
     static const char *const services[] = {"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
                                            "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"};
     for (unsigned i = 0; i < 2; i++) {
-        snprintf(d->service_paths[2 * i], sizeof d->service_paths[0], "%sNodePrepareResources",
+        snprintf(d->service.plugin_paths[2 * i], sizeof d->service.plugin_paths[0], "%sNodePrepareResources",
                  services[i]);
-        snprintf(d->service_paths[2 * i + 1], sizeof d->service_paths[0],
+        snprintf(d->service.plugin_paths[2 * i + 1], sizeof d->service.plugin_paths[0],
                  "%sNodeUnprepareResources", services[i]);
-        d->service_methods[2 * i] = (struct grpc_method){d->service_paths[2 * i], rpc_prepare, d};
-        d->service_methods[2 * i + 1] =
-            (struct grpc_method){d->service_paths[2 * i + 1], rpc_unprepare, d};
+        d->service.plugin_methods[2 * i] = (struct grpc_method){d->service.plugin_paths[2 * i], rpc_prepare, d};
+        d->service.plugin_methods[2 * i + 1] =
+            (struct grpc_method){d->service.plugin_paths[2 * i + 1], rpc_unprepare, d};
     }
-    d->service_methods[4] = (struct grpc_method){"/v1alpha1.DRAResourceHealth/NodeWatchResources",
+    d->service.plugin_methods[4] = (struct grpc_method){"/v1alpha1.DRAResourceHealth/NodeWatchResources",
                                                  rpc_watch_health, d};
-    char registry[sizeof d->registry_socket];
-    dirs_parent(d->registry_socket, registry, sizeof registry);
+    char registry[sizeof d->service.registry_socket];
+    dirs_parent(d->service.registry_socket, registry, sizeof registry);
     /* The service first: the kubelet dials it as soon as it reads GetInfo. */
-    if (dirs_make(NULL, d->plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
-        grpc_server_start(&d->service, d->loop, d->plugin_socket, d->service_methods, 5, e) < 0 ||
-        grpc_server_start(&d->registration, d->loop, d->registry_socket, d->registration_methods, 2,
+    if (dirs_make(NULL, d->service.plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
+        grpc_server_start(&d->service.plugin, d->loop, d->service.plugin_socket, d->service.plugin_methods, 5, e) < 0 ||
+        grpc_server_start(&d->service.registration, d->loop, d->service.registry_socket, d->service.registration_methods, 2,
                           e) < 0)
         return -1;
-    log_info("DRA: " DRA_DRIVER " serving on %s; registration on %s", d->plugin_socket,
-             d->registry_socket);
+    log_info("DRA: " DRA_DRIVER " serving on %s; registration on %s", d->service.plugin_socket,
+             d->service.registry_socket);
     return 0;
 }
 
 void dra_service_stop(struct dra *d)
 {
     /* The registration socket first: removing it deregisters the driver. */
-    grpc_server_close(d->registration);
-    d->registration = NULL;
-    grpc_server_close(d->service);
-    d->service = NULL;
+    grpc_server_close(d->service.registration);
+    d->service.registration = NULL;
+    grpc_server_close(d->service.plugin);
+    d->service.plugin = NULL;
 }

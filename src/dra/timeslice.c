@@ -139,7 +139,7 @@ static void dra_timeslice_reset_done(uv_work_t *w, int status)
     struct dra *d = r->d;
     dra_prepared_free(&r->p);
     free(r);
-    d->jobs--;
+    d->jobs.n--;
     dra_maybe_free(d);
 }
 
@@ -153,6 +153,6 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p)
     r->p.devs = xmalloc((p->count + 1) * sizeof *p->devs); /* its own: p goes at unprepare */
     memcpy(r->p.devs, p->devs, p->count * sizeof *p->devs);
     r->work.data = r;
-    d->jobs++;
+    d->jobs.n++;
     uv_queue_work(d->loop, &r->work, dra_timeslice_reset_work, dra_timeslice_reset_done);
 }
