@@ -12,7 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct config_named_set s;
     struct err e;
     e.msg[0] = '\0';
-    if (config_named_parse(&s, (const char *)data, size, &e) < 0) {
+    json_t *obj = json_loadb((const char *)data, size, 0, NULL); /* as the watch hands it */
+    if (config_named_parse(&s, obj, &e) < 0) {
         if (!e.msg[0])
             __builtin_trap();
     } else {
@@ -26,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         config_named_free(&s);
     }
     char label[64];
-    config_node_label((const char *)data, size, "nvidia.com/device-plugin.config", label,
-                      sizeof label, &e);
+    config_node_label(obj, "nvidia.com/device-plugin.config", label, sizeof label, &e);
+    json_decref(obj);
     return 0;
 }

@@ -18,7 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct err e;
     e.msg[0] = '\0';
     unsigned changes;
-    if (labels_node_patch((const char *)data, size, &want, &patch, &changes, &e) < 0) {
+    json_t *node = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL); /* as the watch hands it */
+    int rc = labels_node_patch(node, &want, &patch, &changes, &e);
+    json_decref(node);
+    if (rc < 0) {
         if (!e.msg[0])
             __builtin_trap();
     } else if (patch.len) {

@@ -67,11 +67,10 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first);
 static void nodeconfig_on_node(void *ctx, struct kube_watch *w)
 {
     struct agent_nodeconfig *nc = ctx;
-    size_t len;
-    const char *json = kube_watch_object(w, &len);
+    const json_t *node = kube_watch_object(w);
     char label[sizeof nc->label] = "";
     struct err e;
-    if (json && config_node_label(json, len, nc->label_key, label, sizeof label, &e) < 0)
+    if (node && config_node_label(node, nc->label_key, label, sizeof label, &e) < 0)
         log_warn("node config: %s", e.msg);
     if (!strcmp(label, nc->label))
         return; /* the Node changed, not its label */
@@ -82,13 +81,12 @@ static void nodeconfig_on_node(void *ctx, struct kube_watch *w)
 static void nodeconfig_on_map(void *ctx, struct kube_watch *w)
 {
     struct agent_nodeconfig *nc = ctx;
-    size_t len;
-    const char *json = kube_watch_object(w, &len);
+    const json_t *cm = kube_watch_object(w);
     struct err e = {.msg = ""};
     config_named_free(&nc->set);
-    if (json)
-        config_named_parse(&nc->set, json, len, &e);
-    nc->map_exists = json != NULL;
+    if (cm)
+        config_named_parse(&nc->set, cm, &e);
+    nc->map_exists = cm != NULL;
     snprintf(nc->map_error, sizeof nc->map_error, "%s", e.msg);
     nodeconfig_apply(nc, false);
 }

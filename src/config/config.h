@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "gpu/sharing.h"
 #include "util/err.h"
 #include "util/strbuf.h"
@@ -238,13 +240,12 @@ struct config_named_set {
     unsigned count;
 };
 
-/* The data of a ConfigMap object (JSON from the API). */
-int config_named_parse(struct config_named_set *s, const char *json, size_t len, struct err *e);
+/* The data of a ConfigMap object (parsed, from the API). */
+int config_named_parse(struct config_named_set *s, const json_t *cm, struct err *e);
 void config_named_free(struct config_named_set *s);
 
-/* The value of the Node's label key (JSON from the API); "" without it. */
-int config_node_label(const char *json, size_t len, const char *key, char *out, size_t outlen,
-                      struct err *e);
+/* The value of the Node's label key (parsed, from the API); "" without it. */
+int config_node_label(const json_t *node, const char *key, char *out, size_t outlen, struct err *e);
 
 /* Which config applies, as NVIDIA's config-manager chooses: the one the
  * label names, else default_name, else one named "default", else the only

@@ -25,14 +25,12 @@ static int config_named_cmp(const void *a, const void *b)
     return strcmp(((const struct config_named *)a)->name, ((const struct config_named *)b)->name);
 }
 
-int config_named_parse(struct config_named_set *s, const char *json, size_t len, struct err *e)
+int config_named_parse(struct config_named_set *s, const json_t *cm, struct err *e)
 {
     memset(s, 0, sizeof *s);
-    json_error_t je;
-    json_t *obj = json_loadb(json, len, 0, &je);
-    if (!obj)
-        return err_set(e, "the ConfigMap is not JSON (line %d: %s)", je.line, je.text);
-    json_t *data = json_object_get(obj, "data");
+    if (!json_is_object(cm))
+        return err_set(e, "the ConfigMap is not an object");
+    json_t *data = json_object_get(cm, "data");
     int rc = 0;
     if (data && !json_is_object(data) && !json_is_null(data)) {
         rc = err_set(e, "the ConfigMap's data is not a map");
@@ -53,28 +51,23 @@ int config_named_parse(struct config_named_set *s, const char *json, size_t len,
         }
         qsort(s->items, s->count, sizeof *s->items, config_named_cmp);
     }
-    json_decref(obj);
     if (rc < 0)
         config_named_free(s);
     return rc;
 }
 
-int config_node_label(const char *json, size_t len, const char *key, char *out, size_t outlen,
-                      struct err *e)
+int config_node_label(const json_t *node, const char *key, char *out, size_t outlen, struct err *e)
 {
     out[0] = '\0';
-    json_t *obj = json_loadb(json, len, 0, NULL);
-    if (!obj)
-        return err_set(e, "the Node is not JSON");
-    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    if (!json_is_object(node))
+        return err_set(e, "the Node is not an object");
+    json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
     const char *v = json_string_value(json_object_get(labels, key));
-    int rc = 0;
     if (v && strlen(v) >= outlen)
-        rc = err_set(e, "the Node's label %s is longer than %zu characters", key, outlen - 1);
-    else if (v)
+        return err_set(e, "the Node's label %s is longer than %zu characters", key, outlen - 1);
+    if (v)
         snprintf(out, outlen, "%s", v);
-    json_decref(obj);
-    return rc;
+    return 0;
 }
 
 static const struct config_named *config_named_find(const struct config_named_set *s,

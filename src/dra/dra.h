@@ -177,7 +177,10 @@ unsigned dra_slices(const struct dra_slice_in *in);
 
 /* Slice s of the pool (server-side apply body) in in->api, with NVIDIA's
  * attributes and capacities; owned by the Node (node_uid) so that it goes
- * with it. */
+ * with it: as an object (the caller's; dra_slice_generation sets its
+ * pool's generation) or as its text. */
+json_t *dra_slice_object(const struct dra_slice_in *in, unsigned s);
+void dra_slice_generation(json_t *slice, unsigned long long generation);
 void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *out);
 
 /* A PCI address as Kubernetes' pciBusID attribute writes it ("0000:1b:00.0"). */

@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -80,50 +81,52 @@ void dra_slice_in_free(struct dra_slice_in *in)
     in->made = NULL;
 }
 
-static void dra_build(const struct dra *d, const char *uid, unsigned s,
-                      unsigned long long generation, struct strbuf *out)
+/* Slice s of d's pool as the agent's records make it now (its
+ * generation: the caller's to set). */
+static json_t *dra_build(const struct dra *d, const char *uid, unsigned s)
 {
     struct health_faults evict;
     struct dra_slice_in in;
-    dra_slice_of(d, uid, generation, &evict, &in);
-    dra_slice_json(&in, s, out);
+    dra_slice_of(d, uid, 0, &evict, &in);
+    json_t *slice = dra_slice_object(&in, s);
     dra_slice_in_free(&in);
+    return slice;
+}
+
+static void dra_dump(json_t *slice, unsigned long long generation, struct strbuf *out)
+{
+    dra_slice_generation(slice, generation);
+    strbuf_free(out);
+    jsonx_dump(slice, JSON_COMPACT | JSON_SORT_KEYS, out);
 }
 
 /* Whether a slice (JSON) has a device with taints, or counter sets. */
-static bool dra_has(const char *json, size_t len, const char *list, const char *field)
+static bool dra_has(const json_t *s, const char *list, const char *field)
 {
-    json_t *s = json_loadb(json, len, 0, NULL);
     json_t *items = json_object_get(json_object_get(s, "spec"), list), *item;
     size_t i;
     bool found = false;
     json_array_foreach(items, i, item)
         found = found || !field || json_object_get(item, field);
-    json_decref(s);
     return found;
 }
 
-/* Whether the server's slice (text) is ours as built now, at the pool's
- * generation: the one last applied, or one whose every field we set it
- * holds (after a restart, whose first slice seen gives the generation). */
-static bool dra_slice_holds(struct dra_slice_obj *o, const char *uid, const char *json, size_t len)
+/* Whether the server's slice (have, at generation g) is want: the one
+ * last applied, or one whose every field we set it holds (after a restart,
+ * whose first slice seen gives the generation). */
+static bool dra_slice_holds(struct dra_slice_obj *o, json_t *want, const json_t *have,
+                            unsigned long long g)
 {
     struct dra *d = o->d;
-    json_t *have = json_loadb(json, len, 0, NULL);
-    unsigned long long g = dra_generation(have);
     struct strbuf now = {0};
-    dra_build(d, uid, o->index, g, &now);
+    dra_dump(want, g, &now);
     bool same = g == d->pool.generation && now.len == o->applied.len &&
                 !memcmp(now.data, o->applied.data, now.len);
-    if (!same && (g == d->pool.generation || !d->pool.generation)) {
-        json_t *want = json_loadb(now.data, now.len, 0, NULL);
+    if (!same && (g == d->pool.generation || !d->pool.generation))
         same = dra_json_within(json_object_get(want, "spec"), json_object_get(have, "spec"));
-        json_decref(want);
-    }
     if (same && g > d->pool.generation)
         d->pool.generation = g; /* a restart: the server's generation goes on */
     strbuf_free(&now);
-    json_decref(have);
     return same;
 }
 
@@ -134,45 +137,39 @@ static void dra_poke_others(struct dra *d, const struct dra_slice_obj *o)
             kube_sync_poke(d->pool.slices[k]->sync);
 }
 
-static int dra_slice_next(void *ctx, const char *json, size_t len, struct kube_write *w,
-                          struct err *e)
+/* The next write of slice o: the slice built once from the records,
+ * compared with the server's (have), and applied where it differs. */
+static int dra_slice_next(void *ctx, const json_t *have, struct kube_write *w, struct err *e)
 {
     (void)e;
     struct dra_slice_obj *o = ctx;
     struct dra *d = o->d;
-    size_t nlen;
-    const char *node = kube_watch_object(d->node_watch, &nlen);
-    json_t *n = node ? json_loadb(node, nlen, 0, NULL) : NULL;
-    const char *uid = json_string_value(json_object_get(json_object_get(n, "metadata"), "uid"));
-    char owner[64] = "";
-    snprintf(owner, sizeof owner, "%s", uid ? uid : "");
-    json_decref(n);
-    if (!owner[0]) /* the Node's watch pokes when it has it */
+    const json_t *node = kube_watch_object(d->node_watch);
+    const char *owner = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
+    if (!owner || !owner[0]) /* the Node's watch pokes when it has it */
         return 0;
     if (d->pool.held_call && !d->pool.held) /* the GPUs pods hold are being read: it pokes */
         return 0;
-    if (json && dra_slice_holds(o, owner, json, len))
+    unsigned long long g = have ? dra_generation(have) : 0;
+    json_t *want = dra_build(d, owner, o->index);
+    if (have && dra_slice_holds(o, want, have, g)) {
+        json_decref(want);
         return 0;
-    if (!json && o->applied.len)
+    }
+    if (!have && o->applied.len)
         log_warn("DRA: the ResourceSlice %s was deleted (the kubelet does so when a driver's "
                  "socket goes); publishing it again", o->name);
-    unsigned long long g = 0;
-    if (json) {
-        json_t *have = json_loadb(json, len, 0, NULL);
-        g = dra_generation(have);
-        json_decref(have);
-        if (g > d->pool.generation)
-            d->pool.generation = g;
-    }
+    if (g > d->pool.generation)
+        d->pool.generation = g;
     /* A change the pool's slices already carry at this generation needs a
      * new one, and the others follow it; a slice behind is only brought
      * up to it (one change, one new generation). */
-    if (!d->pool.generation || (json && g == d->pool.generation)) {
+    if (!d->pool.generation || (have && g == d->pool.generation)) {
         d->pool.generation++;
         dra_poke_others(d, o);
     }
-    strbuf_free(&o->applied);
-    dra_build(d, owner, o->index, d->pool.generation, &o->applied);
+    dra_dump(want, d->pool.generation, &o->applied);
+    json_decref(want);
     strbuf_append(&w->body, o->applied.data, o->applied.len);
     w->method = "PATCH";
     snprintf(w->path, sizeof w->path, "/apis/" DRA_GROUP "/%s/resourceslices/%s"
@@ -190,17 +187,21 @@ static void dra_slice_took(void *ctx, const struct kube_answer *a)
      * leaves the slice instead, as on 1.32. Without DRAPartitionableDevices
      * it drops counters: then placements would not exclude each other, and
      * the GPUs go back to their MIG devices as they are. */
-    if (a && a->len && dra_tainted(d) && dra_has(o->applied.data, o->applied.len, "devices", "taints") &&
-        !dra_has(a->body, a->len, "devices", "taints")) {
+    json_t *took = a && a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
+    json_t *sent = took ? json_loadb(o->applied.data, o->applied.len, 0, NULL) : NULL;
+    bool taints_dropped = dra_has(sent, "devices", "taints") && !dra_has(took, "devices", "taints");
+    bool counters_dropped = dra_has(sent, "sharedCounters", NULL) &&
+                            !dra_has(took, "sharedCounters", NULL);
+    json_decref(took);
+    json_decref(sent);
+    if (dra_tainted(d) && taints_dropped) {
         d->pool.taints_dropped = true;
         log_warn("DRA: the API server drops device taints (its DRADeviceTaints feature gate is "
                  "off): faulty devices leave the ResourceSlice instead");
         dra_publish(d);
         return;
     }
-    if (a && a->len && !d->pool.counters_dropped &&
-        dra_has(o->applied.data, o->applied.len, "sharedCounters", NULL) &&
-        !dra_has(a->body, a->len, "sharedCounters", NULL)) {
+    if (!d->pool.counters_dropped && counters_dropped) {
         d->pool.counters_dropped = true;
         log_warn("DRA: the API server drops counter sets (its DRAPartitionableDevices feature gate "
                  "is off): --dra-mig GPUs are published as the MIG devices they have");

@@ -458,7 +458,7 @@ static void dra_slice_contents(const struct dra_slice_in *in, unsigned s, json_t
     jsonx_set(spec, "devices", list);
 }
 
-void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *out)
+json_t *dra_slice_object(const struct dra_slice_in *in, unsigned s)
 {
     const char *node = in->node;
     char name[320];
@@ -490,6 +490,18 @@ void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *ou
     jsonx_set(slice, "kind", jsonx_ok(json_string("ResourceSlice")));
     jsonx_set(slice, "metadata", meta);
     jsonx_set(slice, "spec", spec);
+    return slice;
+}
+
+void dra_slice_generation(json_t *slice, unsigned long long generation)
+{
+    json_t *pool = json_object_get(json_object_get(slice, "spec"), "pool");
+    jsonx_set(pool, "generation", jsonx_ok(json_integer((json_int_t)generation)));
+}
+
+void dra_slice_json(const struct dra_slice_in *in, unsigned s, struct strbuf *out)
+{
+    json_t *slice = dra_slice_object(in, s);
     jsonx_dump(slice, JSON_COMPACT | JSON_SORT_KEYS, out);
     json_decref(slice);
 }

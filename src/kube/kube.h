@@ -169,8 +169,9 @@ void kube_watch_listen(struct kube_watch *w, kube_object_fn fn, void *ctx);
 void kube_watch_unlisten(struct kube_watch *w, kube_object_fn fn, void *ctx);
 /* Whether the first list has answered: before it, the object is unknown. */
 bool kube_watch_known(const struct kube_watch *w);
-/* The object as JSON text, NULL while there is none (or before the list). */
-const char *kube_watch_object(const struct kube_watch *w, size_t *len);
+/* The object, parsed once for all its readers (who must not change it);
+ * NULL while there is none (or before the list). */
+const json_t *kube_watch_object(const struct kube_watch *w);
 /* The answer of a write to the object: it is the object now where it is
  * newer than what the watch brought (its resourceVersion), so that the
  * next write is built on it before the watch's event comes. */
@@ -199,10 +200,10 @@ struct kube_sync_spec {
     const char *what;               /* "labels on Node n1", for the log */
     const char *rbac;               /* what a 403 lacks: "patch on nodes" */
     struct kube_watch *watch;       /* the object as the server holds it */
-    /* The next write that takes the object (json NULL: there is none)
-     * toward what is wanted; w->method NULL when nothing differs. -1 with
-     * e: it cannot be done now (logged, tried again with backoff). */
-    int (*next)(void *ctx, const char *json, size_t len, struct kube_write *w, struct err *e);
+    /* The next write that takes the object (the watch's; NULL: there is
+     * none) toward what is wanted; w->method NULL when nothing differs. -1
+     * with e: it cannot be done now (logged, tried again with backoff). */
+    int (*next)(void *ctx, const json_t *obj, struct kube_write *w, struct err *e);
     /* A write the server took, with its answer (may be NULL). */
     void (*took)(void *ctx, const struct kube_answer *a);
     void *ctx;

@@ -121,11 +121,9 @@ static void sync_run(struct kube_sync *s)
         return; /* the watch's first answer pokes */
     uv_timer_stop(&s->timer);
     s->due = false;
-    size_t len;
-    const char *json = kube_watch_object(s->spec.watch, &len);
     struct kube_write w = {0};
     struct err e = {.msg = ""};
-    if (s->spec.next(s->spec.ctx, json, len, &w, &e) < 0) {
+    if (s->spec.next(s->spec.ctx, kube_watch_object(s->spec.watch), &w, &e) < 0) {
         strbuf_free(&w.body);
         sync_failed(s, e.msg);
         return;

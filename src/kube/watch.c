@@ -34,7 +34,7 @@ struct kube_watch {
     bool known, relist, news;        /* news: the stream brought something */
     bool relisted;                   /* the last list came of a 410: one more backs off */
     uint64_t stream_begun;
-    struct strbuf object;            /* the object's JSON; len 0: none */
+    json_t *object;                  /* parsed once, read by all; NULL: none */
     unsigned long long object_rv;
     char last_failure[1200];         /* logged once until it changes */
     bool stopping, closed;
@@ -44,7 +44,7 @@ static void watch_maybe_free(struct kube_watch *w)
 {
     if (!w->stopping || w->call || !w->closed)
         return;
-    strbuf_free(&w->object);
+    json_decref(w->object);
     free(w);
 }
 
@@ -95,21 +95,16 @@ static void watch_tell(struct kube_watch *w)
         w->listeners[i].fn(w->listeners[i].ctx, w);
 }
 
-/* The object is now obj (NULL: none); the listeners hear where it changed. */
-static void watch_set(struct kube_watch *w, const json_t *obj)
+/* The object is now obj (NULL: none; the watch takes a reference); the
+ * listeners hear where it changed. */
+static void watch_set(struct kube_watch *w, json_t *obj)
 {
-    struct strbuf text = {0};
-    if (obj)
-        jsonx_dump(obj, JSON_COMPACT, &text);
-    bool first = !w->known, same = text.len == w->object.len &&
-                                   (!text.len || !memcmp(text.data, w->object.data, text.len));
+    bool first = !w->known, same = obj && w->object ? json_equal(obj, w->object) : obj == w->object;
     w->known = true;
-    if (same && !first) {
-        strbuf_free(&text);
+    if (same && !first)
         return;
-    }
-    strbuf_free(&w->object);
-    w->object = text;
+    json_decref(w->object);
+    w->object = json_incref(obj);
     w->object_rv = obj ? watch_rv(obj) : 0;
     watch_tell(w);
 }
@@ -310,10 +305,9 @@ bool kube_watch_known(const struct kube_watch *w)
     return w->known;
 }
 
-const char *kube_watch_object(const struct kube_watch *w, size_t *len)
+const json_t *kube_watch_object(const struct kube_watch *w)
 {
-    *len = w->object.len;
-    return w->object.len ? w->object.data : NULL;
+    return w->object;
 }
 
 void kube_watch_offer(struct kube_watch *w, const char *json, size_t len)

@@ -11,7 +11,7 @@
 #include "util/xmalloc.h"
 
 /* An object member that must be an object or absent (NULL). */
-static int node_object(json_t *parent, const char *key, json_t **out, struct err *e)
+static int node_object(const json_t *parent, const char *key, json_t **out, struct err *e)
 {
     *out = json_object_get(parent, key);
     if (*out && !json_is_object(*out))
@@ -19,24 +19,15 @@ static int node_object(json_t *parent, const char *key, json_t **out, struct err
     return 0;
 }
 
-int labels_node_patch(const char *node_json, size_t len, const struct label_set *want,
-                      struct strbuf *patch, unsigned *changes, struct err *e)
+int labels_node_patch(const json_t *node, const struct label_set *want, struct strbuf *patch,
+                      unsigned *changes, struct err *e)
 {
     *changes = 0;
-    json_error_t jerr;
-    json_t *node = json_loadb(node_json, len, 0, &jerr);
-    if (!node)
-        return err_set(e, "the Node's JSON, line %d column %d: %s", jerr.line, jerr.column,
-                       jerr.text);
     json_t *meta = json_is_object(node) ? json_object_get(node, "metadata") : NULL, *have, *notes;
-    if (!json_is_object(meta)) {
-        json_decref(node);
+    if (!json_is_object(meta))
         return err_set(e, "the answer is not a Node object (no metadata)");
-    }
-    if (node_object(meta, "labels", &have, e) < 0 || node_object(meta, "annotations", &notes, e) < 0) {
-        json_decref(node);
+    if (node_object(meta, "labels", &have, e) < 0 || node_object(meta, "annotations", &notes, e) < 0)
         return -1;
-    }
     json_t *owned = notes ? json_object_get(notes, LABELS_OWNER_ANNOTATION) : NULL;
     const char *before = json_is_string(owned) ? json_string_value(owned) : "";
     json_t *labels = jsonx_ok(json_object());
@@ -77,6 +68,5 @@ int labels_node_patch(const char *node_json, size_t len, const struct label_set 
     }
     json_decref(labels);
     strbuf_free(&keys);
-    json_decref(node);
     return 0;
 }

@@ -39,14 +39,13 @@ struct labels_publisher {
 
 /* --- the Node object, kept in step by kube/sync.c ------------------------------------ */
 
-static int publish_next(void *ctx, const char *json, size_t len, struct kube_write *w,
-                        struct err *e)
+static int publish_next(void *ctx, const json_t *node, struct kube_write *w, struct err *e)
 {
     struct labels_publisher *p = ctx;
-    if (!json)
+    if (!node)
         return err_set(e, "no Node %s (check NODE_NAME)", p->node);
     struct strbuf patch = {0};
-    if (labels_node_patch(json, len, &p->want, &patch, &p->changes, e) < 0)
+    if (labels_node_patch(node, &p->want, &patch, &p->changes, e) < 0)
         return -1;
     if (!patch.len) {
         if (!p->published)

@@ -36,13 +36,13 @@ void labels_publisher_update(struct labels_publisher *p, const struct label_set 
  * frees the publisher once libuv is done with it. p may be NULL. */
 void labels_publisher_stop(struct labels_publisher *p);
 
-/* The merge patch (application/merge-patch+json) that takes the Node in
- * node_json to the wanted labels: sets what differs, removes (null) what
+/* The merge patch (application/merge-patch+json) that takes the Node
+ * (parsed: the watch's) to the wanted labels: sets what differs, removes (null) what
  * the owner annotation lists and want lacks, updates the annotation.
  * changes gets how many labels change; 0 with an empty patch when the
  * Node is already right. */
-int labels_node_patch(const char *node_json, size_t len, const struct label_set *want,
-                      struct strbuf *patch, unsigned *changes, struct err *e);
+int labels_node_patch(const json_t *node, const struct label_set *want, struct strbuf *patch,
+                      unsigned *changes, struct err *e);
 
 /* The feature file's writer (util/writer.h): replaced atomically, through
  * a temporary file in a hidden directory beside it, made and removed. */

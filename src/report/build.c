@@ -74,18 +74,11 @@ void report_condition_build(const struct report_gpu *gpus, unsigned count,
     strbuf_free(&msg);
 }
 
-static json_t *report_load(const char *json, size_t len, struct err *e)
+static int report_is_node(const json_t *node, struct err *e)
 {
-    json_error_t je;
-    json_t *node = json_loadb(json, len, 0, &je);
-    if (!node)
-        return err_set(e, "the Node's JSON, line %d column %d: %s", je.line, je.column, je.text),
-               NULL;
-    if (!json_is_object(node) || !json_is_object(json_object_get(node, "metadata"))) {
-        json_decref(node);
-        return err_set(e, "the answer is not a Node object"), NULL;
-    }
-    return node;
+    if (!json_is_object(node) || !json_is_object(json_object_get(node, "metadata")))
+        return err_set(e, "the answer is not a Node object");
+    return 0;
 }
 
 /* The string member key of obj, or "". */
@@ -95,11 +88,10 @@ static const char *report_str(const json_t *obj, const char *key)
     return s ? s : "";
 }
 
-int report_condition_patch(const char *node_json, size_t len, const struct report_condition *c,
-                           const char *now, struct strbuf *patch, struct err *e)
+int report_condition_patch(const json_t *node, const struct report_condition *c, const char *now,
+                           struct strbuf *patch, struct err *e)
 {
-    json_t *node = report_load(node_json, len, e);
-    if (!node)
+    if (report_is_node(node, e) < 0)
         return -1;
     const char *status = c->unhealthy ? "True" : "False";
     json_t *conds = json_object_get(json_object_get(node, "status"), "conditions"), *have = NULL;
@@ -111,10 +103,8 @@ int report_condition_patch(const char *node_json, size_t len, const struct repor
     }
     bool same_status = have && !strcmp(report_str(have, "status"), status);
     if (same_status && !strcmp(report_str(have, "reason"), c->reason) &&
-        !strcmp(report_str(have, "message"), c->message)) {
-        json_decref(node);
+        !strcmp(report_str(have, "message"), c->message))
         return 0; /* already so */
-    }
     const char *since = same_status && *report_str(have, "lastTransitionTime")
                             ? report_str(have, "lastTransitionTime") : now;
     json_t *p = jsonx_ok(json_pack(
@@ -123,16 +113,14 @@ int report_condition_patch(const char *node_json, size_t len, const struct repor
         "lastTransitionTime", since));
     jsonx_dump(p, JSON_COMPACT, patch);
     json_decref(p);
-    json_decref(node);
     return 0;
 }
 
-int report_taint_patch(const char *node_json, size_t len, const char *value, struct strbuf *patch,
-                       bool *foreign, struct err *e)
+int report_taint_patch(const json_t *node, const char *value, struct strbuf *patch, bool *foreign,
+                       struct err *e)
 {
     *foreign = false;
-    json_t *node = report_load(node_json, len, e);
-    if (!node)
+    if (report_is_node(node, e) < 0)
         return -1;
     json_t *meta = json_object_get(node, "metadata");
     bool owned = json_is_string(json_object_get(json_object_get(meta, "annotations"),
@@ -164,7 +152,6 @@ int report_taint_patch(const char *node_json, size_t len, const char *value, str
         json_decref(p);
     }
     json_decref(keep);
-    json_decref(node);
     return 0;
 }
 

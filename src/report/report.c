@@ -26,18 +26,17 @@
 /* --- the condition and the taint, kept in step by kube/sync.c --------------------- */
 
 /* The condition first (nodes/status), then the taint (the Node itself). */
-static int report_next(void *ctx, const char *json, size_t len, struct kube_write *w,
-                       struct err *e)
+static int report_next(void *ctx, const json_t *node, struct kube_write *w, struct err *e)
 {
     struct report *r = ctx;
-    if (!json)
+    if (!node)
         return err_set(e, "no Node %s (check NODE_NAME)", r->node);
     if (!r->told)
         return 0;
     char now[32];
     report_now(now, sizeof now);
     bool foreign = false;
-    if (report_condition_patch(json, len, &r->cond, now, &w->body, e) < 0)
+    if (report_condition_patch(node, &r->cond, now, &w->body, e) < 0)
         return -1;
     if (w->body.len) {
         w->method = "PATCH";
@@ -45,7 +44,7 @@ static int report_next(void *ctx, const char *json, size_t len, struct kube_writ
         w->content_type = "application/strategic-merge-patch+json";
         return 0;
     }
-    if (report_taint_patch(json, len, r->taint[0] ? r->taint : NULL, &w->body, &foreign, e) < 0)
+    if (report_taint_patch(node, r->taint[0] ? r->taint : NULL, &w->body, &foreign, e) < 0)
         return -1;
     if (w->body.len) {
         w->method = "PATCH";

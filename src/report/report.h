@@ -59,11 +59,11 @@ void report_condition_build(const struct report_gpu *gpus, unsigned count,
                             struct report_condition *c);
 
 /* The strategic merge patch of nodes/status that sets the condition and
- * touches no other (conditions merge by type), from the Node's JSON; empty
+ * touches no other (conditions merge by type), from the Node (parsed); empty
  * where the Node has it already. lastTransitionTime is kept while the
  * status stays. now: RFC 3339. */
-int report_condition_patch(const char *node_json, size_t len, const struct report_condition *c,
-                           const char *now, struct strbuf *patch, struct err *e);
+int report_condition_patch(const json_t *node, const struct report_condition *c, const char *now,
+                           struct strbuf *patch, struct err *e);
 
 /* The merge patch of the Node that puts gpulet's NoSchedule taint on with
  * value (reason), or, value NULL, takes off the one gpulet put on (the
@@ -71,8 +71,8 @@ int report_condition_patch(const char *node_json, size_t len, const struct repor
  * that gpulet did not put on is never touched (*foreign). The patch
  * carries the Node's resourceVersion: a Node changed meanwhile refuses it
  * (409), and the caller reads it again. */
-int report_taint_patch(const char *node_json, size_t len, const char *value, struct strbuf *patch,
-                       bool *foreign, struct err *e);
+int report_taint_patch(const json_t *node, const char *value, struct strbuf *patch, bool *foreign,
+                       struct err *e);
 
 /* A core/v1 Event on the Node. */
 struct report_event {

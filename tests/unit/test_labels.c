@@ -328,8 +328,10 @@ static void patch_of(const char *node, const struct label_set *want, char *out, 
 {
     struct strbuf p = {0};
     struct err e;
-    if (labels_node_patch(node, strlen(node), want, &p, changes, &e) < 0)
+    json_t *obj = json_loads(node, 0, NULL); /* as the watch hands it */
+    if (labels_node_patch(obj, want, &p, changes, &e) < 0)
         fail_msg("%s", e.msg);
+    json_decref(obj);
     snprintf(out, len, "%s", p.data ? p.data : "");
     strbuf_free(&p);
 }
@@ -387,8 +389,10 @@ static void test_node_patch_bad_answers(void **state)
         struct strbuf p = {0};
         struct err e;
         unsigned changes;
-        if (labels_node_patch(bad[i], strlen(bad[i]), &want, &p, &changes, &e) == 0)
+        json_t *obj = json_loads(bad[i], JSON_DECODE_ANY, NULL);
+        if (labels_node_patch(obj, &want, &p, &changes, &e) == 0)
             fail_msg("accepted '%s'", bad[i]);
+        json_decref(obj);
         assert_true(strlen(e.msg) > 0);
         strbuf_free(&p);
     }

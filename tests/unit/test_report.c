@@ -71,7 +71,9 @@ static char *patch_of(const char *node, const struct report_condition *c)
 {
     struct strbuf p = {0};
     struct err e;
-    assert_int_equal(report_condition_patch(node, strlen(node), c, "2026-11-26T12:00:00Z", &p, &e), 0);
+    json_t *obj = json_loads(node, 0, NULL); /* as the watch hands it */
+    assert_int_equal(report_condition_patch(obj, c, "2026-11-26T12:00:00Z", &p, &e), 0);
+    json_decref(obj);
     return p.data;
 }
 
@@ -113,7 +115,9 @@ static void test_condition_patch(void **state)
     free(p);
     struct strbuf s = {0};
     struct err e;
-    assert_int_equal(report_condition_patch("[]", 2, &good, "x", &s, &e), -1);
+    json_t *list = json_array();
+    assert_int_equal(report_condition_patch(list, &good, "x", &s, &e), -1);
+    json_decref(list);
     assert_contains(e.msg, "not a Node object");
 }
 
@@ -121,7 +125,9 @@ static json_t *taint_patch(const char *node, const char *value, bool *foreign)
 {
     struct strbuf p = {0};
     struct err e;
-    assert_int_equal(report_taint_patch(node, strlen(node), value, &p, foreign, &e), 0);
+    json_t *obj = json_loads(node, 0, NULL);
+    assert_int_equal(report_taint_patch(obj, value, &p, foreign, &e), 0);
+    json_decref(obj);
     json_t *j = p.data ? json_loads(p.data, 0, NULL) : NULL;
     strbuf_free(&p);
     return j;
