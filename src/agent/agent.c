@@ -159,6 +159,7 @@ static void agent_close_walk(uv_handle_t *h, void *arg)
 static void agent_shutdown(struct agent *a)
 {
     a->stopping = true; /* the facts, if still being read, start nothing now */
+    agent_pods_stop(a);       /* its answer goes to metrics and DRA */
     metrics_stop(a->metrics); /* first: its sampler thread posts to the lanes */
     a->metrics = NULL;
     agent_lanes_stop(a);      /* then no lane runs a job of anyone's */
@@ -226,6 +227,7 @@ int agent_run(const struct config_args *args)
     uv_loop_init(&a->loop);
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;
+    agent_pods_init(a);
     uv_signal_t *sigs[] = {&a->sigint, &a->sigterm, &a->sighup};
     const int signums[] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) {

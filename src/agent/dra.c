@@ -43,6 +43,7 @@ static bool agent_dra_same(const struct config *a, const struct config *b)
 static void agent_dra_on_claims(void *ctx)
 {
     agent_dra_holders(ctx);
+    agent_pods_soon(ctx, false); /* the claims' containers, as PodResources says */
 }
 
 static struct writer *agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu_info *seen)
@@ -67,6 +68,7 @@ void agent_dra_start(struct agent *a, const struct config *old)
     if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
                   &e) == 0) {
         agent_dra_holders(a); /* the checkpoint's */
+        agent_pods_soon(a, true); /* which GPUs pods of a device plugin still hold */
     } else if (!old) {
         /* An agent that cannot serve the GPUs it was told DRA serves
          * would run and serve nothing: it stops, saying why. */

@@ -93,6 +93,12 @@ struct agent {
     struct agent_nodeconfig *nodeconfig; /* NULL without --config-map */
     struct metrics_config config_state;  /* reloads, for metrics */
     struct dirs made;                    /* directories the agent made: removed on exit if empty */
+    /* the kubelet's PodResources List (pods.c): one reader for metrics and DRA */
+    uv_timer_t pods_timer;
+    struct grpc_client_call *pods_call;  /* in flight */
+    uint64_t pods_last_ms;               /* the last List went out (uv_now) */
+    bool pods_failing;                   /* its failure is logged (once until it answers) */
+    char pods_socket[CONFIG_PATH_MAX + 64];
 };
 
 /* Applies the configuration again (agent.c; SIGHUP, or nodeconfig.c when
@@ -212,6 +218,13 @@ void agent_dra_refresh(struct agent *a);
  * metrics has started). */
 void agent_dra_holders(struct agent *a);
 void agent_dra_stop(struct agent *a, enum dra_stop_mode mode);
+/* The kubelet's PodResources List (pods.c), read by one reader and handed
+ * to metrics and DRA: its timer made with the loop; a read now (a reader
+ * started) or soon (an Allocate, the claims changed); stopped at the end. */
+void agent_pods_init(struct agent *a);
+void agent_pods_soon(struct agent *a, bool now);
+void agent_pods_stop(struct agent *a);
+
 /* Another agent takes this one's place (by: its PID): what this one serves
  * is let go of; it waits for its stop. */
 void agent_release(struct agent *a, const char *by);

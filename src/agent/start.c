@@ -28,8 +28,7 @@ static void agent_log_inventory(const struct agent *a)
 
 static void agent_on_allocate(void *ctx)
 {
-    struct agent *a = ctx;
-    metrics_on_allocate(a->metrics);
+    agent_pods_soon(ctx, false); /* the container starts right after: its pod labels */
 }
 
 int agent_plugin_start(struct agent *a, struct err *e)
@@ -216,6 +215,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
     agent_dra_holders(a);
+    agent_pods_soon(a, true);
     const double *t = a->start_ms;
     log_info("start-up: %s %.1f ms, plugin %.1f ms; then %sthe rest of the inventory and events "
              "%.1f ms, metrics %.1f ms; total %.1f ms",

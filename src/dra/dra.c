@@ -70,9 +70,8 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     uv_timer_init(loop, &d->api.retry);
     uv_timer_init(loop, &d->claims.refresh);
     uv_timer_init(loop, &d->health.timer);
-    uv_timer_init(loop, &d->pool.held_timer);
-    d->api.retry.data = d->claims.refresh.data = d->health.timer.data = d->pool.held_timer.data = d;
-    d->handles = 4;
+    d->api.retry.data = d->claims.refresh.data = d->health.timer.data = d;
+    d->handles = 3;
     dra_mig_start(d);
     dra_read_pcie_roots(d);
     /* The checkpoint before the service: a repeated prepare must find it. */
@@ -89,7 +88,6 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
                       d->claims.prepared[i].uid, me.msg);
     }
     dra_mps_sweep(d);
-    dra_held_read(d);
     dra_api_search(d); /* then the slice */
     uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
     *out = d;
@@ -134,14 +132,12 @@ void dra_stop(struct dra *d, enum dra_stop_mode mode)
     dra_prepare_stop(d);
     dra_mig_stop(d);
     dra_mps_stop_all(d);
-    dra_held_stop(d);
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
     dra_job_api(d);               /* prepares waiting for it end (d->stopping) */
     dra_unpublish(d, mode == DRA_STOP_WITHDRAW);
     uv_close((uv_handle_t *)&d->api.retry, dra_closed);
     uv_close((uv_handle_t *)&d->claims.refresh, dra_closed);
     uv_close((uv_handle_t *)&d->health.timer, dra_closed);
-    uv_close((uv_handle_t *)&d->pool.held_timer, dra_closed);
 }
 
 void dra_maybe_free(struct dra *d)

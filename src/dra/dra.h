@@ -325,6 +325,14 @@ void dra_status(const struct dra *d, struct strbuf *out);
 /* A GPU's health changed: the slice follows (one request). */
 void dra_on_device(struct dra *d);
 
+/* The kubelet's PodResources List answered (r; NULL: it failed), read by
+ * the agent for all (agent/pods.c): the GPUs pods of a device plugin still
+ * hold stay out of claims (held.c). d may be NULL. Whether d wants it read
+ * more often (a GPU is held, or no answer came yet). */
+struct V1__ListPodResourcesResponse;
+void dra_on_pods(struct dra *d, const struct V1__ListPodResourcesResponse *r);
+bool dra_waits_for_pods(const struct dra *d);
+
 /* Why DRA stops: gpulet stops, or restarts DRA at a reload, and the slices
  * stay in the API server, the claims' MPS daemons run on (the next gpulet
  * takes them over; uninstalled, the kubelet wipes the slices 30 s after

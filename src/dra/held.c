@@ -3,8 +3,8 @@
  * a device plugin goes), and the GPUs they hold must not be handed out
  * again through a claim: those devices stay in the slice tainted
  * gpulet.io/device-plugin (NoSchedule; left out without taints) until the
- * kubelet's PodResources List no longer shows them, read at start and every
- * DRA_HELD_MS while one is held. */
+ * kubelet's PodResources List no longer shows them. The agent reads the
+ * List (agent/pods.c) at start and, while one is held, more often. */
 #include "dra/internal.h"
 
 #include <stdio.h>
@@ -14,11 +14,6 @@
 #include "podresources.pb-c.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
-
-#define DRA_HELD_MS 5000
-#define DRA_HELD_TIMEOUT_MS 5000
-
-static void dra_held_timer(uv_timer_t *t);
 
 /* Marks in held the devices of r's containers that are not DRA's; returns
  * how many, and names the first holder in who. */
@@ -50,29 +45,20 @@ static unsigned dra_held_decode(const struct dra *d, const V1__ListPodResourcesR
     return n;
 }
 
-static void dra_held_done(void *ctx, enum grpc_status status, const char *message,
-                          const uint8_t *resp, size_t len)
+void dra_on_pods(struct dra *d, const V1__ListPodResourcesResponse *r)
 {
-    struct dra *d = ctx;
-    d->pool.held_call = NULL;
+    if (!d || d->stopping)
+        return;
     size_t slots = DRA_AT(d->inv->count, 0);
     bool *held = xcalloc(slots + 1, sizeof *held);
-    V1__ListPodResourcesResponse *r = NULL;
     char who[300] = "";
-    unsigned n = 0;
-    if (status != GRPC_OK || !(r = v1__list_pod_resources_response__unpack(NULL, len, resp))) {
-        /* No kubelet to ask: nothing is known held (as before a move). */
-        if (!d->pool.held)
-            log_warn("DRA: cannot read which GPUs pods of a device plugin hold (PodResources: %s); "
-                     "every GPU is offered", status != GRPC_OK ? message : "not a List answer");
-    } else {
-        n = dra_held_decode(d, r, held, who, sizeof who);
-        v1__list_pod_resources_response__free_unpacked(r, NULL);
-    }
+    /* No answer: nothing is known held (as before a move). */
+    unsigned n = r ? dra_held_decode(d, r, held, who, sizeof who) : 0;
     bool first = !d->pool.held;
     bool changed = first ? n > 0 : memcmp(held, d->pool.held, slots * sizeof *held) != 0;
     free(d->pool.held);
     d->pool.held = held;
+    d->pool.nheld = n;
     if (changed && n)
         log_info("DRA: %u device(s) still held by pods of the device plugin (%s first): tainted "
                  DRA_TAINT_HELD " until they end", n, who);
@@ -80,28 +66,9 @@ static void dra_held_done(void *ctx, enum grpc_status status, const char *messag
         log_info("DRA: no pod of the device plugin holds a GPU any more");
     if (changed || first) /* the slice waits for the first answer */
         dra_publish(d);
-    if (n && !d->stopping)
-        uv_timer_start(&d->pool.held_timer, dra_held_timer, DRA_HELD_MS, 0);
 }
 
-void dra_held_read(struct dra *d)
+bool dra_waits_for_pods(const struct dra *d)
 {
-    if (d->pool.held_call || d->stopping)
-        return;
-    char socket[CONFIG_PATH_MAX + 64];
-    config_pod_resources_socket(d->cfg, socket, sizeof socket);
-    d->pool.held_call = grpc_client_unary(d->loop, socket, "/v1.PodResourcesLister/List", NULL, 0,
-                                     DRA_HELD_TIMEOUT_MS, dra_held_done, d);
-}
-
-static void dra_held_timer(uv_timer_t *t)
-{
-    dra_held_read(t->data);
-}
-
-void dra_held_stop(struct dra *d)
-{
-    if (d->pool.held_call)
-        grpc_client_cancel(d->pool.held_call);
-    d->pool.held_call = NULL;
+    return d && (!d->pool.held || d->pool.nheld);
 }

@@ -103,9 +103,9 @@ struct dra_pool {
     unsigned published;                   /* devices in it */
     bool taints_dropped;                  /* the server took a slice without its taints */
     bool counters_dropped;                /* ... or its counters: no placements then */
-    bool *held;                           /* held.c's: per device (DRA_AT) */
-    struct grpc_client_call *held_call;   /* held.c's: the kubelet's PodResources List in flight */
-    uv_timer_t held_timer;                /* held.c's: reads it again while one is held */
+    bool *held;                           /* held.c's: per device (DRA_AT); NULL until the
+                                           * first List answered: the slices wait for it */
+    unsigned nheld;                       /* held.c's: how many are held */
 };
 
 /* The claims this node prepared, and what each holds: the record and
@@ -183,12 +183,6 @@ void dra_slice_of(const struct dra *d, const char *uid, unsigned long long gener
                   struct health_faults *evict, struct dra_slice_in *in);
 /* Frees what dra_slice_of allocated in in (the made MIG devices' list). */
 void dra_slice_in_free(struct dra_slice_in *in);
-
-/* The devices pods of the device plugin still hold (held.c), from the
- * kubelet's PodResources List: read at start and with each refresh while
- * one is held; a change republishes the slice. */
-void dra_held_read(struct dra *d);
-void dra_held_stop(struct dra *d);
 
 /* The health stream (health.c): a NodeWatchResources call of the kubelet,
  * answered now and on every change (dra_health_send); the message, every

@@ -148,7 +148,7 @@ static int dra_slice_next(void *ctx, const json_t *have, struct kube_write *w, s
     const char *owner = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
     if (!owner || !owner[0]) /* the Node's watch pokes when it has it */
         return 0;
-    if (d->pool.held_call && !d->pool.held) /* the GPUs pods hold are being read: it pokes */
+    if (!d->pool.held) /* the GPUs pods hold are being read: the answer pokes */
         return 0;
     unsigned long long g = have ? dra_generation(have) : 0;
     json_t *want = dra_build(d, owner, o->index);

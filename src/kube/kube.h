@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "util/err.h"
+#include "util/log.h"
 #include "util/strbuf.h"
 
 #define KUBE_PATH_MAX 512
@@ -75,6 +76,21 @@ bool kube_base64_decode(const char *in, size_t len, struct strbuf *out);
  * watches, kube_sync's writes, Events, DRA's version search. */
 #define KUBE_RETRY_MIN_MS 250
 #define KUBE_RETRY_MAX_MS 30000
+
+/* A failing request's state (retry.c), its user's: zeroed, it works. */
+struct kube_retry {
+    unsigned backoff_ms;
+    bool failing;
+    char last[1200];                /* the failure last logged */
+};
+/* A failure of what: logged at level as "<what>: <msg>; trying again with
+ * backoff" once until msg changes. */
+void kube_retry_failed(struct kube_retry *r, enum log_level level, const char *what,
+                       const char *msg);
+/* The wait before the next try, longer each time until a success. */
+unsigned kube_retry_wait(struct kube_retry *r);
+/* A success: "<what>: <again>" once after failures; the backoff starts over. */
+void kube_retry_ok(struct kube_retry *r, const char *what, const char *again);
 
 /* One per agent: every request and watch of the agent goes through it, on
  * one connection (HTTP/2; HTTP/1.1 keep-alive where the server has no

@@ -10,7 +10,7 @@
  *   write (the condition, then the taint) is built on it at once.
  * - A change by another is news from the watch: the object is compared
  *   again and repaired.
- * - Failures back off with jitter (one backoff, util/backoff.c); one error
+ * - Failures back off with jitter (the one retry, retry.c); one error
  *   line per outage, one line when it is over. A 409 (the object changed
  *   since it was read) waits for the watch's newer object. */
 #include "kube/kube.h"
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -32,12 +31,10 @@ struct kube_sync {
     char what[300], rbac[200];
     struct kube_call *call;          /* the write in flight */
     uv_timer_t timer;                /* the fold, or the backoff */
-    unsigned backoff_ms;
+    struct kube_retry retry;
     bool due;                        /* something may differ: compare again */
-    bool failing;                    /* the last try failed */
     unsigned writes;                 /* in a row, since the last poke or news */
     char request[KUBE_PATH_MAX + 16]; /* the write in flight: "PATCH /api/v1/nodes/n1" */
-    char last_error[900];
     bool stopping, closed;
 };
 
@@ -64,22 +61,16 @@ static void sync_on_timer(uv_timer_t *t)
 
 static void sync_failed(struct kube_sync *s, const char *msg)
 {
-    if (strcmp(msg, s->last_error))
-        log_error("%s: not written: %s; trying again with backoff", s->what, msg);
-    snprintf(s->last_error, sizeof s->last_error, "%s", msg);
-    s->failing = true;
+    char text[sizeof s->retry.last];
+    snprintf(text, sizeof text, "not written: %.1100s", msg);
+    kube_retry_failed(&s->retry, LOG_ERROR, s->what, text);
     s->due = true;
-    uv_timer_start(&s->timer, sync_on_timer,
-                   backoff_next(&s->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
+    uv_timer_start(&s->timer, sync_on_timer, kube_retry_wait(&s->retry), 0);
 }
 
 static void sync_settled(struct kube_sync *s)
 {
-    if (s->failing)
-        log_info("%s: up to date again", s->what);
-    s->failing = false;
-    s->last_error[0] = '\0';
-    s->backoff_ms = 0;
+    kube_retry_ok(&s->retry, s->what, "up to date again");
 }
 
 static void sync_wrote(void *ctx, const struct kube_answer *a)
@@ -104,10 +95,10 @@ static void sync_wrote(void *ctx, const struct kube_answer *a)
          * one (a poke), or the backoff tries again. */
         s->due = true;
         uv_timer_start(&s->timer, sync_on_timer,
-                       backoff_next(&s->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
+                       kube_retry_wait(&s->retry), 0);
         return;
     }
-    char msg[sizeof s->last_error];
+    char msg[900];
     if (!a->status)
         snprintf(msg, sizeof msg, "%s", a->error);
     else
@@ -190,7 +181,7 @@ int kube_sync_start(struct kube_sync **out, struct kube_client *kc,
 
 bool kube_sync_settled(const struct kube_sync *s)
 {
-    return s && !s->due && !s->call && !s->failing;
+    return s && !s->due && !s->call && !s->retry.failing;
 }
 
 void kube_sync_stop(struct kube_sync *s)

@@ -13,7 +13,6 @@
 
 #include <jansson.h>
 
-#include "util/backoff.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
@@ -24,19 +23,18 @@ struct kube_watch {
     struct kube_client *kc;
     char collection[KUBE_PATH_MAX];
     char name[256];
-    char what[300];
+    char what[310];              /* "watch <spec's what>", for the log */
     struct { kube_object_fn fn; void *ctx; } listeners[KUBE_WATCH_LISTENERS];
     unsigned nlisteners;
     struct kube_call *call;          /* the list or the watch in flight */
     uv_timer_t retry;
-    unsigned backoff_ms;
+    struct kube_retry failure;
     char version[64];                /* resourceVersion to watch from */
     bool known, relist, news;        /* news: the stream brought something */
     bool relisted;                   /* the last list came of a 410: one more backs off */
     uint64_t stream_begun;
     json_t *object;                  /* parsed once, read by all; NULL: none */
     unsigned long long object_rv;
-    char last_failure[1200];         /* logged once until it changes */
     bool stopping, closed;
 };
 
@@ -57,16 +55,12 @@ static void watch_closed(uv_handle_t *h)
 
 static void watch_failed(struct kube_watch *w, const char *msg)
 {
-    if (strcmp(msg, w->last_failure))
-        log_warn("watch %s: %s; trying again with backoff", w->what, msg);
-    snprintf(w->last_failure, sizeof w->last_failure, "%s", msg);
+    kube_retry_failed(&w->failure, LOG_WARN, w->what, msg);
 }
 
 static void watch_answering(struct kube_watch *w)
 {
-    if (w->last_failure[0])
-        log_info("watch %s: the API server answers again", w->what);
-    w->last_failure[0] = '\0';
+    kube_retry_ok(&w->failure, w->what, "the API server answers again");
 }
 
 static void watch_status_failure(struct kube_watch *w, const char *verb,
@@ -119,8 +113,7 @@ static void watch_again(uv_timer_t *t)
 
 static void watch_backoff(struct kube_watch *w)
 {
-    uv_timer_start(&w->retry, watch_again,
-                   backoff_next(&w->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
+    uv_timer_start(&w->retry, watch_again, kube_retry_wait(&w->failure), 0);
 }
 
 static void watch_listed(void *ctx, const struct kube_answer *a)
@@ -237,7 +230,7 @@ static void watch_ended(void *ctx, const struct kube_answer *a)
         watch_failed(w, "the watch expires as soon as it starts (410 Gone after a list)");
         watch_backoff(w);
     } else if (a->status == 200 && !quick) {
-        w->backoff_ms = 0;
+        w->failure.backoff_ms = 0;
         watch_stream(w); /* the server ended it: a new one from the last version */
     } else {
         if (!a->status)
@@ -270,7 +263,7 @@ int kube_watch_start(struct kube_watch **out, struct kube_client *kc,
     w->kc = kc;
     snprintf(w->collection, sizeof w->collection, "%s", spec->collection);
     snprintf(w->name, sizeof w->name, "%s", spec->name);
-    snprintf(w->what, sizeof w->what, "%s", spec->what);
+    snprintf(w->what, sizeof w->what, "watch %s", spec->what);
     /* The loop of the client's: its first handle's. */
     uv_timer_init(kube_client_loop(kc), &w->retry);
     w->retry.data = w;

@@ -285,11 +285,11 @@ void metrics_state_free(struct metrics_state *s);
 /* Copies src into dst (both allocated for the same count). */
 void metrics_state_copy(struct metrics_state *dst, const struct metrics_state *src);
 
-/* Decodes a PodResources ListPodResourcesResponse (msg NULL: none) into
+/* Reads a PodResources List answer (r NULL: none) into
  * owners and shares of the inventory's GPUs (by UUID, or by index where IDs
  * are indexes), with the nh holders of DRA claims beside it. */
-int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv,
-                        const uint8_t *msg, size_t len, const struct metrics_holder *h,
-                        unsigned nh);
+void metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv,
+                         const struct V1__ListPodResourcesResponse *r,
+                         const struct metrics_holder *h, unsigned nh);
 
 #endif

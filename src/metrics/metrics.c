@@ -9,15 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "grpc/client.h"
 #include "http/http.h"
 #include "metrics/internal.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-#define PODS_MIN_GAP_MS 1000     /* the kubelet allows 100 QPS; one List a second is plenty */
-#define PODS_TIMEOUT_MS 5000
-#define PODS_AFTER_ALLOCATE_MS 1000
 
 /* A rendered /metrics text that responses in flight share instead of each
  * copying it; freed by the last one done. Touched on the loop thread only. */
@@ -57,11 +53,6 @@ struct metrics {
     bool ready;
     struct http_server *http;
     struct metrics_hooks hooks;
-    uv_timer_t pod_timer;
-    struct grpc_client_call *pod_call;
-    uint64_t pod_last_ms;
-    bool pod_failing;
-    char pod_socket[CONFIG_PATH_MAX + 32];
     struct metrics_holder *claims;   /* DRA's holders (metrics_on_claims) */
     unsigned nclaims;
     int handles;
@@ -271,22 +262,15 @@ void metrics_on_config(struct metrics *m, const struct metrics_config *c)
 
 /* --- PodResources ------------------------------------------------------------- */
 
-static void metrics_pods_list(struct metrics *m);
-
-static void metrics_pods_done(void *ctx, enum grpc_status st, const char *message,
-                              const uint8_t *resp, size_t len)
+void metrics_on_pods(struct metrics *m, const struct V1__ListPodResourcesResponse *r)
 {
-    struct metrics *m = ctx;
-    m->pod_call = NULL;
+    if (!m)
+        return;
     struct metrics_state next;
     metrics_state_alloc(&next, m->inv->count);
-    bool ok = st == GRPC_OK &&
-              metrics_pods_decode(&next, m->inv, resp ? resp : (const uint8_t *)"", len, m->claims,
-                                  m->nclaims) == 0;
     /* Without the List, the claims' holders only: no pod labels beat stale
      * ones, since a pod may have ended. */
-    if (!ok)
-        metrics_pods_decode(&next, m->inv, NULL, 0, m->claims, m->nclaims);
+    metrics_pods_decode(&next, m->inv, r, m->claims, m->nclaims);
     uv_mutex_lock(&m->lock);
     memcpy(m->state.owned, next.owned, m->inv->count * sizeof *next.owned);
     memcpy(m->state.owner, next.owner, m->inv->count * sizeof *next.owner);
@@ -298,42 +282,12 @@ static void metrics_pods_done(void *ctx, enum grpc_status st, const char *messag
     m->state.shares = next.shares;
     m->state.nshares = next.nshares;
     next.shares = NULL;
-    if (ok)
+    if (r)
         m->state.podres_last_ok = (double)time(NULL);
     else
         m->state.podres_errors++;
     uv_mutex_unlock(&m->lock);
     metrics_state_free(&next);
-    if (!ok && !m->pod_failing)
-        log_warn("PodResources List on %s failed (gRPC %d: %s); metrics go without pod labels "
-                 "until it answers", m->pod_socket, (int)st, st == GRPC_OK ? "bad answer" : message);
-    else if (ok && m->pod_failing)
-        log_info("PodResources List answers again; pod labels are back");
-    m->pod_failing = !ok;
-}
-
-static void metrics_pods_list(struct metrics *m)
-{
-    uint64_t now = uv_now(m->loop);
-    if (m->pod_call || (m->pod_last_ms && now - m->pod_last_ms < PODS_MIN_GAP_MS))
-        return;
-    m->pod_last_ms = now;
-    m->pod_call = grpc_client_unary(m->loop, m->pod_socket, "/v1.PodResourcesLister/List", NULL, 0,
-                                    PODS_TIMEOUT_MS, metrics_pods_done, m);
-}
-
-static void metrics_pods_tick(uv_timer_t *t)
-{
-    metrics_pods_list(t->data);
-}
-
-void metrics_on_allocate(struct metrics *m)
-{
-    /* The container starts right after Allocate; look a moment later, then
-     * go back to the regular interval. */
-    if (m)
-        uv_timer_start(&m->pod_timer, metrics_pods_tick, PODS_AFTER_ALLOCATE_MS,
-                       m->cfg->pod_resources_interval_ms);
 }
 
 void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsigned n)
@@ -345,7 +299,6 @@ void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsign
     if (n)
         memcpy(m->claims, h, n * sizeof *h);
     m->nclaims = n;
-    metrics_on_allocate(m);
 }
 
 /* --- lifetime ------------------------------------------------------------------- */
@@ -392,7 +345,6 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
         snprintf(m->hostname, sizeof m->hostname, "%s", node);
     else if (gethostname(m->hostname, sizeof m->hostname - 1) < 0)
         strcpy(m->hostname, "unknown");
-    config_pod_resources_socket(cfg, m->pod_socket, sizeof m->pod_socket);
     metrics_state_alloc(&m->state, inv->count);
     m->lost = xcalloc(inv->count, sizeof *m->lost);
     for (unsigned i = 0; i < inv->count; i++)
@@ -409,18 +361,16 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
         return -1;
     }
     uv_async_init(loop, &m->body_ready, metrics_take_body);
-    uv_timer_init(loop, &m->pod_timer);
-    m->body_ready.data = m->pod_timer.data = m;
-    m->handles = 2;
-    uv_timer_start(&m->pod_timer, metrics_pods_tick, 0, cfg->pod_resources_interval_ms);
+    m->body_ready.data = m;
+    m->handles = 1;
     if (uv_thread_create(&m->thread, metrics_thread, m) != 0) {
         metrics_stop(m);
         return err_set(e, "cannot start the metrics sampler thread");
     }
     m->thread_on = true;
-    log_info("metrics: %u fields%s, sampled every %u ms, served on %s; pod labels from %s",
-             m->collectors.count, cfg->collectors[0] ? " from the collectors file" : " (default counters)",
-             cfg->metrics_interval_ms, cfg->metrics_listen, m->pod_socket);
+    log_info("metrics: %u fields%s, sampled every %u ms, served on %s", m->collectors.count,
+             cfg->collectors[0] ? " from the collectors file" : " (default counters)",
+             cfg->metrics_interval_ms, cfg->metrics_listen);
     *out = m;
     return 0;
 }
@@ -457,10 +407,6 @@ void metrics_stop(struct metrics *m)
         uv_thread_join(&m->thread);
         m->thread_on = false;
     }
-    if (m->pod_call)
-        grpc_client_cancel(m->pod_call);
-    m->pod_call = NULL;
     http_stop(m->http);
     uv_close((uv_handle_t *)&m->body_ready, metrics_closed);
-    uv_close((uv_handle_t *)&m->pod_timer, metrics_closed);
 }

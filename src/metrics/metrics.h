@@ -43,8 +43,11 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
  * renders and samples with (loop thread; m may be NULL). */
 void metrics_on_device(struct metrics *m, unsigned gpu, unsigned what, const struct gpu_device *d);
 
-/* Pods changed (an Allocate happened): refresh the pod labels soon. */
-void metrics_on_allocate(struct metrics *m);
+/* The kubelet's PodResources List answered (r; NULL: it failed): which
+ * pod's container holds each GPU, for pod labels (loop thread; m may be
+ * NULL). The agent reads it (agent/pods.c). */
+struct V1__ListPodResourcesResponse;
+void metrics_on_pods(struct metrics *m, const struct V1__ListPodResourcesResponse *r);
 
 /* A container that holds a GPU or MIG device (its UUID) through a DRA
  * claim, which PodResources of 1.32 does not name. */

@@ -113,13 +113,10 @@ static void pods_claims(struct pods_count *n, const struct metrics_holder *h, un
     }
 }
 
-int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv,
-                        const uint8_t *msg, size_t len, const struct metrics_holder *h,
-                        unsigned nh)
+void metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv,
+                         const V1__ListPodResourcesResponse *r, const struct metrics_holder *h,
+                         unsigned nh)
 {
-    V1__ListPodResourcesResponse *r = NULL;
-    if (msg && !(r = v1__list_pod_resources_response__unpack(NULL, len, msg)))
-        return -1;
     struct pods_count n = {s, inv, xcalloc(inv->count + 1, sizeof *n.holders),
                            xcalloc((size_t)inv->count * GPU_MIG_MAX + 1, sizeof *n.mig_holders)};
     unsigned *holders = n.holders, *mig_holders = n.mig_holders;
@@ -135,7 +132,4 @@ int metrics_pods_decode(struct metrics_state *s, const struct gpu_inventory *inv
         s->mig_owned[i] = mig_holders[i] == 1;
     free(holders);
     free(mig_holders);
-    if (r)
-        v1__list_pod_resources_response__free_unpacked(r, NULL);
-    return 0;
 }

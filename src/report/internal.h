@@ -47,8 +47,7 @@ struct report {
     struct report_event sending;     /* the event in flight (out of the queue) */
     struct kube_call *call;
     uv_timer_t retry;                /* events, after a failure */
-    unsigned backoff_ms;
-    char last_error[768];
+    struct kube_retry failure;       /* kube's one retry: logged once, backoff */
     bool stopping, closed;
 };
 

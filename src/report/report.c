@@ -19,7 +19,6 @@
 #include <time.h>
 
 #include "kube/kube.h"
-#include "util/backoff.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -98,28 +97,17 @@ static void report_event_done(void *ctx, const struct kube_answer *a)
         return;
     }
     if (a->status == 200 || a->status == 201 || (ev->create && a->status == 409)) {
-        if (r->last_error[0])
-            log_info("fault report: events reach the API server again");
-        r->last_error[0] = '\0';
-        r->backoff_ms = 0;
+        kube_retry_ok(&r->failure, "fault report", "events reach the API server again");
         report_sent(r, ev);
         report_send(r);
         return;
     }
-    char msg[sizeof r->last_error];
-    if (!a->status)
-        snprintf(msg, sizeof msg, "%.700s", a->error);
-    else if (a->status == 403)
-        snprintf(msg, sizeof msg, "event %s: 403 Forbidden: the service account needs create and "
-                 "patch on events (deploy/base/rbac.yaml)", ev->name);
-    else
-        snprintf(msg, sizeof msg, "event %s: HTTP %ld", ev->name, a->status);
-    if (strcmp(msg, r->last_error))
-        log_error("fault report: event not sent: %s; trying again with backoff", msg);
-    snprintf(r->last_error, sizeof r->last_error, "%s", msg);
+    char what[200], msg[800];
+    snprintf(what, sizeof what, "event %s", ev->name);
+    kube_explain(what, "create and patch on events", a, msg, sizeof msg);
+    kube_retry_failed(&r->failure, LOG_ERROR, "fault report: event not sent", msg);
     report_unsend(r);
-    uv_timer_start(&r->retry, report_send_again,
-                   backoff_next(&r->backoff_ms, KUBE_RETRY_MIN_MS, KUBE_RETRY_MAX_MS), 0);
+    uv_timer_start(&r->retry, report_send_again, kube_retry_wait(&r->failure), 0);
 }
 
 /* Sends the queue's first event, unless one is in flight or waiting. */

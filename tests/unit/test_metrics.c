@@ -147,11 +147,9 @@ static void test_pods_decode(void **state)
     V1__ListPodResourcesResponse resp = V1__LIST_POD_RESOURCES_RESPONSE__INIT;
     resp.n_pod_resources = 4;
     resp.pod_resources = plist;
-    uint8_t buf[1024];
-    size_t len = v1__list_pod_resources_response__pack(&resp, buf);
     struct metrics_state s;
     metrics_state_alloc(&s, 3);
-    assert_int_equal(metrics_pods_decode(&s, &inv, buf, len, NULL, 0), 0);
+    metrics_pods_decode(&s, &inv, &resp, NULL, 0);
     assert_true(s.owned[0]);
     assert_string_equal(s.owner[0].pod, "a");
     assert_string_equal(s.owner[0].container, "main");
@@ -160,14 +158,13 @@ static void test_pods_decode(void **state)
     assert_false(s.owned[2]); /* shared: no single pod's labels */
     assert_int_equal(s.nshares, 2);
     assert_string_equal(s.shares[1].owner.pod, "d");
-    assert_int_equal(metrics_pods_decode(&s, &inv, (const uint8_t *)"\xff\xff", 2, NULL, 0), -1);
     /* DRA claims, without a List: GPU-1 held by one container, GPU-2 by two
      * containers of one shared claim. */
     const struct metrics_holder h[] = {
         {"GPU-1", "p", "ns2", "train"}, {"GPU-2", "q", "ns2", "c1"}, {"GPU-2", "r", "ns2", "c2"},
         {"GPU-9", "x", "ns2", "gone"},
     };
-    assert_int_equal(metrics_pods_decode(&s, &inv, NULL, 0, h, 4), 0);
+    metrics_pods_decode(&s, &inv, NULL, h, 4);
     assert_false(s.owned[0]);
     assert_true(s.owned[1]);
     assert_string_equal(s.owner[1].container, "train");
