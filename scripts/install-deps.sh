@@ -23,7 +23,7 @@ build=(
 )
 test=(
     libcmocka-dev valgrind binutils clang-14 libclang-rt-14-dev
-    openssl python3-pytest python3-pytest-timeout python3-grpcio python3-grpc-tools python3-jsonschema python3-yaml wrk curl
+    openssl python3-pytest python3-pytest-timeout python3-pytest-xdist python3-grpcio python3-grpc-tools python3-jsonschema python3-yaml wrk curl
     podman buildah runc libcurl3-gnutls busybox-static
     golang-go golang-google-grpc-dev golang-goprotobuf-dev protobuf-compiler
 )

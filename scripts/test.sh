@@ -6,7 +6,9 @@
 # index (root only), a short fuzz run of each parser, and the end-to-end
 # tests on real Kubernetes 1.36 and 1.32 (root only). Every stage runs even
 # when one before it failed; the last line counts what ran: passed, failed,
-# skipped.
+# skipped. The integration tests run two at a time (pytest-xdist), and the
+# end-to-end tests, which mostly wait for their cluster, run beside the
+# stages after them (their output comes at the end, in one piece).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test || exit 1
@@ -99,44 +101,18 @@ lap "ASan build and unit tests"
 GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
     GPULET_SIM_LIB=build-asan/libgpulet-nvml-sim.so \
     /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-asan/pytest.xml \
-    -k "not valgrind" -m "not plain" tests/integration
+    -n "$jobs" -k "not valgrind" -m "not plain" tests/integration
 count_junit build-asan/pytest.xml "integration tests"
+# Only the end-to-end tests (on their own cluster) may touch the node's
+# paths: checked here, before their cluster comes up.
+check "node paths untouched" untouched
 lap "ASan integration tests"
 
-# --- the plain build: valgrind, memory use, mutants, and the shipped binary's links
+# --- the plain build: the end-to-end tests' binary; valgrind, memory use,
+# mutants, and the shipped binary's links
 cmake -S . -B build -G Ninja -DGPULET_TESTS=ON >/dev/null && cmake --build build -j "$jobs" ||
     { echo "plain build failed" >&2; exit 1; }
-rm -f build/valgrind-agent.xml
-(cd build && ctest --output-on-failure -L valgrind -j "$jobs") >build/valgrind.log 2>&1
-cat build/valgrind.log
-vg_total=$(grep -o 'tests failed out of [0-9]*' build/valgrind.log | grep -o '[0-9]*$')
-vg_failed=$(grep -o '[0-9]* tests failed out of' build/valgrind.log | grep -o '^[0-9]*')
-# valgrind.agent is one ctest entry running the integration cases named
-# *valgrind* (which the ASan run leaves out): they count one by one, below.
-vg_agent_ok=$(grep -c 'valgrind\.agent \.*  *Passed' build/valgrind.log)
-vg_total=$((${vg_total:-1} - 1)) vg_failed=$((${vg_failed:-1} - (1 - vg_agent_ok)))
-passed=$((passed + vg_total - vg_failed)) failed=$((failed + vg_failed))
-[ "$vg_failed" -eq 0 ] || failures+=("valgrind")
-count_junit build/valgrind-agent.xml "valgrind agent tests"
-lap "plain build and valgrind"
-
-# The tests of memory use (marked plain): ASan's own memory would be measured.
-GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build/plain.xml \
-    -m plain tests/integration
-count_junit build/plain.xml "plain-build tests"
-lap "memory-use tests"
-
-# Mutants that must die (scripts/mutants.py): the plain build with one
-# deliberate fault at a time, each against the tests that guard it. Each
-# mutant is one item; a survivor, or a row that no longer applies, fails.
-/usr/bin/python3 scripts/mutants.py 2>&1 | tee build/mutants.log
-mk=$(grep -c '^mutant .*: killed by' build/mutants.log)
-ms=$(grep -c '^mutant .*: FAILED' build/mutants.log)
-grep -q '^[0-9]* killed, [0-9]* survived$' build/mutants.log || ms=$((ms + 1))
-passed=$((passed + mk)) failed=$((failed + ms))
-[ "$ms" -eq 0 ] || failures+=("mutants")
-lap "mutants"
+lap "plain build"
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
 # glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.
@@ -199,6 +175,70 @@ elif ! unshare --mount --propagation private true 2>/dev/null; then
 else
     check "container image" image
 fi
+lap "image"
+
+# --- end to end, on real Kubernetes (skipped without root): the device
+# plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
+# driver in a run of its own (its gpulet and the device plugin's must not
+# serve one node at once) on 1.36, and again on 1.32 (../shared/k8s-next,
+# v1beta1), the older path. One cluster at a time, each run counted. They
+# run in the background, beside the stages below; build/e2e.log has their
+# output, and each run's seconds go to build/e2e.times.
+e2e() { # JUNIT KIT PYTEST-ARGS...
+    local junit=$1 kit=$2 t0=$SECONDS
+    shift 2
+    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --durations=10 --junitxml="$junit" "$@"
+    echo "$(basename "$junit" .xml) $((SECONDS - t0)) s" >>build/e2e.times
+}
+current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
+next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
+# The DRA files: first those that need a Node no device plugin ever served
+# (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
+# device plugin, then the rest.
+dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
+           tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
+rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times
+(
+    e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
+    e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
+    e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
+) >build/e2e.log 2>&1 &
+e2e_pid=$!
+e2e_begun=$SECONDS
+
+# --- beside them: valgrind, memory use, mutants, fuzzing
+rm -f build/valgrind-agent.xml
+(cd build && ctest --output-on-failure -L valgrind -j "$jobs") >build/valgrind.log 2>&1
+cat build/valgrind.log
+vg_total=$(grep -o 'tests failed out of [0-9]*' build/valgrind.log | grep -o '[0-9]*$')
+vg_failed=$(grep -o '[0-9]* tests failed out of' build/valgrind.log | grep -o '^[0-9]*')
+# valgrind.agent is one ctest entry running the integration cases named
+# *valgrind* (which the ASan run leaves out): they count one by one, below.
+vg_agent_ok=$(grep -c 'valgrind\.agent \.*  *Passed' build/valgrind.log)
+vg_total=$((${vg_total:-1} - 1)) vg_failed=$((${vg_failed:-1} - (1 - vg_agent_ok)))
+passed=$((passed + vg_total - vg_failed)) failed=$((failed + vg_failed))
+[ "$vg_failed" -eq 0 ] || failures+=("valgrind")
+count_junit build/valgrind-agent.xml "valgrind agent tests"
+lap "valgrind"
+
+# The tests of memory use (marked plain): ASan's own memory would be measured.
+GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+    /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build/plain.xml \
+    -m plain tests/integration
+count_junit build/plain.xml "plain-build tests"
+lap "memory-use tests"
+
+# Mutants that must die (scripts/mutants.py): the plain build with one
+# deliberate fault at a time, each against the tests that guard it. Each
+# mutant is one item; a survivor, or a row that no longer applies, fails.
+/usr/bin/python3 scripts/mutants.py 2>&1 | tee build/mutants.log
+mk=$(grep -c '^mutant .*: killed by' build/mutants.log)
+ms=$(grep -c '^mutant .*: FAILED' build/mutants.log)
+grep -q '^[0-9]* killed, [0-9]* survived$' build/mutants.log || ms=$((ms + 1))
+passed=$((passed + mk)) failed=$((failed + ms))
+[ "$ms" -eq 0 ] || failures+=("mutants")
+lap "mutants"
 
 # --- fuzzing. A fixed seed keeps this short run repeatable; long runs
 # (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.
@@ -211,36 +251,15 @@ fz=$(grep -c '^fuzz .*: FAILED$' build/fuzz.log)
 failed=$((failed + fz))
 [ "$fz" -eq 0 ] || failures+=("fuzzing")
 
-check "node paths untouched" untouched
-lap "image and fuzzing"
+lap "fuzzing"
 
-# --- end to end, on real Kubernetes (skipped without root): the device
-# plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
-# driver in a run of its own (its gpulet and the device plugin's must not
-# serve one node at once) on 1.36, and again on 1.32 (../shared/k8s-next,
-# v1beta1), the older path. One cluster at a time, each run counted.
-e2e() { # JUNIT KIT PYTEST-ARGS...
-    local junit=$1 kit=$2
-    shift 2
-    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --junitxml="$junit" "$@"
-}
-current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
-next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
-# The DRA files: first those that need a Node no device plugin ever served
-# (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
-# device plugin, then the rest.
-dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
-           tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
-e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
+wait "$e2e_pid"
+cat build/e2e.log
 count_junit build/e2e.xml "end-to-end tests (1.36)"
-lap "e2e 1.36"
-e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
 count_junit build/e2e-dra.xml "end-to-end DRA tests (1.36)"
-lap "e2e DRA 1.36"
-e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
 count_junit build/e2e-dra-next.xml "end-to-end DRA tests (1.32)"
-lap "e2e DRA 1.32"
+lap "e2e, after the stages beside it"
+timings+=("e2e in all $((SECONDS - e2e_begun)) s ($(paste -sd, build/e2e.times 2>/dev/null))")
 
 left=$(comm -13 <(echo "$sockets_before") <(tmp_sockets))
 check "no sockets left in /tmp" test -z "$left"
