@@ -100,6 +100,75 @@ static int api_allowed(const struct kube_creds *creds, const struct config *c,
     return rc;
 }
 
+/* Who the credentials are (SelfSubjectReview): the user and the node its
+ * token was issued for ("" for none); -1 where the server does not say. */
+static int api_whoami(const struct kube_creds *creds, char *user, size_t ulen, char *node,
+                      size_t nlen, struct err *e)
+{
+    struct kube_response resp = {0};
+    int rc = kube_request(creds, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                          "application/json",
+                          "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"SelfSubjectReview\"}",
+                          &resp, e);
+    if (rc == 0 && resp.status != 201 && resp.status != 200)
+        rc = err_set(e, "SelfSubjectReview: HTTP %ld", resp.status);
+    if (rc == 0) {
+        json_t *ans = json_loadb(resp.body.data, resp.body.len, 0, NULL);
+        json_t *info = json_object_get(json_object_get(ans, "status"), "userInfo");
+        const char *u = json_string_value(json_object_get(info, "username"));
+        const char *n = json_string_value(json_array_get(
+            json_object_get(json_object_get(info, "extra"), "authentication.kubernetes.io/node-name"), 0));
+        snprintf(user, ulen, "%s", u ? u : "");
+        snprintf(node, nlen, "%s", n ? n : "");
+        json_decref(ans);
+    }
+    kube_response_free(&resp);
+    return rc;
+}
+
+/* Whether the API server keeps these credentials' writes to their own node
+ * (deploy/confine/): a write the policies must refuse, asked with dryRun
+ * so that nothing changes either way: a label that is not gpulet's on its
+ * own Node. */
+static void api_confinement(struct doctor *d, const struct kube_creds *creds, const struct config *c,
+                            unsigned asked, struct doctor_result *r)
+{
+    char user[256], node[256], path[512];
+    struct err e;
+    doctor_step(d, "asking the API server who these credentials are");
+    if (api_whoami(creds, user, sizeof user, node, sizeof node, &e) < 0) {
+        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; whether writes are confined is unknown: %s",
+                   asked, e.msg);
+        return;
+    }
+    if (!node[0]) {
+        doctor_set(r, DOCTOR_WARN, "run doctor in gpulet's pod (kubectl exec), on Kubernetes 1.30 or later",
+                   "all %u rights, but the credentials (%s) name no node, so no policy can keep "
+                   "their writes to node %s: gpulet's pod token names its node from Kubernetes 1.30",
+                   asked, user, c->node_name);
+        return;
+    }
+    doctor_step(d, "trying a write the admission policies must refuse (dry run)");
+    snprintf(path, sizeof path, "/api/v1/nodes/%s?dryRun=All", node);
+    struct kube_response resp = {0};
+    int rc = kube_request(creds, "PATCH", path, "application/merge-patch+json",
+                          "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}", &resp, &e);
+    if (rc < 0)
+        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; the dry-run write went unanswered: %s", asked, e.msg);
+    else if (resp.status == 200)
+        doctor_set(r, DOCTOR_FAIL, "apply deploy/confine/ (Kubernetes 1.30 or later; docs/deploy.md)",
+                   "all %u rights, and writes are NOT confined: %s may set a label that is not "
+                   "gpulet's on its Node (dry run), so it could write other nodes' objects as well", asked, user);
+    else if ((resp.status == 403 || resp.status == 422) && resp.body.data &&
+             strstr(resp.body.data, "denied request"))
+        doctor_set(r, DOCTOR_PASS, NULL, "all %u rights gpulet uses, and its writes are confined to "
+                   "node %s (an admission policy refused a dry-run label that is not gpulet's)", asked, node);
+    else
+        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; the dry-run write answered HTTP %ld", asked,
+                   resp.status);
+    kube_response_free(&resp);
+}
+
 void doctor_api_rights(struct doctor *d, struct doctor_result *r)
 {
     const struct config *c = d->o->cfg;
@@ -138,7 +207,7 @@ void doctor_api_rights(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_WARN, "apply deploy/base/rbac.yaml (its ClusterRole lists each)",
                    "gpulet may not: %s", missing.data);
     else
-        doctor_set(r, DOCTOR_PASS, NULL, "the API server allows all %u rights gpulet uses", asked);
+        api_confinement(d, &creds, c, asked, r);
     strbuf_free(&missing);
     kube_creds_free(&creds);
 }

@@ -367,8 +367,14 @@ void kube_explain(const char *what, const char *needs, const struct kube_answer 
                  "(expired or wrong token, or a client certificate it does not trust)", what);
         break;
     case 403:
-        snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
-                 what, needs);
+        /* RBAC lacks a right, or an admission policy refused the write
+         * (deploy/confine/: one node's gpulet writes only its own node's
+         * objects); the policy's message names itself and what it refused. */
+        if (why && strstr(why, "denied request"))
+            snprintf(out, len, "%s: refused by the cluster's admission policy: %.600s", what, why);
+        else
+            snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
+                     what, needs);
         break;
     default:
         snprintf(out, len, "%s: HTTP %ld%s%.300s", what, a->status, why ? ": " : "", why ? why : "");

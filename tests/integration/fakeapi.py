@@ -41,6 +41,11 @@ class FakeAPI:
         self.pods = {}              # (namespace, name) -> Pod (GET only)
         self.node_events = {}       # name -> core/v1 Event (namespace default)
         self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
+        # Who the credentials are (SelfSubjectReview): the node the token names (None: none,
+        # as a token the kubelet did not issue), and whether writes are confined to it as
+        # deploy/confine/'s policies do (here: a Node label outside gpulet's is refused).
+        self.token_node = node
+        self.confined = True
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
@@ -107,6 +112,11 @@ class FakeAPI:
                     if url.path.startswith(api.dra + "/") or re.fullmatch(
                             r"/api/v1/namespaces/[^/]+/pods/[^/]+", url.path):
                         return self.resource(method, url.path, body)
+                    if url.path == "/apis/authentication.k8s.io/v1/selfsubjectreviews":
+                        extra = {"authentication.kubernetes.io/node-name": [api.token_node]} \
+                            if api.token_node else {}
+                        return self.answer(201, {"kind": "SelfSubjectReview", "status": {"userInfo": {
+                            "username": "system:serviceaccount:gpulet:gpulet", "extra": extra}}})
                     if url.path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
                         review = json.loads(body)
                         a = review["spec"]["resourceAttributes"]
@@ -126,6 +136,16 @@ class FakeAPI:
                         return self.answer(404, {"kind": "Status", "code": 404})
                     if method == "PATCH":
                         patch = json.loads(body)
+                        foreign = [k for k in patch.get("metadata", {}).get("labels", {})
+                                   if not k.startswith(("nvidia.com/", "gpulet.io/")) and k != "accelerator"]
+                        if api.confined and foreign:
+                            return self.answer(403, {"kind": "Status", "code": 403, "message":
+                                f"nodes \"{api.node['metadata']['name']}\" is forbidden: "
+                                "ValidatingAdmissionPolicy 'gpulet-node' with binding 'gpulet-node' "
+                                "denied request: gpulet may change labels under nvidia.com/ and gpulet.io/ only, not "
+                                + ", ".join(foreign)})
+                        if "dryRun" in query:
+                            return self.answer(200, merge(api.node, patch))
                         want = patch.get("metadata", {}).pop("resourceVersion", None)
                         if want is not None and want != api.node["metadata"]["resourceVersion"]:
                             return self.answer(409, {"kind": "Status", "code": 409})

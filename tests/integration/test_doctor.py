@@ -394,7 +394,26 @@ def test_api_rights(node):
         node.api.forbidden = set()
     r = node.doctor()
     assert r["by_id"]["api-rights"]["status"] == "PASS"
-    assert "allows all 5 rights gpulet uses" in r["by_id"]["api-rights"]["message"]
+    assert "all 5 rights gpulet uses, and its writes are confined to node" in r["by_id"]["api-rights"]["message"]
+
+
+def test_api_rights_confined(node):
+    """Whether the API server keeps gpulet's writes to its own node: a dry-run
+    label that is not gpulet's, which deploy/confine/'s policy must refuse. Accepted,
+    it FAILs; credentials that name no node (an old cluster, a token the kubelet
+    did not issue) are described; the dry run changes nothing either way."""
+    node.api.confined = False
+    try:
+        fault(node, "api-rights", "FAIL", "writes are NOT confined", "deploy/confine/")
+    finally:
+        node.api.confined = True
+    node.api.token_node = None
+    try:
+        fault(node, "api-rights", "WARN", "name no node, so no policy can keep their writes",
+              "Kubernetes 1.30")
+    finally:
+        node.api.token_node = node.api.node["metadata"]["name"]
+    assert "example.com/gpulet-doctor-probe" not in node.api.node["metadata"].get("labels", {})
 
 
 def test_hung_gpu_has_a_time_limit(node):

@@ -186,6 +186,31 @@ static void test_watch_events(void **state)
     }
 }
 
+/* One line per answer: RBAC's 403 names the right, an admission policy's
+ * 403 (deploy/confine/) its own message, any other status the server's. */
+static void test_explain(void **state)
+{
+    (void)state;
+    char out[1024];
+    static const char rbac[] = "{\"kind\":\"Status\",\"message\":\"nodes \\\"n2\\\" is forbidden: "
+                               "User \\\"x\\\" cannot patch resource \\\"nodes\\\"\"}";
+    struct kube_answer a = {.status = 403, .body = rbac, .len = sizeof rbac - 1};
+    kube_explain("PATCH /api/v1/nodes/n2", "patch on nodes", &a, out, sizeof out);
+    assert_string_equal(out, "PATCH /api/v1/nodes/n2: 403 Forbidden: the service account needs patch "
+                             "on nodes (deploy/base/rbac.yaml)");
+    static const char vap[] = "{\"kind\":\"Status\",\"message\":\"nodes \\\"n2\\\" is forbidden: "
+                              "ValidatingAdmissionPolicy 'gpulet-node' with binding 'gpulet-node' denied "
+                              "request: gpulet of node n1 may not change Node n2\"}";
+    a = (struct kube_answer){.status = 403, .body = vap, .len = sizeof vap - 1};
+    kube_explain("PATCH /api/v1/nodes/n2", "patch on nodes", &a, out, sizeof out);
+    assert_non_null(strstr(out, "refused by the cluster's admission policy: "));
+    assert_non_null(strstr(out, "'gpulet-node' with binding 'gpulet-node' denied request: gpulet of node "
+                                "n1 may not change Node n2"));
+    a = (struct kube_answer){.status = 0, .error = "connection refused"};
+    kube_explain("GET x", "get", &a, out, sizeof out);
+    assert_string_equal(out, "connection refused");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_request_unreachable),
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_watch_events),
+        cmocka_unit_test(test_explain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
