@@ -178,6 +178,19 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         assert "answers List:" in checks["pod-resources"]["message"]  # the real kubelet's
         assert checks["node"]["status"] in ("PASS", "WARN"), checks["node"]
         assert f"Node {cluster.node}" in checks["node"]["message"]
+        # deploy/confine/: its writes are the API server's to confine (issue 39).
+        assert checks["api-rights"]["status"] == "PASS", checks["api-rights"]
+        assert f"confined to node {cluster.node}" in checks["api-rights"]["message"]
+        confined(cluster, name)
+        # Without the Node policy's binding, doctor says the writes are open.
+        cluster.kubectl("delete", "validatingadmissionpolicybinding", "gpulet-node")
+        try:
+            out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "-o", "json",
+                                  "--simulate", "a100-2x4", check=False)
+            open_ = {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
+            assert open_["status"] == "FAIL" and "NOT confined" in open_["message"], open_
+        finally:
+            cluster.kubectl("apply", "-k", str(SOURCE / "deploy/confine"))
     finally:
         cluster.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
         cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-",
@@ -185,6 +198,97 @@ def test_kubectl_apply_k(cluster, image, gpulet):
     wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
          if cluster.kubectl("get", "ns", "gpulet", check=False) else True)
     restore_session_labels(cluster)
+
+
+OTHER = "gpulet-e2e-other"   # a second Node object, no kubelet behind it
+
+
+def confined(cluster, pod):
+    """With a token bound to gpulet's pod (as the kubelet makes it: TokenRequest,
+    the pod as bound object), every write to another node's objects, and every
+    write of its own Node outside gpulet's fields, is refused with the policy's
+    message; each write gpulet makes is accepted (dry runs, but the Event). A
+    token that names no node writes nothing."""
+    raw = json.loads(cluster.kubectl("config", "view", "--raw", "--minify", "-o", "json"))
+    server = raw["clusters"][0]["cluster"]["server"]
+    ca = Path(cluster.base) / "e2e-ca.crt"
+    import base64
+    ca.write_bytes(base64.b64decode(raw["clusters"][0]["cluster"]["certificate-authority-data"]))
+    bound = cluster.kubectl("-n", "gpulet", "create", "token", "gpulet", "--bound-object-kind", "Pod",
+                            "--bound-object-name", pod).strip()
+    unbound = cluster.kubectl("-n", "gpulet", "create", "token", "gpulet").strip()
+    # The DRA policy and rights too, for the slices' rows.
+    cluster.kubectl("apply", "-f", str(SOURCE / "deploy/dra/confine.yaml"), "-f",
+                    str(SOURCE / "deploy/dra/rbac.yaml"))
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER}}))
+
+    def as_gpulet(token, *args, stdin=None):
+        env = {k: v for k, v in cluster.env.items() if k != "KUBECONFIG"}
+        env["KUBECONFIG"] = "/dev/null"
+        return subprocess.run(["kubectl", "--server", server, "--certificate-authority", str(ca),
+                               "--token", token, *args], input=stdin, capture_output=True, text=True,
+                              env=env, timeout=60)
+
+    def event(about):
+        return json.dumps({"apiVersion": "v1", "kind": "Event", "metadata": {
+            "generateName": "gpulet-e2e-", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": about}, "reason": "GPUUnhealthy",
+            "message": "e2e", "type": "Warning"})
+
+    def slice_(node):
+        return json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                           "metadata": {"name": f"gpulet-e2e-{node}"}, "spec": {
+                               "driver": "gpu.nvidia.com", "nodeName": node,
+                               "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                               "devices": []}})
+
+    me = cluster.node
+    status = '{"status":{"conditions":[{"type":"GPUUnhealthy","status":"True","reason":"XID79",' \
+             '"message":"e2e"}]}}'
+    taint = '{"spec":{"taints":[{"key":"gpulet.io/gpu-fault","value":"XID79","effect":"NoSchedule"}]}}'
+    dry = "--dry-run=server"
+    refused = [  # (what, kubectl args, stdin, the policy's words)
+        ("another Node's labels", ["label", "node", OTHER, "nvidia.com/gpu.present=true", dry], None,
+         f"gpulet of node {me} may not change Node {OTHER}"),
+        ("a taint on another Node", ["patch", "node", OTHER, "--type", "merge", "-p", taint, dry], None,
+         f"may not change Node {OTHER}"),
+        ("another Node's condition", ["patch", "node", OTHER, "--subresource", "status", "--type",
+                                      "strategic", "-p", status, dry], None, f"may not change Node {OTHER}"),
+        ("an Event about another Node", ["create", "-f", "-", dry], event(OTHER),
+         "may write Events about its own Node only"),
+        ("a slice of another node", ["create", "-f", "-", dry], slice_(OTHER),
+         f"may write ResourceSlices of its own node only, not of {OTHER}"),
+        ("a label not gpulet's on its own Node", ["label", "node", me, "example.com/x=1", dry], None,
+         "not example.com/x"),
+        ("another taint on its own Node", ["patch", "node", me, "--type", "merge", "-p",
+                                           '{"spec":{"taints":[{"key":"evil","effect":"NoExecute"}]}}',
+                                           dry], None, "only its own taint gpulet.io/gpu-fault"),
+    ]
+    for what, args, stdin, words in refused:
+        p = as_gpulet(bound, *args, stdin=stdin)
+        assert p.returncode != 0 and words in p.stderr, f"{what}: {p.stdout} {p.stderr}"
+        assert "denied request" in p.stderr, f"{what}: not the policy's refusal: {p.stderr}"
+    allowed = [
+        ("a label of gpulet's on its own Node", ["label", "node", me, "nvidia.com/e2e=1", dry], None),
+        ("its taint on its own Node", ["patch", "node", me, "--type", "merge", "-p", taint, dry], None),
+        ("its condition on its own Node", ["patch", "node", me, "--subresource", "status", "--type",
+                                           "strategic", "-p", status, dry], None),
+        ("its own node's slice", ["create", "-f", "-", dry], slice_(me)),
+        ("an Event about its own Node", ["create", "-f", "-", "-o", "name"], event(me)),
+    ]
+    made = []
+    for what, args, stdin in allowed:
+        p = as_gpulet(bound, *args, stdin=stdin)
+        assert p.returncode == 0, f"{what}: {p.stderr}"
+        made += [x for x in p.stdout.split() if x.startswith("event")]
+    p = as_gpulet(unbound, "label", "node", me, "nvidia.com/e2e=1", dry)
+    assert p.returncode != 0 and "names no node" in p.stderr, p.stderr
+    for x in made:
+        cluster.kubectl("-n", "default", "delete", x, check=False)
+    cluster.kubectl("delete", "node", OTHER, check=False)
+    cluster.kubectl("delete", "-f", str(SOURCE / "deploy/dra/confine.yaml"), "-f",
+                    str(SOURCE / "deploy/dra/rbac.yaml"), check=False)
 
 
 def restore_session_labels(cluster):
