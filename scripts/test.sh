@@ -120,6 +120,38 @@ cmake -S . -B build -G Ninja -DGPULET_TESTS=ON >/dev/null && cmake --build build
     { echo "plain build failed" >&2; exit 1; }
 lap "plain build"
 
+# --- end to end, on real Kubernetes (skipped without root): the device
+# plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
+# driver in a run of its own (its gpulet and the device plugin's must not
+# serve one node at once) on 1.36, and again on 1.32 (../shared/k8s-next,
+# v1beta1), the older path. One cluster at a time, each run counted. They
+# run in the background, beside the stages below; build/e2e.log has their
+# output, and each run's seconds go to build/e2e.times. The image is built
+# meanwhile: its tests wait for build/image.done, which says how it went.
+e2e() { # JUNIT KIT PYTEST-ARGS...
+    local junit=$1 kit=$2 t0=$SECONDS
+    shift 2
+    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+        GPULET_IMAGE_DONE=$PWD/build/image.done \
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --durations=10 --junitxml="$junit" "$@"
+    echo "$(basename "$junit" .xml) $((SECONDS - t0)) s" >>build/e2e.times
+}
+current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
+next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
+# The DRA files: first those that need a Node no device plugin ever served
+# (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
+# device plugin, then the rest.
+dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
+           tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
+rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times build/image.done
+(
+    e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
+    e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
+    e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
+) >build/e2e.log 2>&1 &
+e2e_pid=$!
+e2e_begun=$SECONDS
+
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
 # glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.
 glibc_only() {
@@ -175,43 +207,21 @@ image() {
 if [ "$(id -u)" -ne 0 ] || ! command -v buildah >/dev/null; then
     echo "SKIPPED container image: buildah with its own storage needs root here"
     skipped=$((skipped + 1))
+    echo "skipped (buildah with its own storage needs root)" >build/image.done
 elif ! unshare --mount --propagation private true 2>/dev/null; then
     echo "SKIPPED container image: no private mount namespace here (a plain chroot?)"
     skipped=$((skipped + 1))
+    echo "skipped (no private mount namespace)" >build/image.done
+elif image; then
+    passed=$((passed + 1))
+    echo ok >build/image.done
 else
-    check "container image" image
+    failed=$((failed + 1))
+    failures+=("container image")
+    echo failed >build/image.done
 fi
 lap "image"
 
-# --- end to end, on real Kubernetes (skipped without root): the device
-# plugin on 1.36 (../shared/k8s-v1, resource.k8s.io/v1); then the DRA
-# driver in a run of its own (its gpulet and the device plugin's must not
-# serve one node at once) on 1.36, and again on 1.32 (../shared/k8s-next,
-# v1beta1), the older path. One cluster at a time, each run counted. They
-# run in the background, beside the stages below; build/e2e.log has their
-# output, and each run's seconds go to build/e2e.times.
-e2e() { # JUNIT KIT PYTEST-ARGS...
-    local junit=$1 kit=$2 t0=$SECONDS
-    shift 2
-    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
-        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --durations=10 --junitxml="$junit" "$@"
-    echo "$(basename "$junit" .xml) $((SECONDS - t0)) s" >>build/e2e.times
-}
-current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
-next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
-# The DRA files: first those that need a Node no device plugin ever served
-# (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
-# device plugin, then the rest.
-dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
-           tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
-rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times
-(
-    e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
-    e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
-    e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
-) >build/e2e.log 2>&1 &
-e2e_pid=$!
-e2e_begun=$SECONDS
 
 # --- ASan+UBSan: unit and integration tests
 cmake -S . -B build-asan -G Ninja -DGPULET_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DGPULET_TESTS=ON >/dev/null &&
@@ -265,7 +275,7 @@ lap "mutants"
 # --- fuzzing. A fixed seed keeps this short run repeatable; long runs
 # (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.
 # A harness that does not build or run is one failure, not zero tests.
-if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-10}" | tee build/fuzz.log; then
+if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-5}" | tee build/fuzz.log; then
     grep -q '^fuzz .*: FAILED$' build/fuzz.log || { failed=$((failed + 1)); failures+=("fuzzing (did not run)"); }
 fi
 passed=$((passed + $(grep -c '^fuzz .*: ok$' build/fuzz.log)))

@@ -15,14 +15,27 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SOURCE, labels_left_alone
+from conftest import GPULET, SOURCE, labels_left_alone, skip_or_fail
 
 ARCHIVE = SOURCE / "build-release" / "gpulet-image.tar"
 IMAGE = "localhost/gpulet:test"
 
 
+def image_ready():
+    """scripts/test.sh builds the image beside the end-to-end runs and names a
+    file (GPULET_IMAGE_DONE) that says how its build ended: wait for it."""
+    done = os.environ.get("GPULET_IMAGE_DONE")
+    deadline = time.monotonic() + 900
+    while done and not Path(done).exists() and time.monotonic() < deadline:
+        time.sleep(2)
+    said = Path(done).read_text().strip() if done and Path(done).exists() else None
+    if done and said != "ok":
+        skip_or_fail(f"the suite's image stage said {said or 'nothing in 15 minutes'}")
+
+
 @pytest.fixture(scope="module")
 def image(cluster):
+    image_ready()
     if not ARCHIVE.exists():
         pytest.skip(f"no image at {ARCHIVE} (scripts/image.sh {IMAGE} {ARCHIVE} builds it)")
     import subprocess
