@@ -236,9 +236,15 @@ int agent_run(const struct config_args *args)
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
     agent_config_applied(a, NULL);
-    agent_kube_start(a);
-    agent_nodeconfig_start(a);
-    rc = agent_start(a);
+    /* A setting that needs the API server, without it, is bad input: one
+     * line and exit 1 before anything is served or written. */
+    if (agent_kube_start(a, &e) < 0) {
+        log_error("%s", e.msg);
+        rc = 1;
+    } else {
+        agent_nodeconfig_start(a);
+        rc = agent_start(a);
+    }
     if (rc == 0)
         uv_run(&a->loop, UV_RUN_DEFAULT);
     if (rc == 0)

@@ -129,7 +129,7 @@ struct writer *agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_in
 /* The agent's client of the API server and its watch of the Node
  * (kube.c): made at start where there are credentials (a kubeconfig, or
  * in-cluster) and NODE_NAME; stop after the modules that use them. */
-void agent_kube_start(struct agent *a);
+int agent_kube_start(struct agent *a, struct err *e);
 void agent_kube_stop(struct agent *a);
 
 /* Per-node configuration (nodeconfig.c): with --config-map, watches the

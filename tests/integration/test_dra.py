@@ -733,7 +733,8 @@ def test_dra_needs_a_node(agent, tmp_path):
     a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
               "--labels", "none", "--status-socket", str(tmp_path / "s.sock"))
     assert a.proc.wait(timeout=20) == 1
-    assert "--dra needs the Node's name" in a.log()
+    assert "--dra all needs the node's name: set NODE_NAME or --node-name" in a.log()
+    assert "agent running" not in a.log() and not (tmp_path / "s.sock").exists()
 
 
 @pytest.mark.skipif(SANITIZED or not shutil.which("valgrind"), reason="valgrind runs on the plain build")

@@ -158,7 +158,7 @@ def test_agent_reload_and_keep(plugin_agent, tmp_path, sim_env):
     assert read_nfd(out)["nvidia.com/mig.strategy"] == "mixed"  # --keep-labels-file
 
 
-def test_agent_api_trouble_keeps_serving(plugin_agent, tmp_path, kubelet):
+def test_agent_api_trouble_keeps_serving(plugin_agent, agent, tmp_path, kubelet):
     """An API server that is not there, and a kubeconfig that is broken:
     one clear error each, and the device plugin serves on."""
     kc = tmp_path / "kubeconfig"
@@ -175,19 +175,30 @@ def test_agent_api_trouble_keeps_serving(plugin_agent, tmp_path, kubelet):
     assert len(first.devices) == 1
     channel.close()
     assert a.stop() == 0
+    # A kubeconfig that cannot be read is bad input: one line, exit 1, nothing served.
     kc.write_text("current-context: x\n")
-    b = plugin_agent("--simulate", "t4", "--labels", "api", "--kubeconfig", str(kc),
-                     "--node-name", "n1")
-    b.wait_log("node labels are off")
-    assert "contexts must be a list" in b.log()
-    assert b.stop() == 0
+    b = agent("--simulate", "t4", "--labels", "api", "--kubeconfig", str(kc), "--node-name", "n1",
+              "--no-metrics", "--kubelet-root", str(tmp_path / "k"), "--status-socket",
+              str(tmp_path / "b.sock"))
+    assert b.proc.wait(timeout=10) == 1
+    assert "--labels api needs the API server:" in b.log() and "contexts must be a list" in b.log()
+    assert "agent running" not in b.log()
 
 
 def test_agent_api_needs_node_name(agent, tmp_path):
+    """What needs the API server, without a node name or credentials: one line
+    naming the setting, and an exit before anything is served."""
     a = agent("--simulate", "t4", "--labels", "api", "--no-metrics")
-    assert a.proc.wait(timeout=10) != 0
-    assert "NODE_NAME" in a.log()
+    assert a.proc.wait(timeout=10) == 2  # the command line's
+    assert "--labels api needs the Node's name: set NODE_NAME" in a.log()
     check_clean(a.log())
+    for args, said in ((["--labels", "api", "--node-name", "n1"], "--labels api needs the API server, "
+                        "and there are no credentials"),
+                       (["--dra", "all"], "--dra all needs the node's name")):
+        b = agent("--simulate", "t4", "--no-metrics", "--kubelet-root", str(tmp_path / "k"),
+                  "--status-socket", str(tmp_path / "s.sock"), *args)
+        assert b.proc.wait(timeout=10) == 1, b.log()
+        assert said in b.log() and "agent running" not in b.log(), b.log()
 
 
 def test_per_model_resources(plugin_agent, kubelet, tmp_path):
