@@ -198,10 +198,13 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         # Without the Node policy's binding, doctor says the writes are open.
         cluster.kubectl("delete", "validatingadmissionpolicybinding", "gpulet-node")
         try:
-            out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "-o", "json",
-                                  "--simulate", "a100-2x4", check=False)
-            open_ = {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
-            assert open_["status"] == "FAIL" and "NOT confined" in open_["message"], open_
+            def rights():  # the API server takes a moment to drop a deleted binding
+                out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "-o", "json",
+                                      "--simulate", "a100-2x4", check=False)
+                return {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
+            open_ = wait(lambda: f"doctor did not see the writes open: {rights()}",
+                         lambda: (lambda r: r if r["status"] == "FAIL" else None)(rights()), timeout=60)
+            assert "NOT confined" in open_["message"], open_
         finally:
             cluster.kubectl("apply", "-k", str(SOURCE / "deploy/confine"))
     finally:
@@ -300,9 +303,12 @@ def confined(cluster, pod):
     run = lambda token, args, stdin: status_patch(token, args[1], True) if args[0] == "status" \
         else as_gpulet(token, *args, stdin=stdin)
     for what, args, stdin, words in refused:
-        p = run(bound, args, stdin)
-        assert p.returncode != 0 and words in p.stderr, f"{what}: {p.stdout} {p.stderr}"
-        assert "denied request" in p.stderr, f"{what}: not the policy's refusal: {p.stderr}"
+        # A policy just applied takes the API server a moment to enforce.
+        seen = []
+        wait(lambda: f"{what}: {seen[-1].stdout} {seen[-1].stderr}",
+             lambda: (seen.append(run(bound, args, stdin)) or
+                      (seen[-1].returncode != 0 and words in seen[-1].stderr)), timeout=30)
+        assert "denied request" in seen[-1].stderr, f"{what}: not the policy's refusal: {seen[-1].stderr}"
     allowed = [
         ("a label of gpulet's on its own Node", ["label", "node", me, "nvidia.com/e2e=1", dry], None),
         ("its taint on its own Node", ["patch", "node", me, "--type", "merge", "-p", taint, dry], None),
