@@ -151,10 +151,6 @@ rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times bui
 ) >build/e2e.log 2>&1 &
 e2e_pid=$!
 e2e_begun=$SECONDS
-# They are the longest path, and mostly wait on their cluster: what runs
-# beside them yields the CPU to them (the suite's own shell, and so every
-# stage after this, at a lower priority; the cluster keeps its own).
-renice -n 10 -p $$ >/dev/null
 
 # The shipped binary must run on any glibc host: nothing but libc may be dynamic.
 # glibc_only DIR [OBJDUMP]: DIR/gpulet and its simulator library.
@@ -242,6 +238,11 @@ GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
 count_junit build-asan/pytest.xml "integration tests"
 check "node paths untouched" untouched
 lap "ASan integration tests"
+# The end-to-end runs are the longest path, and mostly wait on their
+# cluster: the stages from here on yield the CPU to them (the suite's own
+# shell, and so every later stage, at a lower priority; the cluster keeps
+# its own). The integration tests above keep theirs: some hold timings.
+renice -n 10 -p $$ >/dev/null
 
 # --- beside them, on the plain build: valgrind, memory use, mutants; fuzzing
 rm -f build/valgrind-agent.xml

@@ -65,7 +65,9 @@ static const char stub_smi[] =
  * the pipe directory, answers get_default_*, and fails as the real one does
  * when no daemon runs. quit, while MPS clients are active, does not return:
  * the daemon says again and again that its "Server ... will not shutdown"
- * and ends, and quit with it, once they have all gone.
+ * and ends, and quit with it, once they have all gone (a client is active
+ * while its file in clients/ is under 5 s old: a loaded machine's shells
+ * stall for seconds, and a killed client leaves its file).
  *
  * Its clients are gpulet-mps-client (below), which work until their daemon
  * goes and then fail loudly, as a CUDA client does: the daemon's identity
@@ -101,7 +103,7 @@ static const char stub_mps[] =
     "        while same; do\n"
     "            n=0 now=$(date +%s)\n"
     "            for c in \"$pipe\"/clients/*; do\n"
-    "                [ -e \"$c\" ] && [ $((now - $(stat -c %Y \"$c\"))) -le 3 ] && n=$((n + 1))\n"
+    "                [ -e \"$c\" ] && [ $((now - $(stat -c %Y \"$c\"))) -le 5 ] && n=$((n + 1))\n"
     "            done\n"
     "            [ $n -eq 0 ] && { kill -TERM \"$daemon\"; sleep 0.1; continue; }\n"
     "            echo \"Server $daemon has $n active worker threads. Server will not shutdown.\" >>\"$log/control.log\"\n"

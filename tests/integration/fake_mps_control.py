@@ -83,7 +83,7 @@ def active_clients():
     n = 0
     for name in names:
         try:
-            n += now - os.stat(os.path.join(clients, name)).st_mtime <= 3
+            n += now - os.stat(os.path.join(clients, name)).st_mtime <= 5
         except OSError:
             pass
     return n
