@@ -26,7 +26,7 @@ int agent_kube_start(struct agent *a, struct err *e)
     const char *need = agent_kube_needed(cfg);
     if (!cfg->node_name[0] && need)
         return err_set(e, "%s needs the node's name: set NODE_NAME or --node-name", need);
-    if (!cfg->kubeconfig[0] && !kube_in_cluster() && need && cfg->node_name[0])
+    if (!cfg->kubeconfig[0] && !kube_in_cluster() && need)
         return err_set(e, "%s needs the API server, and there are no credentials: give "
                        "--kubeconfig, or run in a pod with its service account", need);
     if (!cfg->node_name[0] || (!cfg->kubeconfig[0] && !kube_in_cluster()))

@@ -159,8 +159,7 @@ static void api_confinement(struct doctor *d, const struct kube_creds *creds, co
         doctor_set(r, DOCTOR_FAIL, "apply deploy/confine/ (Kubernetes 1.30 or later; docs/deploy.md)",
                    "all %u rights, and writes are NOT confined: %s may set a label that is not "
                    "gpulet's on its Node (dry run), so it could write other nodes' objects as well", asked, user);
-    else if ((resp.status == 403 || resp.status == 422) && resp.body.data &&
-             strstr(resp.body.data, "denied request"))
+    else if ((resp.status == 403 || resp.status == 422) && kube_policy_refused(resp.body.data))
         doctor_set(r, DOCTOR_PASS, NULL, "all %u rights gpulet uses, and its writes are confined to "
                    "node %s (an admission policy refused a dry-run label that is not gpulet's)", asked, node);
     else

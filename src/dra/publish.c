@@ -178,7 +178,7 @@ static int dra_slice_next(void *ctx, const json_t *have, struct kube_write *w, s
     return 0;
 }
 
-static void dra_slice_took(void *ctx, const struct kube_answer *a)
+static void dra_slice_took(void *ctx, const json_t *took)
 {
     struct dra_slice_obj *o = ctx;
     struct dra *d = o->d;
@@ -187,12 +187,10 @@ static void dra_slice_took(void *ctx, const struct kube_answer *a)
      * leaves the slice instead, as on 1.32. Without DRAPartitionableDevices
      * it drops counters: then placements would not exclude each other, and
      * the GPUs go back to their MIG devices as they are. */
-    json_t *took = a && a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
     json_t *sent = took ? json_loadb(o->applied.data, o->applied.len, 0, NULL) : NULL;
     bool taints_dropped = dra_has(sent, "devices", "taints") && !dra_has(took, "devices", "taints");
     bool counters_dropped = dra_has(sent, "sharedCounters", NULL) &&
                             !dra_has(took, "sharedCounters", NULL);
-    json_decref(took);
     json_decref(sent);
     if (dra_tainted(d) && taints_dropped) {
         d->pool.taints_dropped = true;

@@ -370,7 +370,7 @@ void kube_explain(const char *what, const char *needs, const struct kube_answer 
         /* RBAC lacks a right, or an admission policy refused the write
          * (deploy/confine/: one node's gpulet writes only its own node's
          * objects); the policy's message names itself and what it refused. */
-        if (why && strstr(why, "denied request"))
+        if (kube_policy_refused(why))
             snprintf(out, len, "%s: refused by the cluster's admission policy: %.600s", what, why);
         else
             snprintf(out, len, "%s: 403 Forbidden: the service account needs %s (deploy/base/rbac.yaml)",
@@ -381,6 +381,13 @@ void kube_explain(const char *what, const char *needs, const struct kube_answer 
         break;
     }
     json_decref(st);
+}
+
+bool kube_policy_refused(const char *text)
+{
+    /* The API server says "... ValidatingAdmissionPolicy 'P' with binding
+     * 'B' denied request: <the policy's message>". */
+    return text && strstr(text, "denied request");
 }
 
 uv_loop_t *kube_client_loop(const struct kube_client *kc)

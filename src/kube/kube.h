@@ -140,6 +140,9 @@ const struct kube_creds *kube_client_creds(const struct kube_client *kc);
  * message. */
 void kube_explain(const char *what, const char *needs, const struct kube_answer *a, char *out,
                   size_t len);
+/* Whether an answer's text (its Status message, or the whole body) is an
+ * admission policy's refusal (deploy/confine/), not RBAC's. */
+bool kube_policy_refused(const char *text);
 uv_loop_t *kube_client_loop(const struct kube_client *kc);
 struct kube_client_stats kube_client_stats(const struct kube_client *kc);
 
@@ -188,10 +191,11 @@ bool kube_watch_known(const struct kube_watch *w);
 /* The object, parsed once for all its readers (who must not change it);
  * NULL while there is none (or before the list). */
 const json_t *kube_watch_object(const struct kube_watch *w);
-/* The answer of a write to the object: it is the object now where it is
- * newer than what the watch brought (its resourceVersion), so that the
- * next write is built on it before the watch's event comes. */
-void kube_watch_offer(struct kube_watch *w, const char *json, size_t len);
+/* The answer of a write to the object (parsed; the watch takes its own
+ * reference): it is the object now where it is newer than what the watch
+ * brought (its resourceVersion), so that the next write is built on it
+ * before the watch's event comes. */
+void kube_watch_offer(struct kube_watch *w, json_t *obj);
 /* Ends the watch; freed once its request has ended. w may be NULL. */
 void kube_watch_stop(struct kube_watch *w);
 
@@ -220,8 +224,9 @@ struct kube_sync_spec {
      * none) toward what is wanted; w->method NULL when nothing differs. -1
      * with e: it cannot be done now (logged, tried again with backoff). */
     int (*next)(void *ctx, const json_t *obj, struct kube_write *w, struct err *e);
-    /* A write the server took, with its answer (may be NULL). */
-    void (*took)(void *ctx, const struct kube_answer *a);
+    /* A write the server took, with the object its answer holds (parsed
+     * once, the watch's too; NULL: none). */
+    void (*took)(void *ctx, const json_t *now);
     void *ctx;
 };
 

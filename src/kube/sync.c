@@ -83,10 +83,11 @@ static void sync_wrote(void *ctx, const struct kube_answer *a)
     }
     if (a->status >= 200 && a->status < 300) {
         s->due = true;
-        if (a->len)
-            kube_watch_offer(s->spec.watch, a->body, a->len); /* may poke: due already */
+        json_t *now = a->len ? json_loadb(a->body, a->len, 0, NULL) : NULL;
+        kube_watch_offer(s->spec.watch, now); /* may poke: due already */
         if (s->spec.took)
-            s->spec.took(s->spec.ctx, a);
+            s->spec.took(s->spec.ctx, now);
+        json_decref(now);
         sync_run(s); /* the next write, if any, at once */
         return;
     }

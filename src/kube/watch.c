@@ -13,7 +13,6 @@
 
 #include <jansson.h>
 
-#include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -303,12 +302,10 @@ const json_t *kube_watch_object(const struct kube_watch *w)
     return w->object;
 }
 
-void kube_watch_offer(struct kube_watch *w, const char *json, size_t len)
+void kube_watch_offer(struct kube_watch *w, json_t *obj)
 {
-    json_t *obj = json_loadb(json, len, 0, NULL);
     if (json_is_object(obj) && w->known && watch_rv(obj) > w->object_rv)
         watch_set(w, obj);
-    json_decref(obj);
 }
 
 void kube_watch_stop(struct kube_watch *w)

@@ -60,9 +60,9 @@ static int publish_next(void *ctx, const json_t *node, struct kube_write *w, str
     return 0;
 }
 
-static void publish_took(void *ctx, const struct kube_answer *a)
+static void publish_took(void *ctx, const json_t *now)
 {
-    (void)a;
+    (void)now;
     struct labels_publisher *p = ctx;
     if (!p->published)
         log_info("labels: %u published to Node %s (%u changed)", p->want.count, p->node, p->changes);

@@ -14,7 +14,6 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-
 /* A rendered /metrics text that responses in flight share instead of each
  * copying it; freed by the last one done. Touched on the loop thread only. */
 struct metrics_body {
