@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds gpulet's container image with Debian's buildah, for linux/amd64 and
-# linux/arm64 in one OCI image index (a node pulls its own): the release binary,
+# Builds gpulet's container image with Debian's buildah, as an OCI image index
+# (a node pulls its own architecture's image): the release binary,
 # the simulator library, the C library and the libraries gpulet loads
-# (libmicrohttpd for /metrics; libcurl, its GnuTLS build, which shares
-# GnuTLS with libmicrohttpd, for the API server; libxcrypt for basic
-# auth) with theirs, and
+# (libcurl, its GnuTLS build, for the API server, whose GnuTLS also serves
+# /metrics over TLS; libxcrypt for basic auth) with theirs, and
 # the CA certificates, each of its architecture. No shell, no package manager.
-# usage: scripts/image.sh [TAG [OCI_ARCHIVE]]
+# usage: scripts/image.sh [--arch ARCHES] [TAG [OCI_ARCHIVE]]
+#   ARCHES       amd64, arm64 or amd64,arm64; default this host's alone (the
+#                arm64 image needs the cross compiler: install-deps.sh --arm64)
 #   TAG          default localhost/gpulet:<version>
 #   OCI_ARCHIVE  default build-release/gpulet-image.tar
 # Storage lives under build-release/image-store, and buildah runs with a
@@ -28,15 +29,29 @@ if ! why=$(unshare --mount --propagation private true 2>&1); then
 fi
 
 # One image per architecture, from that architecture's release build and
-# Debian's libraries for it (multiarch), then an OCI image index of both.
-command -v aarch64-linux-gnu-gcc >/dev/null && [ -f /usr/lib/aarch64-linux-gnu/libmicrohttpd.so.12 ] ||
-    fail "the arm64 image needs the cross compiler and the :arm64 libraries: scripts/install-deps.sh --arm64"
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULET_TESTS=OFF >/dev/null
-cmake --build build-release --target gpulet nvml_sim >/dev/null
-cmake -S . -B build-arm64 -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake \
-    -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-arm64 --target gpulet nvml_sim >/dev/null
-version=$(build-release/gpulet version | awk '{print $2}')
+# Debian's libraries for it (multiarch), then an OCI image index of them.
+arches=$(dpkg --print-architecture)
+if [ "${1:-}" = --arch ]; then
+    [ $# -ge 2 ] || { echo "usage: scripts/image.sh [--arch amd64|arm64|amd64,arm64] [TAG [OCI_ARCHIVE]]" >&2; exit 2; }
+    arches=${2//,/ }
+    shift 2
+fi
+for arch in $arches; do
+    case $arch in
+    amd64)
+        cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULET_TESTS=OFF >/dev/null
+        cmake --build build-release --target gpulet nvml_sim >/dev/null ;;
+    arm64)
+        command -v aarch64-linux-gnu-gcc >/dev/null && [ -f /usr/lib/aarch64-linux-gnu/libmicrohttpd.a ] ||
+            fail "the arm64 image needs the cross compiler and the :arm64 libraries: scripts/install-deps.sh --arm64"
+        cmake -S . -B build-arm64 -G Ninja --toolchain cmake/aarch64-linux-gnu.cmake \
+            -DCMAKE_BUILD_TYPE=Release >/dev/null
+        cmake --build build-arm64 --target gpulet nvml_sim >/dev/null ;;
+    *)
+        echo "image.sh: --arch $arch: amd64 or arm64" >&2; exit 2 ;;
+    esac
+done
+version=$(sed -n 's/^project(gpulet VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 tag=${1:-localhost/gpulet:$version}
 out=${2:-build-release/gpulet-image.tar}
 
@@ -75,7 +90,7 @@ fill() {
     copy "$loader"
     copy_deps "$2/gpulet"
     copy_deps "$2/libgpulet-nvml-sim.so"
-    for lib in libmicrohttpd.so.12 libcurl-gnutls.so.4 libcrypt.so.1; do
+    for lib in libcurl-gnutls.so.4 libcrypt.so.1; do
         copy "/usr/lib/$triplet/$lib"
         copy_deps "/usr/lib/$triplet/$lib"
     done
@@ -92,7 +107,7 @@ b() {
 b manifest rm "$tag" >/dev/null 2>&1 || true
 b manifest create "$tag" >/dev/null
 sizes=""
-for arch in amd64 arm64; do
+for arch in $arches; do
     dir=$([ $arch = amd64 ] && echo build-release || echo build-arm64)
     fill $arch $dir
     ctr=$(b from --arch $arch scratch)

@@ -193,7 +193,7 @@ lap "arm64 under qemu"
 # its size target, and the arm64 one's smoke test inside it.
 image() {
     local out=build-release/gpulet-image.tar line kib
-    line=$(scripts/image.sh localhost/gpulet:test "$out" 2>&1) || { echo "$line" >&2; return 1; }
+    line=$(scripts/image.sh --arch amd64,arm64 localhost/gpulet:test "$out" 2>&1) || { echo "$line" >&2; return 1; }
     echo "$line"
     kib=$(echo "$line" | grep -o '[0-9]* KiB unpacked' | cut -d' ' -f1)
     [ "$(echo "$kib" | wc -w)" -eq 2 ] || { echo "image: not two architectures" >&2; return 1; }

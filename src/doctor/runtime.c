@@ -185,18 +185,20 @@ void doctor_cdi(struct doctor *d, struct doctor_result *r)
     free(have);
 }
 
-/* /metrics needs libmicrohttpd at run time (gpulet's one dynamic library
- * beside glibc that it loads itself): a host without it serves none. */
+/* libmicrohttpd is linked in; TLS (a web config's tls_server_config) needs
+ * the host's GnuTLS at run time, the one library /metrics may lack. */
 void doctor_metrics(struct doctor *d, struct doctor_result *r)
 {
     struct err e;
-    if (d->o->cfg->no_metrics)
+    const struct config *c = d->o->cfg;
+    struct http_security sec = {0};
+    if (c->no_metrics)
         doctor_set(r, DOCTOR_SKIP, NULL, "--no-metrics: gpulet serves no /metrics");
-    else if (http_available(NULL, &e) < 0)
-        doctor_set(r, DOCTOR_FAIL, "apt-get install libmicrohttpd12 (Debian, Ubuntu), or dnf "
-                   "install libmicrohttpd (Red Hat); the image has it",
-                   "gpulet serves no /metrics on %s here: %s", d->o->cfg->metrics_listen, e.msg);
+    else if (c->web_config_file[0] && (http_webconfig_load(&sec, c->web_config_file, &e) < 0 ||
+                                       http_security_check(&sec, &e) < 0))
+        doctor_set(r, DOCTOR_FAIL, "fix the web config, or install GnuTLS (libgnutls30) for TLS",
+                   "gpulet would not start with /metrics on %s: %s", c->metrics_listen, e.msg);
     else
-        doctor_set(r, DOCTOR_PASS, NULL, "libmicrohttpd loads: /metrics on %s",
-                   d->o->cfg->metrics_listen);
+        doctor_set(r, DOCTOR_PASS, NULL, "/metrics on %s%s", c->metrics_listen,
+                   sec.tls ? " over TLS (GnuTLS loads)" : "");
 }

@@ -3,39 +3,19 @@
 #include "util/xmalloc.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HTTP_LIB "libmicrohttpd.so.12"
 #define HTTP_IDLE_TIMEOUT_S 10     /* a silent or half-open client is dropped after this */
 #define HTTP_MAX_CONNECTIONS 2048
 /* Per connection: a GET's headers fit easily; libmicrohttpd's 32 KiB default
  * costs 16 MiB at 500 connections. */
 #define HTTP_CONNECTION_MEMORY (8 * 1024)
 
-/* The libmicrohttpd functions gpulet calls, resolved with dlsym. */
-#define HTTP_FUNCS(X)                                                                   \
-    X(start, MHD_start_daemon) X(stop, MHD_stop_daemon) X(info, MHD_get_daemon_info)     \
-    X(run, MHD_run) X(timeout, MHD_get_timeout)                                          \
-    X(response, MHD_create_response_from_buffer) X(header, MHD_add_response_header)      \
-    X(response_shared, MHD_create_response_from_buffer_with_free_callback_cls)          \
-    X(queue, MHD_queue_response) X(destroy, MHD_destroy_response)                        \
-    X(auth_get, MHD_basic_auth_get_username_password)                                   \
-    X(auth_fail, MHD_queue_basic_auth_fail_response) X(free, MHD_free)
-
-struct http_mhd {
-    void *dl;
-#define HTTP_FIELD(field, sym) __typeof__(&sym) field;
-    HTTP_FUNCS(HTTP_FIELD)
-#undef HTTP_FIELD
-};
-
 struct http_server {
-    struct http_mhd mhd;
     struct MHD_Daemon *daemon;
     uv_poll_t poll;            /* on libmicrohttpd's epoll fd */
     uv_timer_t timer;          /* its connection timeouts */
@@ -46,35 +26,6 @@ struct http_server {
     struct http_auth auth;
     char *tls_key, *tls_cert;  /* PEM, for libmicrohttpd's whole life */
 };
-
-static int http_load(struct http_mhd *m, const char *lib, struct err *e)
-{
-    /* GPULET_MICROHTTPD_LIB: a host that keeps it elsewhere (and the tests'
-     * host without it). */
-    const char *env = getenv("GPULET_MICROHTTPD_LIB");
-    const char *path = lib ? lib : env && *env ? env : HTTP_LIB;
-    m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!m->dl)
-        return err_set(e, "cannot load %s for the metrics endpoint (install libmicrohttpd12, or "
-                          "run with --no-metrics): %s", path, dlerror());
-#define HTTP_RESOLVE(field, sym)                                                        \
-    if (!(m->field = (__typeof__(m->field))dlsym(m->dl, #sym))) {                       \
-        dlclose(m->dl);                                                                 \
-        return err_set(e, "%s lacks %s", path, #sym);                                   \
-    }
-    HTTP_FUNCS(HTTP_RESOLVE)
-#undef HTTP_RESOLVE
-    return 0;
-}
-
-int http_available(const char *lib, struct err *e)
-{
-    struct http_mhd m;
-    if (http_load(&m, lib, e) < 0)
-        return -1;
-    dlclose(m.dl);
-    return 0;
-}
 
 int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e)
 {
@@ -111,26 +62,24 @@ int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e
     return 0;
 }
 
-static enum MHD_Result http_queue(struct http_server *s, struct MHD_Connection *c,
-                                  unsigned status, const char *type, struct MHD_Response *r,
+static enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, const char *type, struct MHD_Response *r,
                                   const char *allow)
 {
     if (!r)
         return MHD_NO;
-    s->mhd.header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Content-Type", type);
     if (allow)
-        s->mhd.header(r, "Allow", allow);
-    enum MHD_Result ok = s->mhd.queue(c, status, r);
-    s->mhd.destroy(r);
+        MHD_add_response_header(r, "Allow", allow);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
     return ok;
 }
 
-static enum MHD_Result http_answer(struct http_server *s, struct MHD_Connection *c,
-                                   unsigned status, const char *type, const char *body,
+static enum MHD_Result http_answer(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
                                    size_t len, const char *allow)
 {
-    return http_queue(s, c, status, type, s->mhd.response(len, (void *)body, MHD_RESPMEM_MUST_COPY),
-                      allow);
+    return http_queue(c, status, type,
+                      MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY), allow);
 }
 
 static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -144,38 +93,38 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
     struct http_server *s = cls;
     /* Probes carry no data and have no credentials: only the data needs them. */
     if (s->sec.nusers && strcmp(url, "/healthz") && strcmp(url, "/readyz")) {
-        char *pass = NULL, *user = s->mhd.auth_get(c, &pass);
+        char *pass = NULL, *user = MHD_basic_auth_get_username_password(c, &pass);
         bool ok = http_auth_check(&s->auth, user, pass);
         if (user)
-            s->mhd.free(user);
+            MHD_free(user);
         if (pass)
-            s->mhd.free(pass);
+            MHD_free(pass);
         if (!ok) {
             static const char msg[] = "unauthorized\n";
-            struct MHD_Response *r = s->mhd.response(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+            struct MHD_Response *r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
             if (!r)
                 return MHD_NO;
-            enum MHD_Result q = s->mhd.auth_fail(c, "gpulet", r);
-            s->mhd.destroy(r);
+            enum MHD_Result q = MHD_queue_basic_auth_fail_response(c, "gpulet", r);
+            MHD_destroy_response(r);
             return q;
         }
     }
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char msg[] = "method not allowed: use GET or HEAD\n";
-        return http_answer(s, c, 405, "text/plain; charset=utf-8", msg, sizeof msg - 1,
+        return http_answer(c, 405, "text/plain; charset=utf-8", msg, sizeof msg - 1,
                            "GET, HEAD");
     }
     struct http_reply reply = {404, "text/plain; charset=utf-8", {0}, NULL, 0, NULL, NULL};
     s->fn(s->ctx, url, &reply);
     enum MHD_Result ok;
     if (reply.shared) {
-        struct MHD_Response *r = s->mhd.response_shared(reply.shared_len, (void *)reply.shared,
+        struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(reply.shared_len, (void *)reply.shared,
                                                         reply.release, reply.release_ctx);
         if (!r)
             reply.release(reply.release_ctx); /* nobody else will */
-        ok = http_queue(s, c, reply.status, reply.content_type, r, NULL);
+        ok = http_queue(c, reply.status, reply.content_type, r, NULL);
     } else {
-        ok = http_answer(s, c, reply.status, reply.content_type,
+        ok = http_answer(c, reply.status, reply.content_type,
                          reply.body.data ? reply.body.data : "", reply.body.len, NULL);
     }
     strbuf_free(&reply.body);
@@ -187,7 +136,7 @@ static void http_on_timer(uv_timer_t *t);
 static void http_rearm(struct http_server *s)
 {
     MHD_UNSIGNED_LONG_LONG ms;
-    if (s->mhd.timeout(s->daemon, &ms) == MHD_YES)
+    if (MHD_get_timeout(s->daemon, &ms) == MHD_YES)
         uv_timer_start(&s->timer, http_on_timer, ms, 0);
     else
         uv_timer_stop(&s->timer);
@@ -196,7 +145,7 @@ static void http_rearm(struct http_server *s)
 static void http_on_timer(uv_timer_t *t)
 {
     struct http_server *s = t->data;
-    s->mhd.run(s->daemon);
+    MHD_run(s->daemon);
     http_rearm(s);
 }
 
@@ -205,7 +154,7 @@ static void http_on_poll(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;
     struct http_server *s = p->data;
-    s->mhd.run(s->daemon);
+    MHD_run(s->daemon);
     http_rearm(s);
 }
 
@@ -230,6 +179,8 @@ int http_security_check(const struct http_security *s, struct err *e)
 {
     if (!s->tls)
         return 0;
+    if (http_tls_load(e) < 0)
+        return -1;
     char *key = http_read_pem(s->key_file, "key_file", e);
     char *cert = key ? http_read_pem(s->cert_file, "cert_file", e) : NULL;
     free(key);
@@ -242,23 +193,19 @@ static void http_free(struct http_server *s)
     http_auth_free(&s->auth);
     free(s->tls_key);
     free(s->tls_cert);
-    if (s->mhd.dl)
-        dlclose(s->mhd.dl);
     free(s);
 }
 
-int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
+int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
                const struct http_security *sec, http_handler_fn fn, void *ctx, struct err *e)
 {
     *out = NULL;
     struct sockaddr_storage ss;
     if (http_parse_addr(addr, &ss, e) < 0)
         return -1;
-    struct http_server *s = xcalloc(1, sizeof *s);
-    if (http_load(&s->mhd, lib, e) < 0) {
-        free(s);
+    if (sec && sec->tls && http_tls_load(e) < 0)
         return -1;
-    }
+    struct http_server *s = xcalloc(1, sizeof *s);
     s->fn = fn;
     s->ctx = ctx;
     if (sec)
@@ -273,7 +220,7 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, cons
     unsigned flags = MHD_USE_EPOLL | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                      (s->sec.tls ? MHD_USE_TLS : 0);
     /* The TLS options come last: without TLS, MHD_OPTION_END ends the list before them. */
-    s->daemon = s->mhd.start(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
@@ -286,7 +233,7 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, cons
                        sec && sec->tls ? " over TLS (is the key the certificate's?)" : "",
                        errsv ? strerror(errsv) : "libmicrohttpd refused");
     }
-    const union MHD_DaemonInfo *info = s->mhd.info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     uv_poll_init(loop, &s->poll, info->epoll_fd);
     uv_timer_init(loop, &s->timer);
     s->poll.data = s->timer.data = s;
@@ -302,7 +249,7 @@ static void http_closed(uv_handle_t *h)
     struct http_server *s = h->data;
     if (--s->handles > 0)
         return;
-    s->mhd.stop(s->daemon);
+    MHD_stop_daemon(s->daemon);
     http_free(s);
 }
 

@@ -1,7 +1,7 @@
 /* The HTTP endpoint (/metrics, /healthz, /readyz) on libmicrohttpd, run by
- * the agent's libuv loop. libmicrohttpd is loaded at run time, as NVML is,
- * so gpulet's binary stays glibc-only and a node without the library still
- * runs the device plugin. */
+ * the agent's libuv loop. libmicrohttpd is linked in; the GnuTLS it uses for
+ * TLS is loaded at run time, only when a web config asks for TLS (tls.c), so
+ * gpulet's binary needs glibc alone. */
 #ifndef GPULET_HTTP_H
 #define GPULET_HTTP_H
 
@@ -37,8 +37,9 @@ int http_webconfig_parse(struct http_security *s, const char *source, const char
 /* Reads and parses the web config file at path. */
 int http_webconfig_load(struct http_security *s, const char *path, struct err *e);
 
-/* Whether the key and certificate s names (with TLS) can be read and are
- * PEM, as http_start would read them: a start checks before it serves. */
+/* Whether TLS, when s asks for it, can be served: GnuTLS loads, and the key
+ * and certificate can be read and are PEM, as http_start would read them. A
+ * start checks before it serves. */
 int http_security_check(const struct http_security *s, struct err *e);
 
 /* What a handler answers: status, content type and a body, either copied
@@ -58,9 +59,9 @@ struct http_reply {
  * they are answered 405. */
 typedef void (*http_handler_fn)(void *ctx, const char *path, struct http_reply *reply);
 
-/* Loads libmicrohttpd (or lib when not NULL), listens on addr (":9400",
- * "127.0.0.1:9400", "[::]:9400") and serves on the loop. */
-int http_start(struct http_server **out, uv_loop_t *loop, const char *addr, const char *lib,
+/* Listens on addr (":9400", "127.0.0.1:9400", "[::]:9400") and serves on
+ * the loop. */
+int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
                const struct http_security *sec, http_handler_fn fn, void *ctx, struct err *e);
 
 /* Stops serving and frees the server once libuv is done with it. */
@@ -69,8 +70,8 @@ void http_stop(struct http_server *s);
 /* Parses a listen address into a socket address; exposed for tests. */
 int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e);
 
-/* Whether libmicrohttpd (lib, or the system's libmicrohttpd.so.12) loads
- * with what gpulet uses of it: 0, or -1 with why and the fix in e. */
-int http_available(const char *lib, struct err *e);
+/* Opens the host's GnuTLS for libmicrohttpd's TLS (once; later calls
+ * return at once): 0, or -1 with why and the fix in e. */
+int http_tls_load(struct err *e);
 
 #endif

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* OpenSSL's build first, then GnuTLS's (the image's: it shares GnuTLS with
- * libmicrohttpd). Same API; GnuTLS's takes CA and client certificates as
+/* OpenSSL's build first, then GnuTLS's (the image's: its GnuTLS also serves
+ * /metrics over TLS). Same API; GnuTLS's takes CA and client certificates as
  * files only, which is what in-cluster credentials are. Both speak HTTP/2
  * through nghttp2. */
 static const char *const kube_curl_libs[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};

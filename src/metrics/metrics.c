@@ -352,7 +352,7 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
     metrics_procs_init(&m->sampler.procs, cfg);
     struct http_security sec = {0};
     if ((cfg->web_config_file[0] && http_webconfig_load(&sec, cfg->web_config_file, e) < 0) ||
-        http_start(&m->http, loop, cfg->metrics_listen, NULL, &sec, metrics_http, m, e) < 0) {
+        http_start(&m->http, loop, cfg->metrics_listen, &sec, metrics_http, m, e) < 0) {
         metrics_sampler_free(&m->sampler);
         metrics_state_free(&m->state);
         free(m->lost);

@@ -479,20 +479,22 @@ def test_valgrind_doctor(node):
     assert "==" not in p.stderr, p.stderr
 
 
-def test_metrics_library_missing(node):
-    """A host without libmicrohttpd (the release binary run by hand on an
-    Ubuntu GPU machine) serves no /metrics: doctor says so, with the fix."""
-    r = node.doctor()
-    assert r["by_id"]["metrics"]["status"] == "PASS", r["by_id"]["metrics"]
-    old = os.environ.get("GPULET_MICROHTTPD_LIB")
-    node.env["GPULET_MICROHTTPD_LIB"] = "/nonexistent/libmicrohttpd.so.12"
+def test_metrics_tls_library_missing(node, tmp_path):
+    """libmicrohttpd is linked in: /metrics needs nothing of the host, and
+    doctor passes even where GnuTLS is absent. TLS needs the host's GnuTLS:
+    with a web config that asks for it and no GnuTLS, doctor says the agent
+    would not start, with the fix."""
+    node.env["GPULET_GNUTLS_LIB"] = "/nonexistent/libgnutls.so.30"
     try:
         r = node.doctor()
+        assert r["by_id"]["metrics"]["status"] == "PASS", r["by_id"]["metrics"]
+        (tmp_path / "k.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+        (tmp_path / "c.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+        (tmp_path / "web.yml").write_text("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n")
+        r = node.doctor("--web-config-file", str(tmp_path / "web.yml"))
     finally:
-        node.env.pop("GPULET_MICROHTTPD_LIB")
-        if old is not None:
-            node.env["GPULET_MICROHTTPD_LIB"] = old
+        node.env.pop("GPULET_GNUTLS_LIB")
     m = r["by_id"]["metrics"]
-    assert m["status"] == "FAIL" and "apt-get install libmicrohttpd12" in m["fix"], m
-    assert "gpulet serves no /metrics" in m["message"], m
+    assert m["status"] == "FAIL" and "libgnutls30" in m["fix"], m
+    assert "would not start" in m["message"] and "libgnutls.so.30" in m["message"], m
     assert node.doctor("--no-metrics")["by_id"]["metrics"]["status"] == "SKIP"

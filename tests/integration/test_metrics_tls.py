@@ -126,3 +126,17 @@ def test_bad_web_config(metrics_agent, web, text, error):
     assert a.proc.wait(timeout=10) == 1, a.log()
     assert error in a.log() and "agent running" not in a.log(), a.log()
     assert len([l for l in a.log().splitlines() if " error " in l]) == 1, a.log()
+
+
+def test_tls_without_gnutls(agent, sim_env, web, tmp_path):
+    """libmicrohttpd is linked in; TLS loads the host's GnuTLS. A host
+    without it stops the agent at start with one line naming the library and
+    the fix, not an agent whose metrics port is dead."""
+    a = agent("--simulate", "t4", "--kubelet-root", str(tmp_path / "kubelet"), "--status-socket",
+              str(tmp_path / "status.sock"), "--metrics-listen", f"127.0.0.1:{free_port()}",
+              "--web-config-file", str(web / "web.yml"),
+              env=dict(sim_env, GPULET_GNUTLS_LIB="/nonexistent/libgnutls.so.30"))
+    assert a.proc.wait(timeout=10) == 1, a.log()
+    errors = [l for l in a.log().splitlines() if " error " in l]
+    assert len(errors) == 1 and "libgnutls.so.30" in errors[0] and "libgnutls30" in errors[0], a.log()
+    assert "agent running" not in a.log()
