@@ -29,10 +29,9 @@
  * (the word as the next argument) still works, so it is taken when it is one. */
 static const char *config_bool_word(int argc, char **argv)
 {
-    const char *words[] = {"true", "false", "1", "0"};
     if (optind < argc)
-        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-            if (!strcasecmp(argv[optind], words[i]))
+        for (size_t i = 0; i < sizeof config_bool_words / sizeof *config_bool_words; i++)
+            if (!strcmp(argv[optind], config_bool_words[i]))
                 return argv[optind++];
     return "true";
 }

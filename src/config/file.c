@@ -78,8 +78,14 @@ static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
         if (o->type != T_LIST && vn->type == YAML_SEQUENCE_NODE)
             return ydoc_error(d, vn, e, "%s must be a single value", key);
         char value[256], where[CONFIG_PATH_MAX + 300];
-        if (config_file_value(d, vn, key, value, sizeof value, e) < 0)
+        bool b;
+        if (o->type == T_BOOL) {
+            if (ydoc_bool(d, vn, key, &b, e) < 0)
+                return -1;
+            snprintf(value, sizeof value, "%s", b ? "true" : "false");
+        } else if (config_file_value(d, vn, key, value, sizeof value, e) < 0) {
             return -1;
+        }
         snprintf(where, sizeof where, "%s:%zu:%zu: %s", d->source, vn->start_mark.line + 1,
                  vn->start_mark.column + 1, key);
         if (config_set(c, o, value, where, e) < 0)
@@ -88,15 +94,37 @@ static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
     return 0;
 }
 
-/* Applies a loaded v1 document over c. */
+static int config_flags_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
+{
+    return config_file_map(c, d, n, "flags", e);
+}
+
+static int config_imex_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
+{
+    (void)c;
+    return ydoc_error(d, n, e, "IMEX channels are not supported yet: remove the imex section");
+}
+
+/* The file's sections, each applied where it stands in the file, so that of
+ * several errors the first in the file is the one reported. */
+static const struct {
+    const char *key;
+    int (*apply)(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e);
+} config_sections[] = {
+    {"flags", config_flags_section},
+    {"resources", config_resources_section},
+    {"sharing", config_sharing_section},
+    {"imex", config_imex_section},
+};
+
+/* Applies a loaded v1 document over c: the version first, as it says what
+ * the rest means, then the sections in the file's order. An empty section
+ * changes nothing. */
 static int config_document(struct config *c, struct ydoc *d, struct err *e)
 {
     static const char *const keys[] = {"version", "flags", "resources", "sharing", "imex", NULL};
-    static const char *const unsupported[][2] = {
-        {"imex", "IMEX channels are not supported yet: remove the imex section"},
-    };
     yaml_node_t *root = ydoc_root(d);
-    if (!root)
+    if (!root || ydoc_empty(root))
         return 0; /* an empty file changes nothing */
     if (ydoc_check_keys(d, root, "the config file", keys, e) < 0)
         return -1;
@@ -106,15 +134,14 @@ static int config_document(struct config *c, struct ydoc *d, struct err *e)
         return -1;
     if (strcmp(version, "v1") && *version)
         return ydoc_error(d, n, e, "version must be v1, not '%s'", version);
-    for (size_t i = 0; i < 1; i++)
-        if ((n = ydoc_get(d, root, unsupported[i][0])) && !ydoc_empty(n))
-            return ydoc_error(d, n, e, "%s", unsupported[i][1]);
-    if ((n = ydoc_get(d, root, "resources")) && config_resources_section(c, d, n, e) < 0)
-        return -1;
-    if ((n = ydoc_get(d, root, "sharing")) && config_sharing_section(c, d, n, e) < 0)
-        return -1;
-    if ((n = ydoc_get(d, root, "flags")) && !ydoc_empty(n))
-        return config_file_map(c, d, n, "flags", e);
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        const char *key = (const char *)ydoc_node(d, p->key)->data.scalar.value;
+        yaml_node_t *v = ydoc_node(d, p->value);
+        for (size_t i = 0; i < sizeof config_sections / sizeof *config_sections; i++)
+            if (!strcmp(key, config_sections[i].key) && !ydoc_empty(v) &&
+                config_sections[i].apply(c, d, v, e) < 0)
+                return -1;
+    }
     return 0;
 }
 

@@ -27,6 +27,10 @@ struct config_opt {
 extern const struct config_opt config_options[];
 extern const size_t config_noptions;
 
+/* A boolean's words, as Go's strconv.ParseBool takes them: the true ones,
+ * then the false ones. */
+extern const char *const config_bool_words[12];
+
 /* Sets option o from value; where names its source in errors. */
 int config_set(struct config *c, const struct config_opt *o, const char *value,
                const char *where, struct err *e);

@@ -195,6 +195,9 @@ static int config_bad_choice(const struct config_opt *o, const char *where, cons
     return -1;
 }
 
+const char *const config_bool_words[12] = {"1", "t", "T", "TRUE", "true", "True",
+                                           "0", "f", "F", "FALSE", "false", "False"};
+
 int config_set(struct config *c, const struct config_opt *o, const char *value,
                const char *where, struct err *e)
 {
@@ -203,13 +206,15 @@ int config_set(struct config *c, const struct config_opt *o, const char *value,
     char *end;
     switch (o->type) {
     case T_BOOL:
-        if (!strcasecmp(value, "true") || !strcmp(value, "1"))
-            *(bool *)field = true;
-        else if (!strcasecmp(value, "false") || !strcmp(value, "0"))
-            *(bool *)field = false;
-        else
-            return err_set(e, "%s must be true or false, not '%s'", where, value);
-        return 0;
+        /* Go's strconv.ParseBool, which NVIDIA's flags and variables go
+         * through; the file's YAML booleans arrive as true or false. */
+        for (size_t i = 0; i < sizeof config_bool_words / sizeof *config_bool_words; i++) {
+            if (!strcmp(value, config_bool_words[i])) {
+                *(bool *)field = i < sizeof config_bool_words / sizeof *config_bool_words / 2;
+                return 0;
+            }
+        }
+        return err_set(e, "%s must be true or false, not '%s'", where, value);
     case T_STRING:
         if (strlen(value) >= o->size)
             return err_set(e, "%s is longer than %zu characters", where, o->size - 1);

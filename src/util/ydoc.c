@@ -6,9 +6,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define YDOC_MAX_FILE (1 << 20)
+
+/* The first key, by place in the text, that repeats an earlier key of its
+ * mapping: YAML says keys are unique, and a parser that keeps the last one
+ * (libyaml keeps both) would take a config's second value silently. */
+static int ydoc_check_unique(struct ydoc *d, struct err *e)
+{
+    const yaml_node_t *dup = NULL, *first = NULL;
+    for (yaml_node_t *n = d->doc.nodes.start; n < d->doc.nodes.top; n++) {
+        if (n->type != YAML_MAPPING_NODE)
+            continue;
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = ydoc_node(d, p->key);
+            if (k->type != YAML_SCALAR_NODE || (dup && k->start_mark.index > dup->start_mark.index))
+                continue;
+            for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
+                yaml_node_t *k2 = ydoc_node(d, q->key);
+                if (k2->type == YAML_SCALAR_NODE && !strcmp((char *)k2->data.scalar.value,
+                                                            (char *)k->data.scalar.value)) {
+                    dup = k;
+                    first = k2;
+                    break;
+                }
+            }
+        }
+    }
+    if (!dup)
+        return 0;
+    return ydoc_error(d, dup, e, "duplicate key '%s' (first at line %zu)",
+                      (char *)dup->data.scalar.value, first->start_mark.line + 1);
+}
 
 int ydoc_load(struct ydoc *d, const char *source, const char *text, size_t len, struct err *e)
 {
@@ -28,6 +57,10 @@ int ydoc_load(struct ydoc *d, const char *source, const char *text, size_t len, 
         d->loaded = true;
     }
     yaml_parser_delete(&p);
+    if (ok && ydoc_check_unique(d, e) < 0) {
+        ydoc_free(d);
+        return -1;
+    }
     return ok ? 0 : -1;
 }
 
@@ -110,17 +143,21 @@ int ydoc_int(struct ydoc *d, const yaml_node_t *n, const char *what, long min, l
 
 int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out, struct err *e)
 {
-    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    /* YAML 1.1's booleans, as the Go YAML parser under NVIDIA's config reads
+     * them; quoted, each is a string there, and refused. */
+    static const char *const words[] = {
+        "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON",
+        "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF",
+    };
+    const size_t nwords = sizeof words / sizeof *words;
     const char *s = NULL;
     if (ydoc_scalar(d, n, what, &s, e) < 0)
         return -1;
-    for (size_t i = 0; i < 3; i++) {
-        if (!strcasecmp(s, yes[i]))
-            return *out = true, 0;
-        if (!strcasecmp(s, no[i]))
-            return *out = false, 0;
-    }
-    return ydoc_error(d, n, e, "%s must be true or false, not '%s'", what, s);
+    for (size_t i = 0; i < nwords && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE; i++)
+        if (!strcmp(s, words[i]))
+            return *out = i < nwords / 2, 0;
+    return ydoc_error(d, n, e, "%s must be true or false, not %s'%s'", what,
+                      n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? "" : "the string ", s);
 }
 
 static bool ydoc_known(const char *key, const char *const *known)
@@ -143,11 +180,6 @@ int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
             return -1;
         if (!ydoc_known(key, known))
             return ydoc_error(d, k, e, "unknown key '%s' in %s", key, what);
-        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
-            yaml_node_t *k2 = ydoc_node(d, q->key);
-            if (k2->type == YAML_SCALAR_NODE && !strcmp((char *)k2->data.scalar.value, key))
-                return ydoc_error(d, k, e, "duplicate key '%s' in %s", key, what);
-        }
     }
     return 0;
 }

@@ -15,7 +15,8 @@ struct ydoc {
     bool loaded;
 };
 
-/* Parses text into d; on failure fills e with source, line and column. */
+/* Parses text into d; on failure fills e with source, line and column. A
+ * mapping that repeats a key is a failure too. */
 int ydoc_load(struct ydoc *d, const char *source, const char *text, size_t len, struct err *e);
 
 /* Reads and parses a file (at most 1 MiB). */
@@ -42,7 +43,8 @@ int ydoc_scalar(struct ydoc *d, const yaml_node_t *n, const char *what, const ch
 int ydoc_int(struct ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
              long *out, struct err *e);
 
-/* true/false (also yes/no, on/off, as YAML 1.1 does). */
+/* A plain true/false, or any other YAML 1.1 boolean (yes/no, on/off, y/n in
+ * their three cases), as NVIDIA's parser reads them; a quoted one is refused. */
 int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out, struct err *e);
 
 /* Checks that n is a mapping whose keys are all in the NULL-terminated list. */

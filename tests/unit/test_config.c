@@ -160,6 +160,50 @@ static void test_file_errors(void **state)
                       "MIG resources are not supported yet");
     expect_file_error("resources:\n  gpus: {pattern: x}\n", "2:9", "must be a list");
     expect_file_error("resources:\n  gpu: []\n", "2:3", "unknown key");
+    /* A repeated key is refused, not the last one taken. */
+    expect_file_error("flags:\n  migStrategy: none\n  migStrategy: mixed\n", "3:3",
+                      "duplicate key 'migStrategy' (first at line 2)");
+    expect_file_error("sharing: {}\nflags: {}\nsharing: {}\n", "3:1", "duplicate key 'sharing'");
+    /* Of several errors, the first in the file. */
+    expect_file_error("flags:\n  migStrategy: all\nsharing:\n  timeSlicing:\n    resources: []\n",
+                      "2:16", "flags.migStrategy");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources: []\nflags:\n  migStrategy: all\n",
+                      "3:16", "sharing.timeSlicing.resources");
+    /* Booleans as NVIDIA's YAML parser reads them: a quoted one is a string. */
+    expect_file_error("flags:\n  failOnInitError: \"true\"\n", "2:20",
+                      "must be true or false, not the string 'true'");
+    expect_file_error("flags:\n  failOnInitError: yEs\n", "2:20", "not 'yEs'");
+}
+
+/* The file's booleans are YAML 1.1's; the flags' and variables' Go's
+ * strconv.ParseBool's: each as NVIDIA's parsers take them. */
+static void test_bool_words(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *word;
+        bool value;
+    } file[] = {{"yes", true}, {"Y", true}, {"ON", true}, {"True", true},
+                {"no", false}, {"n", false}, {"Off", false}, {"FALSE", false}};
+    struct config c;
+    struct err e;
+    const char *argv[] = {"agent", "--config-file", path};
+    for (size_t i = 0; i < sizeof file / sizeof *file; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "flags:\n  failOnInitError: %s\n", file[i].word);
+        write_file(text);
+        assert_int_equal(load(&c, &e, 3, argv), 0);
+        assert_int_equal(c.fail_on_init_error, file[i].value);
+        unlink(path);
+    }
+    const char *plain[] = {"agent"};
+    setenv("FAIL_ON_INIT_ERROR", "F", 1);
+    assert_int_equal(load(&c, &e, 1, plain), 0);
+    assert_false(c.fail_on_init_error);
+    setenv("FAIL_ON_INIT_ERROR", "yes", 1);
+    assert_int_equal(load(&c, &e, 1, plain), -1);
+    assert_contains(e.msg, "environment variable FAIL_ON_INIT_ERROR must be true or false, not 'yes'");
+    unsetenv("FAIL_ON_INIT_ERROR");
 }
 
 static void test_flag_and_env_errors(void **state)
@@ -400,6 +444,7 @@ int main(void)
         cmocka_unit_test_setup(test_file_errors, clear_env),
         cmocka_unit_test_setup(test_flag_and_env_errors, clear_env),
         cmocka_unit_test_setup(test_bool_flag_forms, clear_env),
+        cmocka_unit_test_setup(test_bool_words, clear_env),
         cmocka_unit_test_setup(test_user_paths_and_args_text, clear_env),
         cmocka_unit_test_setup(test_memory_limit_is_a_quantity, clear_env),
     };
