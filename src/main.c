@@ -11,8 +11,7 @@ static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("gpulet %s\n", GPULET_VERSION);
-    return CLI_OK;
+    return cli_version();
 }
 
 static const struct {

@@ -213,3 +213,9 @@ int cli_take_own(const char *cmd, int *argc, char **argv, const struct cli_own_o
     *argc = out;
     return 0;
 }
+
+int cli_version(void)
+{
+    printf("gpulet %s\n", GPULET_VERSION);
+    return CLI_OK;
+}

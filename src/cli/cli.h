@@ -75,6 +75,10 @@ const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t le
 void cli_simulator_quiet(void);
 
 /* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
+/* Prints "gpulet VERSION": `gpulet version`, and --version or -v on the
+ * commands that take the agent's options (NVIDIA's binaries take them). */
+int cli_version(void);
+
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* One of a command's own options, where the command also takes the

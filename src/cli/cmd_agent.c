@@ -15,5 +15,7 @@ int cmd_agent(int argc, char **argv)
         config_usage(stdout);
         return CLI_OK;
     }
+    if (args.version)
+        return cli_version();
     return agent_run(&args);
 }

@@ -72,6 +72,8 @@ int cmd_cdi(int argc, char **argv)
     struct err e;
     if (config_parse_args(&args, argc, argv, &e) < 0)
         return cli_usage_error("cdi", "%s", e.msg);
+    if (args.version)
+        return cli_version();
     if (args.help) {
         fputs(cdi_usage, stdout);
         return CLI_OK;

@@ -34,6 +34,8 @@ int cmd_labels(int argc, char **argv)
     struct err e;
     if (config_parse_args(&args, argc, argv, &e) < 0)
         return cli_usage_error("labels", "%s", e.msg);
+    if (args.version)
+        return cli_version();
     if (args.help) {
         fputs(labels_usage, stdout);
         return CLI_OK;

@@ -32,6 +32,8 @@ int cmd_list(int argc, char **argv)
     struct err e;
     if (config_parse_args(&args, argc, argv, &e) < 0)
         return cli_usage_error("list", "%s", e.msg);
+    if (args.version)
+        return cli_version();
     if (args.help) {
         fputs(list_usage, stdout);
         cli_status_socket_help(stdout);

@@ -25,6 +25,39 @@
 
 /* --- the command line ------------------------------------------------------ */
 
+static size_t config_index(const char *flag)
+{
+    size_t i = 0;
+    while (i < config_noptions && strcmp(config_options[i].flag, flag))
+        i++;
+    return i;
+}
+
+/* The variables option i is read from, in order, into out (NULL where
+ * there is none). */
+static void config_envs(size_t i, const char *out[2])
+{
+    out[0] = config_options[i].env;
+    out[1] = NULL;
+    for (size_t j = 0; j < config_nenv_lists; j++)
+        if (!strcmp(config_env_lists[j].flag, config_options[i].flag))
+            memcpy(out, config_env_lists[j].envs, sizeof config_env_lists[j].envs);
+}
+
+/* Option i's value from the environment (the first of its variables set,
+ * and non-empty), its variable's name in *name; NULL when none is. */
+static const char *config_env_value(size_t i, const char **name)
+{
+    const char *envs[2];
+    config_envs(i, envs);
+    for (size_t k = 0; k < 2 && envs[k]; k++) {
+        const char *v = getenv(envs[k]);
+        if (v && *v)
+            return *name = envs[k], v;
+    }
+    return NULL;
+}
+
 /* A boolean flag given bare means true, as NVIDIA's flags do; "--flag false"
  * (the word as the next argument) still works, so it is taken when it is one. */
 static const char *config_bool_word(int argc, char **argv)
@@ -39,23 +72,35 @@ static const char *config_bool_word(int argc, char **argv)
 int config_parse_args(struct config_args *a, int argc, char **argv, struct err *e)
 {
     memset(a, 0, sizeof *a);
-    struct option longopts[CONFIG_OPTIONS_MAX + 2];
+    struct option longopts[CONFIG_OPTIONS_MAX + 16];
+    size_t n = 0;
     for (size_t i = 0; i < config_noptions; i++) {
         int has_arg = config_options[i].type == T_BOOL ? optional_argument : required_argument;
-        longopts[i] = (struct option){config_options[i].flag, has_arg, NULL, (int)(i + 1000)};
+        longopts[n++] = (struct option){config_options[i].flag, has_arg, NULL, (int)(i + 1000)};
     }
-    longopts[config_noptions] = (struct option){"help", no_argument, NULL, 'h'};
-    longopts[config_noptions + 1] = (struct option){NULL, 0, NULL, 0};
-    if (opts_check_exact(argc, argv, "h", longopts, e) < 0)
+    for (size_t i = 0; i < config_naliases; i++) {
+        struct option o = longopts[config_index(config_aliases[i].flag)];
+        o.name = config_aliases[i].alias;
+        longopts[n++] = o;
+    }
+    longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[n++] = (struct option){"version", no_argument, NULL, 'v'};
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
+    if (opts_check_exact(argc, argv, "hvo:", longopts, e) < 0)
         return -1;
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            a->help = true;
+    /* -o: GFD's short name of --output-file. */
+    int output = (int)(config_index("output-file") + 1000);
+    while ((c = getopt_long(argc, argv, "+hvo:", longopts, NULL)) != -1) {
+        if (c == 'h' || c == 'v') {
+            a->help = c == 'h';
+            a->version = c == 'v';
             return 0;
         }
+        if (c == 'o')
+            c = output;
         if (c < 1000)
             return err_set(e, "unknown or incomplete option '%s'", argv[optind - 1]);
         a->values[c - 1000] = optarg ? optarg : config_bool_word(argc, argv);
@@ -107,9 +152,15 @@ void config_usage(FILE *out)
             fprintf(out, " [%s]", o->def);
         if (o->user_name)
             fprintf(out, " [with --simulate: %s/%s]", user, o->user_name);
-        if (o->env || o->key)
-            fprintf(out, " (%s%s%s%s)", o->env ? "env " : "", o->env ? o->env : "",
-                    o->env && o->key ? ", file " : o->key ? "file " : "", o->key ? o->key : "");
+        for (size_t j = 0; j < config_naliases; j++)
+            if (!strcmp(config_aliases[j].flag, o->flag))
+                fprintf(out, " [also --%s]", config_aliases[j].alias);
+        const char *envs[2];
+        config_envs(i, envs);
+        if (envs[0] || o->key)
+            fprintf(out, " (%s%s%s%s%s%s)", envs[0] ? "env " : "", envs[0] ? envs[0] : "",
+                    envs[1] ? " or " : "", envs[1] ? envs[1] : "",
+                    envs[0] && o->key ? ", file " : o->key ? "file " : "", o->key ? o->key : "");
         fputc('\n', out);
     }
     fputs("A BOOL is true or false: --no-metrics, --no-metrics=true and --no-metrics true mean\n"
@@ -117,7 +168,9 @@ void config_usage(FILE *out)
           "environment variable named with it, or under the key named with it in the\n"
           "--config-file (NVIDIA's version: v1 format); a flag wins over the variable, which\n"
           "wins over the file.\n"
-          "Also read from the environment: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS.\n",
+          "Also read from the environment: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS.\n"
+          "  -h, --help     this text\n"
+          "  -v, --version  gpulet's version\n",
           out);
 }
 
@@ -140,8 +193,42 @@ static bool config_label_key_ok(const char *key)
     return true;
 }
 
+/* A Go duration ("60s", "1m30s", "1.5h"), as GFD's --sleep-interval takes
+ * it, or "infinite" as later GFDs do. */
+static bool config_duration_ok(const char *s)
+{
+    /* "ms" before "m" and "s": the longest unit that matches. */
+    static const char *const units[] = {"ns", "us", "µs", "μs", "ms", "s", "m", "h"};
+    if (!strcmp(s, "infinite") || !strcmp(s, "0"))
+        return true;
+    s += *s == '-' || *s == '+';
+    if (!*s)
+        return false;
+    while (*s) {
+        const char *start = s;
+        while (isdigit((unsigned char)*s) || *s == '.')
+            s++;
+        if (s == start)
+            return false;
+        size_t i = 0, n = 0;
+        for (; i < sizeof units / sizeof *units; i++)
+            if (!strncmp(s, units[i], n = strlen(units[i])))
+                break;
+        if (i == sizeof units / sizeof *units)
+            return false;
+        s += n;
+    }
+    return true;
+}
+
 static int config_check(const struct config *c, struct err *e)
 {
+    if (c->imex_channel_ids[0])
+        return err_usage(e, "--imex-channel-ids %s: IMEX channels are not supported yet; leave it "
+                            "empty", c->imex_channel_ids);
+    if (!config_duration_ok(c->sleep_interval))
+        return err_usage(e, "--sleep-interval '%s' is not a duration (as 60s, 5m or 1h30m)",
+                         c->sleep_interval);
     if (c->sharing == GPU_SHARING_MPS && c->mig_strategy == CONFIG_MIG_MIXED)
         return err_set(e, "sharing.mps cannot be combined with MIG strategy mixed (MPS does not "
                           "run on MIG devices)");
@@ -171,13 +258,6 @@ static int config_check(const struct config *c, struct err *e)
     return 0;
 }
 
-static size_t config_index(const char *flag)
-{
-    size_t i = 0;
-    while (i < config_noptions && strcmp(config_options[i].flag, flag))
-        i++;
-    return i;
-}
 
 void config_user_paths(struct config *c)
 {
@@ -189,12 +269,12 @@ void config_user_paths(struct config *c)
     /* Pointed at a kubelet (its root or registry given), the agent serves
      * a node's pods: its CDI specs go where that node's runtime reads them,
      * not where the runtime would never find them. */
-    bool kubelet = c->given & ((1ull << config_index("kubelet-root")) |
-                               (1ull << config_index("kubelet-registry-dir")));
+    bool kubelet = c->given[config_index("kubelet-root")] ||
+                   c->given[config_index("kubelet-registry-dir")];
     for (size_t i = 0; i < config_noptions; i++) {
         const struct config_opt *o = &config_options[i];
         bool runtime_reads = kubelet && !strcmp(o->flag, "cdi-spec-dir");
-        if (o->user_name && !(c->given & (1ull << i)) && !runtime_reads)
+        if (o->user_name && !c->given[i] && !runtime_reads)
             dirs_user_file(o->user_name, (char *)c + o->offset, o->size);
     }
 }
@@ -221,6 +301,28 @@ const char *config_arg(const struct config_args *a, const char *flag)
     return a->values[config_index(flag)];
 }
 
+/* NVIDIA's --kubelet-socket names the kubelet's socket; a device plugin's
+ * own sockets go in the same directory (the kubelet looks for them there),
+ * so it names the kubelet root gpulet serves under. */
+static int config_kubelet_socket(struct config *c, struct err *e)
+{
+    static const char tail[] = "/device-plugins/kubelet.sock";
+    size_t n = strlen(c->kubelet_socket), t = sizeof tail - 1;
+    if (n <= t || strcmp(c->kubelet_socket + n - t, tail))
+        return err_usage(e, "--kubelet-socket '%s': gpulet registers with the kubelet's socket in "
+                            "its device-plugins directory, a path ending in %s (or give "
+                            "--kubelet-root)", c->kubelet_socket, tail);
+    char root[CONFIG_PATH_MAX];
+    snprintf(root, sizeof root, "%.*s", (int)(n - t), c->kubelet_socket);
+    size_t k = config_index("kubelet-root");
+    if (c->given[k] && strcmp(root, c->kubelet_root))
+        return err_usage(e, "--kubelet-socket %s is not under --kubelet-root %s", c->kubelet_socket,
+                         c->kubelet_root);
+    snprintf(c->kubelet_root, sizeof c->kubelet_root, "%s", root);
+    c->given[k] = true;
+    return 0;
+}
+
 int config_load(struct config *c, const struct config_args *a, const struct config_text *named,
                 struct err *e)
 {
@@ -228,10 +330,10 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     for (size_t i = 0; i < config_noptions; i++)
         if (config_set(c, &config_options[i], config_options[i].def, config_options[i].flag, e) < 0)
             return -1;
-    c->given = 0;
-    const char *file = a->values[config_index("config-file")];
+    memset(c->given, 0, sizeof c->given);
+    const char *name, *file = a->values[config_index("config-file")];
     if (!file)
-        file = getenv("CONFIG_FILE");
+        file = config_env_value(config_index("config-file"), &name);
     if (named) {
         if (config_apply_yaml(c, named->source, named->text, named->len, e) < 0)
             return -1;
@@ -242,9 +344,9 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     }
     char where[96];
     for (size_t i = 0; i < config_noptions; i++) {
-        const char *v = config_options[i].env ? getenv(config_options[i].env) : NULL;
-        snprintf(where, sizeof where, "environment variable %s", config_options[i].env ? config_options[i].env : "");
-        if (v && *v && config_set(c, &config_options[i], v, where, e) < 0)
+        const char *v = config_env_value(i, &name);
+        snprintf(where, sizeof where, "environment variable %s", v ? name : "");
+        if (v && config_set(c, &config_options[i], v, where, e) < 0)
             return config_usage_error(e);
     }
     for (size_t i = 0; i < config_noptions; i++) {
@@ -252,6 +354,8 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         if (a->values[i] && config_set(c, &config_options[i], a->values[i], where, e) < 0)
             return config_usage_error(e);
     }
+    if (c->given[config_index("kubelet-socket")] && config_kubelet_socket(c, e) < 0)
+        return -1;
     if (!c->dev_root[0])
         strcpy(c->dev_root, c->driver_root);
     /* In a container, NVML is the host's, under the mounted driver root. */
@@ -358,6 +462,7 @@ void config_log(const struct config *c)
              config_choice("labels", (unsigned)c->labels_output), c->nresources,
              c->config_file[0] ? " file=" : "", c->config_file);
     strbuf_free(&lists);
+    config_log_unneeded(c);
 }
 
 void config_mps_dirs(const struct config *c, const char *name, struct config_mps_dirs *out)

@@ -65,6 +65,9 @@ struct config_shared {
 
 enum config_cdi_write { CONFIG_CDI_WRITE_AUTO, CONFIG_CDI_WRITE_TRUE, CONFIG_CDI_WRITE_FALSE };
 
+/* At most this many options (config_args, struct config's given). */
+#define CONFIG_OPTIONS_MAX 96
+
 struct config {
     /* NVIDIA-compatible */
     int mig_strategy;                   /* enum config_mig */
@@ -139,9 +142,18 @@ struct config {
     char config_map[256];               /* [namespace/]name of the named configs; empty: off */
     char default_config[64];            /* the config for nodes without the label */
     char config_label[128];             /* the Node label that names a config */
-    /* bit i: option i was set by the file, environment or a flag, not by
+    /* NVIDIA's flags that gpulet takes and needs no value of
+     * (config_log_unneeded says so once), or whose value it checks */
+    char kubelet_socket[CONFIG_PATH_MAX]; /* sets kubelet_root (config_load) */
+    char cdi_hook_path[CONFIG_PATH_MAX];  /* gpulet's CDI specs run no hook */
+    int discovery;                      /* auto or nvml: NVML either way */
+    char imex_channel_ids[64];          /* none: IMEX is not supported */
+    bool imex_required;
+    bool oneshot;                       /* GFD's: the agent keeps labels current */
+    char sleep_interval[32];            /* GFD's: the agent relabels on change */
+    /* given[i]: option i was set by the file, environment or a flag, not by
      * its default */
-    unsigned long long given;
+    bool given[CONFIG_OPTIONS_MAX];
 };
 
 /* A config file's text that replaces --config-file: the named config the
@@ -153,13 +165,12 @@ struct config_text {
     size_t len;
 };
 
-/* At most this many options: struct config's given mask is 64 bits. */
-#define CONFIG_OPTIONS_MAX 64
 
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */
 struct config_args {
     const char *values[CONFIG_OPTIONS_MAX]; /* per option; NULL when not given */
     bool help;
+    bool version;                       /* --version, -v: as NVIDIA's binaries take it */
 };
 
 /* Parses `gpulet agent` flags (argv[0] is "agent"). */

@@ -6,12 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Keys NVIDIA's file may hold that concern other parts (GPU feature
- * discovery) or need nothing from gpulet: accepted and not acted on. */
-static const char *const ignored_keys[] = {
-    "flags.useNodeFeatureAPI", "flags.deviceDiscoveryStrategy", "flags.plugin.nvidiaCTKPath",
-    "flags.plugin.containerDriverRoot", "flags.gfd.oneshot", "flags.gfd.sleepInterval", NULL,
-};
+/* Keys of NVIDIA's later files that need nothing from gpulet (it writes
+ * labels itself, not through NFD's NodeFeature API): accepted, not acted on. */
+static const char *const ignored_keys[] = {"flags.useNodeFeatureAPI", NULL};
 
 static const struct config_opt *config_by_key(const char *key)
 {

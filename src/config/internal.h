@@ -27,9 +27,30 @@ struct config_opt {
 extern const struct config_opt config_options[];
 extern const size_t config_noptions;
 
+/* Another name of an option's flag, NVIDIA's (options.c). */
+struct config_alias {
+    const char *alias;
+    const char *flag;
+};
+extern const struct config_alias config_aliases[];
+extern const size_t config_naliases;
+
+/* The variables of an option NVIDIA reads from more than one, in its
+ * order; options not listed read only their own env. */
+struct config_env_list {
+    const char *flag;
+    const char *envs[2];
+};
+extern const struct config_env_list config_env_lists[];
+extern const size_t config_nenv_lists;
+
 /* A boolean's words, as Go's strconv.ParseBool takes them: the true ones,
  * then the false ones. */
 extern const char *const config_bool_words[12];
+
+/* Logs, at info, each of NVIDIA's options given that gpulet takes but needs
+ * no value of, and why (config_log: once a load). */
+void config_log_unneeded(const struct config *c);
 
 /* Sets option o from value; where names its source in errors. */
 int config_set(struct config *c, const struct config_opt *o, const char *value,

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "config/internal.h"
+#include "util/log.h"
 #include "util/strbuf.h"
 
 static const char *const mig_choices[] = {"none", "single", "mixed", NULL};
@@ -23,6 +24,7 @@ static const char *const level_choices[] = {"debug", "info", "warn", "error", NU
 static const char *const report_choices[] = {"auto", "none", NULL};
 static const char *const layout_choices[] = {"system", "nvidia", NULL}; /* enum driver_layout */
 static const char *const dra_choices[] = {"off", "all", NULL};           /* enum config_dra */
+static const char *const discovery_choices[] = {"auto", "nvml", NULL};  /* NVIDIA's, less tegra */
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 #define F(field) offsetof(struct config, field), 0
@@ -177,6 +179,28 @@ const struct config_opt config_options[] = {
      "the named config for nodes without the label (default: 'default', or the only one)", "NAME", NULL},
     {"config-label", "NODE_LABEL", NULL, T_STRING, S(config_label), NULL,
      "nvidia.com/device-plugin.config", "the Node label whose value names the node's config", "KEY", NULL},
+    /* NVIDIA's device plugin's and GFD's, taken so that their DaemonSets'
+     * arguments run unchanged (docs/device-plugin.md, "Flags"). */
+    {"kubelet-socket", "KUBELET_SOCKET", NULL, T_STRING, S(kubelet_socket), NULL, "",
+     "the kubelet's device plugin socket, as NVIDIA's plugin takes it: sets --kubelet-root to "
+     "the directory above device-plugins/", "PATH", NULL},
+    {"nvidia-cdi-hook-path", "NVIDIA_CDI_HOOK_PATH", "flags.plugin.nvidiaCTKPath", T_STRING,
+     S(cdi_hook_path), NULL, "/usr/bin/nvidia-ctk",
+     "NVIDIA's CDI hook; taken, not needed: gpulet's CDI specs run no hook", "PATH", NULL},
+    {"device-discovery-strategy", "DEVICE_DISCOVERY_STRATEGY", "flags.deviceDiscoveryStrategy",
+     T_ENUM, F(discovery), discovery_choices, "auto",
+     "how GPUs are found: auto or nvml, both NVML (Tegra is not supported)", NULL, NULL},
+    {"imex-channel-ids", "IMEX_CHANNEL_IDS", NULL, T_STRING, S(imex_channel_ids), NULL, "",
+     "IMEX channels to inject: not supported yet, only none", "ID[,ID...]", NULL},
+    {"imex-required", "IMEX_REQUIRED", NULL, T_BOOL, F(imex_required), NULL, "false",
+     "fail when the IMEX channels are missing (none are injected)", NULL, NULL},
+    {"oneshot", "GFD_ONESHOT", "flags.gfd.oneshot", T_BOOL, F(oneshot), NULL, "false",
+     "GFD's label-once-and-exit; taken, not needed: the agent keeps the labels current "
+     "(gpulet labels prints them once)", NULL, NULL},
+    {"sleep-interval", "GFD_SLEEP_INTERVAL", "flags.gfd.sleepInterval", T_STRING,
+     S(sleep_interval), NULL, "60s",
+     "GFD's relabel period; taken, not needed: the agent relabels when anything changes",
+     "DURATION", NULL},
 };
 #define NOPTS (sizeof config_options / sizeof *config_options)
 const size_t config_noptions = NOPTS;
@@ -195,6 +219,48 @@ static int config_bad_choice(const struct config_opt *o, const char *where, cons
     return -1;
 }
 
+/* NVIDIA's other names of an option's flag. */
+const struct config_alias config_aliases[] = {
+    {"driver-root", "nvidia-driver-root"},
+    {"dev-root", "nvidia-dev-root"},
+    {"nvidia-ctk-path", "nvidia-cdi-hook-path"},
+    {"driver-root-ctr-path", "container-driver-root"},
+    {"output", "output-file"},
+};
+const size_t config_naliases = sizeof config_aliases / sizeof *config_aliases;
+
+/* Options NVIDIA reads from more than one variable: the first set wins, in
+ * NVIDIA's order (GFD's own variables before the device plugin's). */
+const struct config_env_list config_env_lists[] = {
+    {"mig-strategy", {"GFD_MIG_STRATEGY", "MIG_STRATEGY"}},
+    {"fail-on-init-error", {"GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"}},
+    {"config-file", {"GFD_CONFIG_FILE", "CONFIG_FILE"}},
+    {"nvidia-cdi-hook-path", {"NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH"}},
+    {"container-driver-root", {"DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"}},
+};
+const size_t config_nenv_lists = sizeof config_env_lists / sizeof *config_env_lists;
+
+/* Options gpulet takes from NVIDIA's DaemonSets but needs no value of: why,
+ * logged once when one is given (config_log_unneeded). */
+static const struct {
+    const char *flag;
+    const char *why;
+} config_unneeded[] = {
+    {"nvidia-cdi-hook-path", "gpulet's CDI specs run no hook"},
+    {"imex-required", "gpulet injects no IMEX channels"},
+    {"oneshot", "the agent keeps the labels current; `gpulet labels` prints them once"},
+    {"sleep-interval", "the agent relabels when anything changes"},
+};
+
+void config_log_unneeded(const struct config *c)
+{
+    for (size_t i = 0; i < sizeof config_unneeded / sizeof *config_unneeded; i++)
+        for (size_t j = 0; j < config_noptions; j++)
+            if (c->given[j] && !strcmp(config_options[j].flag, config_unneeded[i].flag))
+                log_info("--%s taken, not needed: %s", config_unneeded[i].flag,
+                         config_unneeded[i].why);
+}
+
 const char *const config_bool_words[12] = {"1", "t", "T", "TRUE", "true", "True",
                                            "0", "f", "F", "FALSE", "false", "False"};
 
@@ -202,7 +268,7 @@ int config_set(struct config *c, const struct config_opt *o, const char *value,
                const char *where, struct err *e)
 {
     char *field = (char *)c + o->offset;
-    c->given |= 1ull << (o - config_options);
+    c->given[o - config_options] = true;
     char *end;
     switch (o->type) {
     case T_BOOL:
@@ -282,6 +348,11 @@ static void config_value_text(const struct config *c, const struct config_opt *o
 void config_args_text(const struct config *c, struct strbuf *out)
 {
     for (size_t i = 0; i < config_noptions; i++) {
+        const struct config_opt *o = &config_options[i];
+        /* An empty string whose default is empty is the default: said
+         * nothing, as --kubelet-socket= would mean "never register". */
+        if (o->type == T_STRING && !o->def[0] && !((const char *)c + o->offset)[0])
+            continue;
         strbuf_printf(out, "--%s=", config_options[i].flag);
         config_value_text(c, &config_options[i], out);
         strbuf_puts(out, "\n");
