@@ -135,6 +135,9 @@ int cmd_doctor(int argc, char **argv)
     if (strlen(root) >= sizeof o.root)
         return doctor_usage_error("--root is too long: %s", root);
     strcpy(o.root, root);
+    /* Its simulator, where it opens one, is its own: the control socket
+     * (gpulet sim) stays the agent's. */
+    cli_simulator_quiet();
     struct doctor_report rep;
     doctor_run(&o, &rep);
     if (!strcmp(format, "json")) {

@@ -110,6 +110,14 @@ static void gpus_read(struct doctor *d, struct strbuf *bad, unsigned *failed, un
 void doctor_nvml(struct doctor *d, struct doctor_result *r)
 {
     struct err e;
+    /* The simulated GPUs and their faults are the agent's process's: a
+     * simulator of doctor's own would be another node. */
+    if (d->simulated && doctor_agent_view(d)) {
+        doctor_set(r, DOCTOR_PASS, NULL, "the agent at %s serves %u simulated GPU(s) "
+                   "(--simulate %s); doctor asks it rather than open a simulator of its own",
+                   d->agent_socket, d->agent_ngpus, d->o->cfg->simulate);
+        return;
+    }
     if (gpus_start(d, &e) < 0) {
         bool mismatch = strstr(e.msg, "mismatch") != NULL;
         doctor_set(r, DOCTOR_FAIL, mismatch ? "reboot the node (or reload the nvidia modules) so "
@@ -166,7 +174,11 @@ static bool gpus_skip(struct doctor *d, struct doctor_result *r)
 {
     if (d->nvml_ok && d->inv.count)
         return false;
-    doctor_set(r, DOCTOR_SKIP, NULL, "not run: NVML did not start or sees no GPU");
+    if (d->simulated && d->agent_ngpus)
+        doctor_set(r, DOCTOR_SKIP, NULL, "the simulated GPUs are the agent's: gpulet list shows "
+                   "them as it has them");
+    else
+        doctor_set(r, DOCTOR_SKIP, NULL, "not run: NVML did not start or sees no GPU");
     return true;
 }
 
@@ -196,14 +208,39 @@ static void gpus_found(struct gpus_findings *f, enum doctor_status s, const char
     }
 }
 
+/* What the running agent says of its GPUs: a GPU it has unhealthy fails
+ * here as it fails in `gpulet health`, whatever the driver's counters say. */
+static void gpus_agent_health(struct doctor *d, struct gpus_findings *f)
+{
+    if (!doctor_agent_view(d))
+        return;
+    struct strbuf bad = {0};
+    doctor_agent_unhealthy(d, &bad);
+    if (bad.len)
+        gpus_found(f, DOCTOR_FAIL, "the agent serves no new pods on it until it recovers: see "
+                   "gpulet health, and docs/health.md for what each fault needs",
+                   "the agent at %s has %s", d->agent_socket, bad.data);
+    strbuf_free(&bad);
+}
+
 void doctor_gpu_health(struct doctor *d, struct doctor_result *r)
 {
+    struct gpus_findings f = {{0}, DOCTOR_PASS, NULL};
+    if (d->simulated && doctor_agent_view(d)) {
+        gpus_agent_health(d, &f);
+        if (f.worst == DOCTOR_PASS)
+            doctor_set(r, DOCTOR_PASS, NULL, "the agent at %s has its %u GPU(s) healthy",
+                       d->agent_socket, d->agent_ngpus);
+        else
+            doctor_set(r, f.worst, f.fix, "%s", f.msg.data);
+        strbuf_free(&f.msg);
+        return;
+    }
     if (gpus_skip(d, r))
         return;
     static const char *const reset = "drain the node and reset the GPU (nvidia-smi -r -i N) to "
                                      "apply the pending remap or retirement";
     struct nvml *n = &d->nvml;
-    struct gpus_findings f = {{0}, DOCTOR_PASS, NULL};
     for (unsigned i = 0; i < d->inv.count; i++) {
         if (!gpus_usable(d, i))
             continue;
@@ -233,9 +270,11 @@ void doctor_gpu_health(struct doctor *d, struct doctor_result *r)
                        "errors come back", "GPU %u: %llu uncorrected ECC error(s) since its last "
                        "reset", i, ecc);
     }
+    gpus_agent_health(d, &f);
     if (f.worst == DOCTOR_PASS)
         doctor_set(r, DOCTOR_PASS, NULL, "no pending retirement or remap, no uncorrected ECC "
-                   "error, on %u GPU(s)", d->inv.count);
+                   "error, on %u GPU(s)%s%s%s", d->inv.count, d->agent_ngpus ? "; the agent at " : "",
+                   d->agent_ngpus ? d->agent_socket : "", d->agent_ngpus ? " has them healthy" : "");
     else
         doctor_set(r, f.worst, f.fix, "%s", f.msg.data);
     strbuf_free(&f.msg);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "doctor/doctor.h"
+#include "gpu/health.h"
 #include "gpu/inventory.h"
 #include "gpu/lane.h"
 #include "nvml/nvml.h"
@@ -15,8 +16,20 @@
 
 struct gpus_job;
 
+/* One line of the agent's health answer (agent.c). */
+struct doctor_agent_gpu {
+    unsigned index;
+    int mig;                         /* -1: the GPU itself */
+    char uuid[96];
+    struct gpu_health health;
+};
+
 struct doctor {
     const struct doctor_options *o;
+    /* --simulate without --root: a demo node, whose GPUs live in the agent's
+     * simulator and which no host driver, runtime or kubelet serves. With a
+     * --root, the host tree there is checked (the tests' stand-in node). */
+    bool simulated;
     /* kernel-module */
     char kernel_version[64];         /* empty: the module is not loaded */
     /* device-nodes and nvidia-uvm: majors from /proc/devices, 0 unknown */
@@ -35,6 +48,13 @@ struct doctor {
     } served[DOCTOR_MAX_RESOURCES];
     unsigned nserved;
     bool agent_up;
+    /* kubelet: no kubelet on a simulated node (a demo): its checks skip */
+    bool no_kubelet;
+    /* the agent's view (agent.c), asked once by the first check that needs it */
+    bool agent_asked;
+    char agent_socket[CONFIG_PATH_MAX * 2];
+    struct doctor_agent_gpu *agent_gpus;
+    unsigned agent_n, agent_ngpus;   /* lines; GPUs among them */
     /* what a check is doing now, for the message when it runs out of time */
     pthread_mutex_t lock;
     char step[160];
@@ -53,6 +73,14 @@ void doctor_path(const struct doctor *d, char *out, size_t len, const char *host
 
 /* Reads a whole small file; NULL (errno set) when it cannot. */
 char *doctor_read(const char *path, size_t max, size_t *len);
+
+/* Asks the agent at the status socket (once) for its GPUs' health: whether
+ * one answered with at least one GPU. */
+bool doctor_agent_view(struct doctor *d);
+
+/* "GPU 3: XID 79 ...; ..." for each GPU or MIG device the agent has
+ * unhealthy, appended to out. */
+void doctor_agent_unhealthy(struct doctor *d, struct strbuf *out);
 
 /* The checks, in the order they run: host.c, gpus.c, runtime.c, kubelet.c,
  * api.c. */

@@ -44,7 +44,11 @@ void doctor_kubelet(struct doctor *d, struct doctor_result *r)
     struct stat st;
     int rc;
     doctor_step(d, "connecting to %s", sock);
-    if (stat(dir, &st) < 0)
+    if (d->simulated && (stat(sock, &st) < 0 || !S_ISSOCK(st.st_mode))) {
+        d->no_kubelet = true;
+        doctor_set(r, DOCTOR_SKIP, NULL, "simulated GPUs and no kubelet at %s: the agent waits "
+                   "for one (a demo needs none)", dir);
+    } else if (stat(dir, &st) < 0)
         doctor_set(r, DOCTOR_FAIL, "start the kubelet, or give --kubelet-root its --root-dir",
                    "no %s: the kubelet has not run here with --root-dir %s", dir, kroot);
     else if (stat(sock, &st) < 0 || !S_ISSOCK(st.st_mode))
@@ -106,7 +110,10 @@ void doctor_registration(struct doctor *d, struct doctor_result *r)
         struct strbuf *to = strcmp(state, "registered") ? &bad : &ok;
         strbuf_printf(to, "%s%s (%u device(s))", to->len ? ", " : "", name, n);
     }
-    if (bad.len)
+    if (d->no_kubelet)
+        doctor_set(r, DOCTOR_SKIP, NULL, "no kubelet to register with: the agent at %s serves %s "
+                   "and waits for one", path, bad.len ? bad.data : "no resource");
+    else if (bad.len)
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log; is --kubelet-root the kubelet's "
                    "--root-dir?", "not registered with the kubelet: %s", bad.data);
     else if (!ok.len && !kubelet_plugin_gpus(d))
@@ -241,6 +248,10 @@ void doctor_pod_resources(struct doctor *d, struct doctor_result *r)
         doctor_path(d, path, sizeof path, c->kubelet_root, "/pod-resources/kubelet.sock");
     const char *mount = "metrics name pods through it: is the kubelet running, and is "
                         "/var/lib/kubelet/pod-resources mounted into gpulet?";
+    if (d->no_kubelet) {
+        doctor_set(r, DOCTOR_SKIP, NULL, "no kubelet: no pod holds a simulated GPU");
+        return;
+    }
     doctor_step(d, "connecting to %s", path);
     int rc = kubelet_connect(path);
     if (rc) {

@@ -15,25 +15,26 @@
 #include "util/xmalloc.h"
 
 #define NEEDS_NVML 1u
+#define HOST 2u    /* this host's driver, kernel or runtime: none serves a simulated GPU */
 
 static const struct {
     const char *id, *title;
     void (*fn)(struct doctor *d, struct doctor_result *r);
     unsigned flags;
 } doctor_checks[] = {
-    {"kernel-module", "NVIDIA kernel module", doctor_kernel_module, 0},
-    {"driver-library", "driver library matches the module", doctor_library, 0},
-    {"device-nodes", "device nodes", doctor_device_nodes, 0},
-    {"nvidia-uvm", "nvidia-uvm module", doctor_uvm, 0},
+    {"kernel-module", "NVIDIA kernel module", doctor_kernel_module, HOST},
+    {"driver-library", "driver library matches the module", doctor_library, HOST},
+    {"device-nodes", "device nodes", doctor_device_nodes, HOST},
+    {"nvidia-uvm", "nvidia-uvm module", doctor_uvm, HOST},
     {"nvml", "NVML and every GPU answer", doctor_nvml, NEEDS_NVML},
     {"gpu-health", "retired pages, remapped rows, ECC", doctor_gpu_health, NEEDS_NVML},
-    {"kernel-log", "XIDs in the kernel log", doctor_kernel_log, 0},
+    {"kernel-log", "XIDs in the kernel log", doctor_kernel_log, HOST},
     {"persistence", "persistence mode", doctor_persistence, NEEDS_NVML},
     {"fabric", "NVSwitch fabric manager", doctor_fabric, NEEDS_NVML},
     {"mig", "MIG mode", doctor_mig, NEEDS_NVML},
-    {"runtime", "container runtime for the strategy", doctor_runtime, 0},
+    {"runtime", "container runtime for the strategy", doctor_runtime, HOST},
     {"cdi-spec", "CDI spec present and current", doctor_cdi, 0},
-    {"metrics", "the metrics endpoint's library", doctor_metrics, 0},
+    {"metrics", "the metrics endpoint starts as configured", doctor_metrics, 0},
     {"kubelet", "kubelet device-plugins socket", doctor_kubelet, 0},
     {"registration", "gpulet registered with the kubelet", doctor_registration, 0},
     {"dra", "DRA driver registered and publishing", doctor_dra, 0},
@@ -192,6 +193,7 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
     memset(rep, 0, sizeof *rep);
     struct doctor *d = xcalloc(1, sizeof *d);
     d->o = o;
+    d->simulated = o->cfg->simulate[0] && !strcmp(o->root, "/");
     pthread_mutex_init(&d->lock, NULL);
     rep->items = xcalloc(NCHECKS, sizeof *rep->items);
     double t0 = doctor_now();
@@ -200,7 +202,11 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
         r->id = doctor_checks[k].id;
         r->title = doctor_checks[k].title;
         double t = doctor_now();
-        if ((doctor_checks[k].flags & NEEDS_NVML) && d->nvml_stuck) {
+        if ((doctor_checks[k].flags & HOST) && d->simulated) {
+            doctor_set(r, DOCTOR_SKIP, NULL, "simulated GPUs (--simulate %s, no --root): this "
+                       "host's driver, kernel log and container runtime serve none of them",
+                       o->cfg->simulate);
+        } else if ((doctor_checks[k].flags & NEEDS_NVML) && d->nvml_stuck) {
             doctor_set(r, DOCTOR_SKIP, NULL, "not run: an earlier NVML call did not return");
         } else if (!doctor_one(d, k, r)) {
             rep->abandoned = true;
@@ -218,6 +224,7 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
     /* A check left running may still use what d holds: then it stays. */
     if (!rep->abandoned) {
         free(d->gpu_jobs);
+        free(d->agent_gpus);
         gpu_inventory_free(&d->inv);
         nvml_close(&d->nvml);
         pthread_mutex_destroy(&d->lock);

@@ -268,6 +268,27 @@ def test_the_commands_after_the_demo_use_the_running_agent(user_env, tmp_path):
         # and looked for the kubelet where the demo agent does.
         assert "nvidia.com/mig-1g.5gb" in checks["registration"]["message"], checks["registration"]
         assert str(mine / "kubelet") in json.dumps(checks), checks
+        # It agrees with the agent: GPU 7 is unhealthy there, so here, said
+        # with the agent it asked; the simulator's socket stays the agent's.
+        sock = str(mine / "status.sock")
+        assert doc.returncode == 2, doc.stdout
+        health = checks["gpu-health"]
+        assert health["status"] == "FAIL" and "GPU 7: XID 79" in health["message"], health
+        assert sock in health["message"] and sock in checks["nvml"]["message"], checks
+        assert "control socket" not in doc.stderr, doc.stderr
+        failed = [c for c in checks.values() if c["status"] == "FAIL"]
+        assert failed == [health], failed
+        assert run(user_env, "sim", "recover", "7").returncode == 0
+        deadline = time.monotonic() + 20
+        while run(user_env, "doctor").returncode != 0:
+            assert time.monotonic() < deadline, run(user_env, "doctor").stdout
+            time.sleep(0.5)
+        # The checks that cannot apply to a demo say why.
+        doc = json.loads(run(user_env, "doctor", "-o", "json").stdout)
+        why = {c["id"]: c["message"] for c in doc["checks"] if c["status"] == "SKIP"}
+        for check in ("kernel-module", "driver-library", "nvidia-uvm", "runtime", "kernel-log"):
+            assert "simulated GPUs" in why[check], why
+        assert "no kubelet" in why["kubelet"] and "no kubelet" in why["pod-resources"], why
     finally:
         assert a.stop() == 0
     # Without an agent: a clear word, and the local way where there is one.
