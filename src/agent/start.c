@@ -46,6 +46,10 @@ int agent_plugin_start(struct agent *a, struct err *e)
     unsigned dra_gpus = 0;
     for (unsigned i = 0; i < a->inv.count; i++)
         dra_gpus += config_dra_takes(&a->cfg, &a->inv.gpus[i]);
+    if (a->cfg.dra == CONFIG_DRA_ALL && a->inv.count && !dra_gpus)
+        log_warn("--dra-gpus '%s' names none of this node's %u GPUs (indexes 0-%u, %s): the device "
+                 "plugin serves them all", a->cfg.dra_gpus, a->inv.count, a->inv.count - 1,
+                 a->inv.gpus[0].name);
     if (a->inv.count && dra_gpus == a->inv.count) {
         log_info("DRA serves every GPU: no device plugin registers");
         return 0;

@@ -384,15 +384,26 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
     return 0;
 }
 
-/* Whether a comma list of product-name globs, indexes and UUIDs names g. */
-static bool config_gpus_match(const char *spec, const struct gpu_info *g)
+/* Whether item is an index range "A-B" (A <= B) holding index. */
+static bool config_index_range(const char *item, unsigned index)
+{
+    unsigned a, b;
+    int n = 0;
+    return sscanf(item, "%u-%u%n", &a, &b, &n) == 2 && !item[n] && a <= b && index >= a &&
+           index <= b;
+}
+
+/* Whether a comma list of product-name globs, indexes, index ranges and
+ * UUIDs names g. */
+bool config_gpus_match(const char *spec, const struct gpu_info *g)
 {
     char list[256], index[16];
     snprintf(list, sizeof list, "%s", spec);
     snprintf(index, sizeof index, "%u", g->index);
     char *save = NULL;
     for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save))
-        if (!strcmp(item, index) || !strcmp(item, g->uuid) || fnmatch(item, g->name, 0) == 0)
+        if (!strcmp(item, index) || config_index_range(item, g->index) || !strcmp(item, g->uuid) ||
+            fnmatch(item, g->name, 0) == 0)
             return true;
     return false;
 }

@@ -142,8 +142,8 @@ const struct config_opt config_options[] = {
      "serve the GPUs through Dynamic Resource Allocation (driver " "gpu.nvidia.com" ", Kubernetes "
      "1.32+): off, or all (then no device plugin serves them)", NULL, NULL},
     {"dra-gpus", "GPULET_DRA_GPUS", "flags.draGpus", T_STRING, S(dra_gpus), NULL, "*",
-     "with --dra all, the GPUs DRA serves: a comma list of product-name globs, indexes and UUIDs; "
-     "the device plugin serves the rest", "LIST", NULL},
+     "with --dra all, the GPUs DRA serves: a comma list of product-name globs, indexes, index "
+     "ranges (0-3) and UUIDs; the device plugin serves the rest", "LIST", NULL},
     {"dra-shares", "GPULET_DRA_SHARES", "flags.draShares", T_STRING, S(dra_shares), NULL, "",
      "with --dra all, the GPUs published for shares (Kubernetes 1.34+: consumable capacity, "
      "memory and compute, each claim's share enforced by MPS), as --dra-gpus lists GPUs; "

@@ -298,12 +298,12 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
     api = FakeAPI("n1", dra_version="v1beta1")
     pb, _ = dra_stubs(tmp_path / "stubs")
     try:
-        a = agent("--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", "0,1,2,3",
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", "0-3",
                   "--kubelet-root", str(kubelet.root), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
                   "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
                   "--status-socket", str(tmp_path / "status.sock"))
         kubelet.wait_registrations(1, timeout=30)
-        a.wait_log("DRA serves 4 of 8 GPUs (--dra-gpus 0,1,2,3)")
+        a.wait_log("DRA serves 4 of 8 GPUs (--dra-gpus 0-3)")
         channel, stub = kubelet.plugin()
         devs = next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=30)).devices
         channel.close()
@@ -339,6 +339,21 @@ def test_dra_beside_the_device_plugin(agent, kubelet, sim_env, tmp_path):
         labels = subprocess.run([GPULET, "labels", "--simulate", "dgx-h100", "--dra", "all", "--dra-gpus",
                                  "0,1,2,3"], capture_output=True, text=True, env=sim_env).stdout
         assert "gpulet.io/dra.gpus=4" in labels.splitlines(), labels
+    finally:
+        api.stop()
+
+
+def test_dra_gpus_naming_none(agent, kubelet, tmp_path):
+    """A --dra-gpus that names none of the node's GPUs is said at start, not
+    left for an operator to find in an empty slice."""
+    api = FakeAPI("n1")
+    try:
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--dra-gpus", "8-15",
+                  "--kubelet-root", str(kubelet.root), "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")),
+                  "--node-name", "n1", "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "status.sock"))
+        a.wait_log("--dra-gpus '8-15' names none of this node's 8 GPUs (indexes 0-7")
+        assert a.stop() == 0
     finally:
         api.stop()
 

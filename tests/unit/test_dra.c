@@ -523,7 +523,7 @@ static void test_consumers(void **state)
     assert_int_equal(dra_pod_consumers("{", 1, "x", c, 0, 4), 0);
 }
 
-/* --dra-gpus: product globs, indexes and UUIDs; nothing without --dra all. */
+/* --dra-gpus: product globs, indexes, index ranges and UUIDs; nothing without --dra all. */
 static void test_takes(void **state)
 {
     (void)state;
@@ -543,6 +543,14 @@ static void test_takes(void **state)
     snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "GPU-aaa");
     assert_true(config_dra_takes(&cfg, &h100));
     assert_false(config_dra_takes(&cfg, &l4));
+    /* An index range, as an operator writes it; not a product glob. */
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "0-3");
+    assert_true(config_dra_takes(&cfg, &h100));
+    assert_false(config_dra_takes(&cfg, &l4));
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "4-7,GPU-aaa");
+    assert_true(config_dra_takes(&cfg, &h100) && config_dra_takes(&cfg, &l4));
+    snprintf(cfg.dra_gpus, sizeof cfg.dra_gpus, "3-1");
+    assert_false(config_dra_takes(&cfg, &h100));
 }
 
 int main(void)
