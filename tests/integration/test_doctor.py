@@ -266,6 +266,30 @@ def test_gpu_faults(node):
           faults="set 7 mig.pending=1")
 
 
+def test_gpu_health_is_the_agents_too(node):
+    """A GPU the running agent has unhealthy fails gpu-health, whatever the
+    driver's counters say, with the agent's reason and the socket asked."""
+    def health():
+        return node.doctor()["by_id"]["gpu-health"]
+
+    subprocess.run([GPULET, "sim", "xid", "2", "79"], env=node.env, check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 15
+        while health()["status"] != "FAIL":
+            assert time.monotonic() < deadline, health()
+            time.sleep(0.2)
+        h = health()
+        assert "GPU 2: XID 79" in h["message"] and "run/gpulet/status.sock" in h["message"], h
+        assert "gpulet health" in h["fix"], h
+    finally:
+        subprocess.run([GPULET, "sim", "recover", "2"], env=node.env, check=True, capture_output=True)
+    deadline = time.monotonic() + 15
+    while health()["status"] != "PASS":
+        assert time.monotonic() < deadline, health()
+        time.sleep(0.2)
+    assert "has them healthy" in health()["message"]
+
+
 def test_dra_mig_needs_mig_mode(node):
     """--dra-mig lists GPUs whose MIG mode is off: a warning (they are
     published whole); GPUs DRA serves in MIG mode need no strategy."""
