@@ -106,9 +106,12 @@ int cmd_doctor(int argc, char **argv)
             return CLI_OK;
         }
     }
-    const char *root = "/", *format = "text", *timeout = "5000";
+    const char *root = NULL, *format = "text", *timeout = "5000";
     if (doctor_take(&argc, argv, &root, &format, &timeout) != 0)
         return DOCTOR_EXIT_USAGE;
+    bool root_given = root != NULL;
+    if (!root)
+        root = "/";
     if (strcmp(format, "text") && strcmp(format, "json"))
         return doctor_usage_error("-o must be text or json, not '%s'", format);
     char *end;
@@ -131,7 +134,7 @@ int cmd_doctor(int argc, char **argv)
     }
     if (!agent && config_load(&cfg, &args, NULL, &e) < 0)
         return doctor_usage_error("%s", e.msg);
-    struct doctor_options o = {.cfg = &cfg, .timeout_ms = (unsigned)ms};
+    struct doctor_options o = {.cfg = &cfg, .timeout_ms = (unsigned)ms, .root_given = root_given};
     if (strlen(root) >= sizeof o.root)
         return doctor_usage_error("--root is too long: %s", root);
     strcpy(o.root, root);

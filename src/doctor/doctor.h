@@ -27,6 +27,8 @@ struct doctor_result {
 
 struct doctor_options {
     char root[CONFIG_PATH_MAX];      /* the host's filesystem; "/" on the host */
+    bool root_given;                 /* --root given: its host tree is checked, simulated
+                                      * GPUs or not */
     const struct config *cfg;        /* the agent's settings: paths, strategy, NVML */
     unsigned timeout_ms;             /* per check */
 };

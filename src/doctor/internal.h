@@ -27,8 +27,9 @@ struct doctor_agent_gpu {
 struct doctor {
     const struct doctor_options *o;
     /* --simulate without --root: a demo node, whose GPUs live in the agent's
-     * simulator and which no host driver, runtime or kubelet serves. With a
-     * --root, the host tree there is checked (the tests' stand-in node). */
+     * simulator and which no host driver, runtime or kubelet serves. With
+     * --root (even /), the host tree there is checked (the tests' stand-in
+     * node, or a simulated node's real kubelet and runtime). */
     bool simulated;
     /* kernel-module */
     char kernel_version[64];         /* empty: the module is not loaded */

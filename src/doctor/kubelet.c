@@ -110,14 +110,14 @@ void doctor_registration(struct doctor *d, struct doctor_result *r)
         struct strbuf *to = strcmp(state, "registered") ? &bad : &ok;
         strbuf_printf(to, "%s%s (%u device(s))", to->len ? ", " : "", name, n);
     }
-    if (d->no_kubelet)
+    if (!ok.len && !bad.len && !kubelet_plugin_gpus(d))
+        doctor_set(r, DOCTOR_PASS, NULL, "no device plugin: DRA serves every GPU (check dra)");
+    else if (d->no_kubelet)
         doctor_set(r, DOCTOR_SKIP, NULL, "no kubelet to register with: the agent at %s serves %s "
                    "and waits for one", path, bad.len ? bad.data : "no resource");
     else if (bad.len)
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log; is --kubelet-root the kubelet's "
                    "--root-dir?", "not registered with the kubelet: %s", bad.data);
-    else if (!ok.len && !kubelet_plugin_gpus(d))
-        doctor_set(r, DOCTOR_PASS, NULL, "no device plugin: DRA serves every GPU (check dra)");
     else if (!ok.len)
         doctor_set(r, DOCTOR_FAIL, "see gpulet's log (NVML or the config)",
                    "gpulet runs but serves no resource");

@@ -193,7 +193,7 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
     memset(rep, 0, sizeof *rep);
     struct doctor *d = xcalloc(1, sizeof *d);
     d->o = o;
-    d->simulated = o->cfg->simulate[0] && !strcmp(o->root, "/");
+    d->simulated = o->cfg->simulate[0] && !o->root_given;
     pthread_mutex_init(&d->lock, NULL);
     rep->items = xcalloc(NCHECKS, sizeof *rep->items);
     double t0 = doctor_now();

@@ -105,8 +105,10 @@ def test_per_container_usage(metrics_agent, node, tmp_path, sim_env):
     try:
         a, url = metrics_agent("--simulate", "l4-pcie", "--pod-resources-interval-ms", "1000")
         add_processes(sim_env)
+        # Every process the simulator was given, seen in one sample.
         u = wait_for(lambda: (lambda x: x if ("3", "share-b", "b") in x and
-                              ("0", "train-0", "main") in x else None)(usage(url)))
+                              ("0", "train-0", "main") in x and
+                              x.get(("1", "", "")) == (96 * MIB, 0.0, 2) else None)(usage(url)))
         assert u, get(url + "/metrics")[2][-3000:]
         # two processes of one container add up; each container has its own series
         assert u[("3", "share-a", "a")] == (1500 * MIB, 0.4, 2)

@@ -199,7 +199,10 @@ def test_doctor_reads_the_named_config(plugin_agent, gpulet, tmp_path):
         "dm": "version: v1\nflags:\n  plugin:\n    deviceListStrategy: driver-mounts\n"})
     try:
         start(plugin_agent, api, tmp_path, "--labels", "none")
-        p = gpulet("doctor", "-o", "json", "--status-socket", str(tmp_path / "status.sock"), timeout=60)
+        # --root /: this host's runtime is checked for the named config's
+        # strategy, though the agent's GPUs are simulated.
+        p = gpulet("doctor", "-o", "json", "--root", "/", "--status-socket", str(tmp_path / "status.sock"),
+                   timeout=60)
         checks = {c["id"]: c for c in json.loads(p.stdout)["checks"]}
         assert checks["runtime"]["status"] == "PASS", checks["runtime"]
         assert "driver-mounts" in checks["runtime"]["message"], checks["runtime"]
