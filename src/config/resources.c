@@ -39,43 +39,73 @@ static int config_resource_name(struct ydoc *d, yaml_node_t *n, const char *key,
     return 0;
 }
 
-/* resources.gpus: [{pattern, name}]; resources.mig waits for the MIG strategies. */
-int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *res, struct err *e)
+/* What the handlers of one mapping's keys work on (ydoc_each's ctx). */
+struct config_walk {
+    struct config *c;
+    struct config_shared *s;         /* the sharing entry being read */
+    struct config_resource *r;       /* the resources.gpus entry being read */
+    const char *where;               /* "sharing.mps.resources[0]", for messages */
+};
+
+static int config_gpus_pattern(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
 {
-    static const char *const keys[] = {"gpus", "mig", NULL};
-    static const char *const item_keys[] = {"pattern", "name", NULL};
-    if (ydoc_empty(res))
-        return 0;
-    if (ydoc_check_keys(d, res, "resources", keys, e) < 0)
+    struct config_resource *r = ((struct config_walk *)ctx)->r;
+    const char *pattern;
+    if (ydoc_scalar(d, v, "pattern", &pattern, e) < 0)
         return -1;
-    yaml_node_t *mig = ydoc_get(d, res, "mig"), *gpus = ydoc_get(d, res, "gpus");
-    if (mig && !ydoc_empty(mig))
-        return ydoc_error(d, mig, e, "resources.mig: MIG resources are not supported yet");
-    if (!gpus || ydoc_empty(gpus))
+    if (!*pattern || strlen(pattern) >= sizeof r->pattern)
+        return ydoc_error(d, v, e, "pattern must be 1 to %zu characters", sizeof r->pattern - 1);
+    snprintf(r->pattern, sizeof r->pattern, "%s", pattern);
+    return 0;
+}
+
+static int config_gpus_name(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_resource *r = ((struct config_walk *)ctx)->r;
+    return config_resource_name(d, v, "name", r->name, sizeof r->name, e);
+}
+
+static int config_gpus(void *ctx, struct ydoc *d, yaml_node_t *gpus, struct err *e)
+{
+    static const struct ydoc_key keys[] = {
+        {"pattern", config_gpus_pattern}, {"name", config_gpus_name}, {NULL, NULL}};
+    struct config_walk *w = ctx;
+    struct config *c = w->c;
+    if (ydoc_empty(gpus))
         return 0;
     if (gpus->type != YAML_SEQUENCE_NODE)
         return ydoc_error(d, gpus, e, "resources.gpus must be a list of {pattern, name}");
     c->nresources = 0;
     for (yaml_node_item_t *it = gpus->data.sequence.items.start; it < gpus->data.sequence.items.top;
          it++) {
-        yaml_node_t *item = ydoc_node(d, *it), *pn, *nn;
-        const char *pattern;
-        if (ydoc_check_keys(d, item, "a resources.gpus entry", item_keys, e) < 0)
-            return -1;
-        if (!(pn = ydoc_get(d, item, "pattern")) || !(nn = ydoc_get(d, item, "name")))
+        yaml_node_t *item = ydoc_node(d, *it);
+        if (item->type == YAML_MAPPING_NODE &&
+            (!ydoc_get(d, item, "pattern") || !ydoc_get(d, item, "name")))
             return ydoc_error(d, item, e, "a resources.gpus entry needs pattern and name");
         if (c->nresources == CONFIG_MAX_RESOURCES)
             return ydoc_error(d, item, e, "at most %d resources.gpus entries", CONFIG_MAX_RESOURCES);
-        struct config_resource *r = &c->resources[c->nresources];
-        if (ydoc_scalar(d, pn, "pattern", &pattern, e) < 0 ||
-            config_resource_name(d, nn, "name", r->name, sizeof r->name, e) < 0)
+        w->r = &c->resources[c->nresources];
+        if (ydoc_each(d, item, "a resources.gpus entry", keys, w, e) < 0)
             return -1;
-        if (!*pattern || strlen(pattern) >= sizeof r->pattern)
-            return ydoc_error(d, pn, e, "pattern must be 1 to %zu characters", sizeof r->pattern - 1);
-        snprintf(r->pattern, sizeof r->pattern, "%s", pattern);
         c->nresources++;
     }
     return 0;
+}
+
+static int config_resources_mig(void *ctx, struct ydoc *d, yaml_node_t *mig, struct err *e)
+{
+    (void)ctx;
+    return ydoc_empty(mig) ? 0
+                           : ydoc_error(d, mig, e, "resources.mig: MIG resources are not supported yet");
+}
+
+/* resources.gpus: [{pattern, name}]; resources.mig waits for the MIG strategies. */
+int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *res, struct err *e)
+{
+    static const struct ydoc_key keys[] = {
+        {"gpus", config_gpus}, {"mig", config_resources_mig}, {NULL, NULL}};
+    struct config_walk w = {.c = c};
+    return ydoc_empty(res) ? 0 : ydoc_each(d, res, "resources", keys, &w, e);
 }
 
 /* devices: all, a count, or a list of GPU indexes and UUIDs, kept as text. */
@@ -127,97 +157,137 @@ static int config_mib(struct ydoc *d, yaml_node_t *n, const char *key, unsigned 
     return 0;
 }
 
-/* MPS's per-replica limits, gpulet's keys beside NVIDIA's: only in sharing.mps. */
-static int config_mps_limits(struct ydoc *d, yaml_node_t *item, const char *where,
-                             struct config_shared *s, struct err *e)
+/* Each key of a sharing entry, its name in messages "<where>.<key>". */
+static void config_key(const struct config_walk *w, const char *key, char *out, size_t len)
 {
-    yaml_node_t *mem = ydoc_get(d, item, "memoryLimit"), *pct = ydoc_get(d, item, "activeThreadPercentage");
+    snprintf(out, len, "%.120s.%s", w->where, key);
+}
+
+static int config_entry_name(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
+    char key[192], name[64];
+    config_key(w, "name", key, sizeof key);
+    if (config_resource_name(d, v, key, name, sizeof name, e) < 0)
+        return -1;
+    snprintf(w->s->name, sizeof w->s->name, "nvidia.com/%s", name);
+    return 0;
+}
+
+static int config_entry_rename(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
+    char key[192], name[64];
+    config_key(w, "rename", key, sizeof key);
+    if (config_resource_name(d, v, key, name, sizeof name, e) < 0)
+        return -1;
+    snprintf(w->s->rename, sizeof w->s->rename, "nvidia.com/%s", name);
+    return 0;
+}
+
+static int config_entry_replicas(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
     char key[192];
-    if ((mem || pct) && strncmp(where, "sharing.mps", 11))
-        return ydoc_error(d, mem ? mem : pct, e, "%s: memoryLimit and activeThreadPercentage "
-                                                 "are MPS limits (sharing.mps)", where);
-    snprintf(key, sizeof key, "%.120s.memoryLimit", where);
-    if (mem && config_mib(d, mem, key, &s->memory_limit_mib, e) < 0)
+    const char *text;
+    long replicas;
+    config_key(w, "replicas", key, sizeof key);
+    if (ydoc_scalar(d, v, key, &text, e) < 0)
         return -1;
+    if (ydoc_int(d, v, key, 2, 1024, &replicas, e) < 0)
+        return ydoc_error(d, v, e, "%s must be from 2 to 1024, not '%s'", key, text);
+    w->s->replicas = (unsigned)replicas;
+    return 0;
+}
+
+static int config_entry_devices(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
+    char key[192];
+    config_key(w, "devices", key, sizeof key);
+    return config_shared_devices(d, v, key, w->s, e);
+}
+
+/* MPS's per-replica limits, gpulet's keys beside NVIDIA's: only in sharing.mps. */
+static int config_mps_only(const struct config_walk *w, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    if (strncmp(w->where, "sharing.mps", 11))
+        return ydoc_error(d, v, e, "%s: memoryLimit and activeThreadPercentage are MPS limits "
+                                   "(sharing.mps)", w->where);
+    return 0;
+}
+
+static int config_entry_memory(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
+    char key[192];
+    config_key(w, "memoryLimit", key, sizeof key);
+    return config_mps_only(w, d, v, e) < 0 ? -1 : config_mib(d, v, key, &w->s->memory_limit_mib, e);
+}
+
+static int config_entry_threads(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    struct config_walk *w = ctx;
+    char key[192];
     long p;
-    snprintf(key, sizeof key, "%.120s.activeThreadPercentage", where);
-    if (pct && ydoc_int(d, pct, key, 1, 100, &p, e) < 0)
+    config_key(w, "activeThreadPercentage", key, sizeof key);
+    if (config_mps_only(w, d, v, e) < 0 || ydoc_int(d, v, key, 1, 100, &p, e) < 0)
         return -1;
-    s->thread_percentage = pct ? (unsigned)p : 0;
+    w->s->thread_percentage = (unsigned)p;
     return 0;
 }
 
 /* One resources entry of timeSlicing or mps. */
-static int config_shared_entry(struct config *c, struct ydoc *d, yaml_node_t *item,
-                               const char *where, struct err *e)
+static int config_shared_entry(struct config_walk *w, struct ydoc *d, yaml_node_t *item,
+                               struct err *e)
 {
-    static const char *const keys[] = {"name", "rename", "replicas", "devices", "memoryLimit",
-                                       "activeThreadPercentage", NULL};
-    if (ydoc_check_keys(d, item, where, keys, e) < 0)
-        return -1;
+    static const struct ydoc_key keys[] = {
+        {"name", config_entry_name}, {"rename", config_entry_rename},
+        {"replicas", config_entry_replicas}, {"devices", config_entry_devices},
+        {"memoryLimit", config_entry_memory}, {"activeThreadPercentage", config_entry_threads},
+        {NULL, NULL}};
+    struct config *c = w->c;
+    if (item->type == YAML_MAPPING_NODE &&
+        (!ydoc_get(d, item, "name") || !ydoc_get(d, item, "replicas")))
+        return ydoc_error(d, item, e, "%s needs name and replicas", w->where);
     if (c->nshared == CONFIG_MAX_SHARED)
         return ydoc_error(d, item, e, "at most %d sharing resources", CONFIG_MAX_SHARED);
-    struct config_shared *s = &c->shared[c->nshared];
-    memset(s, 0, sizeof *s);
-    yaml_node_t *n = ydoc_get(d, item, "name"), *r = ydoc_get(d, item, "replicas");
-    char key[192], name[64];
-    if (!n || !r)
-        return ydoc_error(d, item, e, "%s needs name and replicas", where);
-    snprintf(key, sizeof key, "%.120s.name", where);
-    if (config_resource_name(d, n, key, name, sizeof name, e) < 0)
-        return -1;
-    snprintf(s->name, sizeof s->name, "nvidia.com/%s", name);
-    long replicas;
-    snprintf(key, sizeof key, "%.120s.replicas", where);
-    const char *text;
-    if (ydoc_scalar(d, r, key, &text, e) < 0)
-        return -1;
-    if (ydoc_int(d, r, key, 2, 1024, &replicas, e) < 0)
-        return ydoc_error(d, r, e, "%s must be from 2 to 1024, not '%s'", key, text);
-    s->replicas = (unsigned)replicas;
-    if ((n = ydoc_get(d, item, "rename"))) {
-        snprintf(key, sizeof key, "%.120s.rename", where);
-        if (config_resource_name(d, n, key, name, sizeof name, e) < 0)
-            return -1;
-        snprintf(s->rename, sizeof s->rename, "nvidia.com/%s", name);
-    }
-    snprintf(s->devices, sizeof s->devices, "all");
-    snprintf(key, sizeof key, "%.120s.devices", where);
-    if ((n = ydoc_get(d, item, "devices")) && config_shared_devices(d, n, key, s, e) < 0)
-        return -1;
-    if (config_mps_limits(d, item, where, s, e) < 0)
+    w->s = &c->shared[c->nshared];
+    memset(w->s, 0, sizeof *w->s);
+    snprintf(w->s->devices, sizeof w->s->devices, "all");
+    if (ydoc_each(d, item, w->where, keys, w, e) < 0)
         return -1;
     c->nshared++;
     return 0;
 }
 
-/* sharing.timeSlicing or sharing.mps. */
-static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k, const char *kind,
-                               struct err *e)
+static int config_kind_rename(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
 {
-    static const char *const keys[] = {"renameByDefault", "failRequestsGreaterThanOne",
-                                       "resources", NULL};
-    char where[96];
-    snprintf(where, sizeof where, "sharing.%s", kind);
-    if (ydoc_check_keys(d, k, where, keys, e) < 0)
-        return -1;
-    yaml_node_t *n;
-    if ((n = ydoc_get(d, k, "renameByDefault")) &&
-        ydoc_bool(d, n, "renameByDefault", &c->rename_by_default, e) < 0)
-        return -1;
-    if ((n = ydoc_get(d, k, "failRequestsGreaterThanOne")) &&
-        ydoc_bool(d, n, "failRequestsGreaterThanOne", &c->fail_requests_gt_one, e) < 0)
-        return -1;
-    yaml_node_t *res = ydoc_get(d, k, "resources");
-    if (!res || ydoc_empty(res) || res->type != YAML_SEQUENCE_NODE)
-        return ydoc_error(d, res ? res : k, e, "%s.resources must be a non-empty list of "
-                                               "{name, replicas}", where);
+    return ydoc_bool(d, v, "renameByDefault", &((struct config_walk *)ctx)->c->rename_by_default, e);
+}
+
+static int config_kind_fail(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
+{
+    return ydoc_bool(d, v, "failRequestsGreaterThanOne",
+                     &((struct config_walk *)ctx)->c->fail_requests_gt_one, e);
+}
+
+static int config_kind_resources(void *ctx, struct ydoc *d, yaml_node_t *res, struct err *e)
+{
+    struct config_walk *w = ctx;
+    const char *kind = w->where;
+    if (ydoc_empty(res) || res->type != YAML_SEQUENCE_NODE)
+        return ydoc_error(d, res, e, "%s.resources must be a non-empty list of {name, replicas}",
+                          kind);
     unsigned i = 0;
     for (yaml_node_item_t *it = res->data.sequence.items.start; it < res->data.sequence.items.top;
          it++, i++) {
         char item[128];
-        snprintf(item, sizeof item, "%s.resources[%u]", where, i);
-        if (config_shared_entry(c, d, ydoc_node(d, *it), item, e) < 0)
+        snprintf(item, sizeof item, "%s.resources[%u]", kind, i);
+        w->where = item;
+        int rc = config_shared_entry(w, d, ydoc_node(d, *it), e);
+        w->where = kind;
+        if (rc < 0)
             return -1;
     }
     return 0;
@@ -225,28 +295,47 @@ static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k,
 
 const char *const config_sharing_keys[] = {"", "timeSlicing", "mps", NULL};
 
+/* sharing.timeSlicing or sharing.mps: the first given; a second is refused. */
+static int config_sharing_kind(struct config *c, struct ydoc *d, yaml_node_t *k,
+                               enum gpu_sharing kind, struct err *e)
+{
+    static const struct ydoc_key keys[] = {
+        {"renameByDefault", config_kind_rename}, {"failRequestsGreaterThanOne", config_kind_fail},
+        {"resources", config_kind_resources}, {NULL, NULL}};
+    if (ydoc_empty(k))
+        return 0;
+    if (c->sharing != GPU_SHARING_NONE)
+        return ydoc_error(d, k, e, "sharing: time-slicing and MPS cannot both be configured");
+    char where[96];
+    snprintf(where, sizeof where, "sharing.%s", config_sharing_keys[kind]);
+    c->sharing = kind;
+    c->fail_requests_gt_one = kind == GPU_SHARING_MPS; /* NVIDIA's defaults differ by kind */
+    struct config_walk w = {.c = c, .where = where};
+    if (ydoc_each(d, k, where, keys, &w, e) < 0)
+        return -1;
+    if (!ydoc_get(d, k, "resources"))
+        return ydoc_error(d, k, e, "%s.resources must be a non-empty list of {name, replicas}",
+                          where);
+    return 0;
+}
+
+static int config_time_slicing(void *ctx, struct ydoc *d, yaml_node_t *k, struct err *e)
+{
+    return config_sharing_kind(ctx, d, k, GPU_SHARING_TIME_SLICING, e);
+}
+
+static int config_mps(void *ctx, struct ydoc *d, yaml_node_t *k, struct err *e)
+{
+    return config_sharing_kind(ctx, d, k, GPU_SHARING_MPS, e);
+}
+
 int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
+    static const struct ydoc_key keys[] = {
+        {"timeSlicing", config_time_slicing}, {"mps", config_mps}, {NULL, NULL}};
     if (ydoc_empty(n))
         return 0;
-    if (ydoc_check_keys(d, n, "sharing", config_sharing_keys + 1, e) < 0)
-        return -1;
-    yaml_node_t *ts = ydoc_get(d, n, config_sharing_keys[GPU_SHARING_TIME_SLICING]);
-    yaml_node_t *mps = ydoc_get(d, n, config_sharing_keys[GPU_SHARING_MPS]);
-    bool has_ts = ts && !ydoc_empty(ts), has_mps = mps && !ydoc_empty(mps);
-    if (has_ts && has_mps)
-        return ydoc_error(d, mps, e, "sharing: time-slicing and MPS cannot both be configured");
     c->nshared = 0;
     c->sharing = GPU_SHARING_NONE;
-    if (has_ts) {
-        c->fail_requests_gt_one = false; /* NVIDIA's defaults differ by kind */
-        c->sharing = GPU_SHARING_TIME_SLICING;
-        return config_sharing_kind(c, d, ts, config_sharing_keys[c->sharing], e);
-    }
-    if (has_mps) {
-        c->fail_requests_gt_one = true;
-        c->sharing = GPU_SHARING_MPS;
-        return config_sharing_kind(c, d, mps, config_sharing_keys[c->sharing], e);
-    }
-    return 0;
+    return ydoc_each(d, n, "sharing", keys, c, e);
 }

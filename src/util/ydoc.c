@@ -184,6 +184,27 @@ int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
     return 0;
 }
 
+int ydoc_each(struct ydoc *d, const yaml_node_t *n, const char *what, const struct ydoc_key *keys,
+              void *ctx, struct err *e)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return ydoc_error(d, n, e, "%s must be a mapping of keys to values", what);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = ydoc_node(d, p->key);
+        const char *key = NULL;
+        if (ydoc_scalar(d, k, "a key", &key, e) < 0)
+            return -1;
+        const struct ydoc_key *kk = keys;
+        while (kk->key && strcmp(kk->key, key))
+            kk++;
+        if (!kk->key)
+            return ydoc_error(d, k, e, "unknown key '%s' in %s", key, what);
+        if (kk->apply && kk->apply(ctx, d, ydoc_node(d, p->value), e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key)
 {
     if (!n || n->type != YAML_MAPPING_NODE)

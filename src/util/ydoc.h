@@ -51,6 +51,18 @@ int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out,
 int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
                     const char *const *known, struct err *e);
 
+/* One key of a mapping and what to do with its value (ydoc_each). */
+struct ydoc_key {
+    const char *key;
+    int (*apply)(void *ctx, struct ydoc *d, yaml_node_t *value, struct err *e);
+};
+
+/* Applies each pair of mapping n in the file's order through its key's
+ * entry in keys (ended by a NULL key), so that of several errors the first
+ * in the file is reported; a key not in keys is an error at its place. */
+int ydoc_each(struct ydoc *d, const yaml_node_t *n, const char *what, const struct ydoc_key *keys,
+              void *ctx, struct err *e);
+
 /* The value node of key in mapping n, or NULL when absent. */
 yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key);
 

@@ -169,6 +169,13 @@ static void test_file_errors(void **state)
                       "2:16", "flags.migStrategy");
     expect_file_error("sharing:\n  timeSlicing:\n    resources: []\nflags:\n  migStrategy: all\n",
                       "3:16", "sharing.timeSlicing.resources");
+    expect_file_error("sharing:\n  timeSlicing:\n    failRequestsGreaterThanOne: maybe\n"
+                      "    renameByDefault: maybe\n    resources: [{name: gpu, replicas: 2}]\n",
+                      "3:33", "failRequestsGreaterThanOne must be true or false");
+    expect_file_error("sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, replicas: 1}\n"
+                      "    bogus: 1\n", "4:29", "replicas must be from 2 to 1024");
+    expect_file_error("resources:\n  gpus:\n  - {name: H100, pattern: x, nope: 1}\n", "3:12",
+                      "resource name 'H100' is not valid");
     /* Booleans as NVIDIA's YAML parser reads them: a quoted one is a string. */
     expect_file_error("flags:\n  failOnInitError: \"true\"\n", "2:20",
                       "must be true or false, not the string 'true'");
