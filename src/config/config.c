@@ -395,7 +395,7 @@ static bool config_index_range(const char *item, unsigned index)
 
 /* Whether a comma list of product-name globs, indexes, index ranges and
  * UUIDs names g. */
-bool config_gpus_match(const char *spec, const struct gpu_info *g)
+static bool config_gpus_match(const char *spec, const struct gpu_info *g)
 {
     char list[256], index[16];
     snprintf(list, sizeof list, "%s", spec);

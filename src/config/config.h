@@ -267,13 +267,10 @@ int config_named_choose(const struct config_named_set *s, const char *label,
                         const char *default_name, const struct config_named **out,
                         const char **why, struct err *e);
 
-/* Whether a comma list of product-name globs, indexes, index ranges
- * ("0-3") and UUIDs names GPU g: --dra-gpus, --dra-shares, --dra-mig. */
-struct gpu_info;
-bool config_gpus_match(const char *spec, const struct gpu_info *g);
-
 /* Whether DRA serves GPU g (--dra all and a --dra-gpus item matches its
- * product name, index or UUID); the device plugin serves every other. */
+ * product name, index, index range ("0-3") or UUID); the device plugin
+ * serves every other. */
+struct gpu_info;
 bool config_dra_takes(const struct config *c, const struct gpu_info *g);
 
 /* Whether DRA publishes GPU g for shares: it takes it, and a --dra-shares
