@@ -75,6 +75,12 @@ const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t le
 void cli_simulator_quiet(void);
 
 /* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
+/* GFD's --oneshot (flag, GFD_ONESHOT or flags.gfd.oneshot): the labels
+ * the agent would publish, written once to cfg's --output-file, then exit
+ * (cmd_labels.c). */
+struct config;
+int cli_labels_oneshot(struct config *cfg);
+
 /* Prints "gpulet VERSION": `gpulet version`, and --version or -v on the
  * commands that take the agent's options (NVIDIA's binaries take them). */
 int cli_version(void);

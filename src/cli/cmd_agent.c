@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "cli/cli.h"
+#include "config/config.h"
 
 int cmd_agent(int argc, char **argv)
 {
@@ -17,5 +18,10 @@ int cmd_agent(int argc, char **argv)
     }
     if (args.version)
         return cli_version();
+    /* GFD's one-shot labelling: no daemon at all. A config that does not
+     * load is the agent's to report, as always. */
+    struct config cfg;
+    if (config_load(&cfg, &args, NULL, &e) == 0 && cfg.oneshot)
+        return cli_labels_oneshot(&cfg);
     return agent_run(&args);
 }

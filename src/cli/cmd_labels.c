@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "config/config.h"
 #include "labels/labels.h"
+#include "labels/publish.h"
 #include "plugin/plugin.h"
 #include "util/xmalloc.h"
 
@@ -20,6 +21,47 @@ static const char labels_usage[] =
     "  simulated one; --status-socket names another). Every `gpulet agent` option\n"
     "  applies (--simulate, --config-file, --mig-strategy, --machine-type-file,\n"
     "  --accelerator-label, ...; see gpulet agent --help): the labels they make.\n";
+
+/* The node's labels as the agent would publish them from cfg, as text
+ * (NFD's feature file) or JSON, into out: CLI_OK, or the failure said. */
+static int labels_make(const char *cmd, struct config *cfg, bool json, struct strbuf *out)
+{
+    struct err e;
+    struct nvml n;
+    struct gpu_inventory inv;
+    int rc = cli_open(cmd, "labels", cfg, &n, &inv);
+    if (rc != CLI_OK)
+        return rc;
+    bool absent; /* none (a VM, a container): the label says 'unknown', no more */
+    char *machine = labels_read_machine(cfg->machine_type_file, &absent, &e);
+    if (!machine && !absent)
+        fprintf(stderr, "gpulet %s: %s; nvidia.com/gpu.machine is 'unknown'\n", cmd, e.msg);
+    struct gpu_device *devs = gpu_devices_new(&inv, 0);
+    /* Sharing and per-model resources move labels: the agent's assignment. */
+    struct plugin_resource *res;
+    unsigned nres;
+    if (plugin_resources(cfg, &inv, &res, &nres, &e) < 0) {
+        fprintf(stderr, "gpulet %s: %s\n", cmd, e.msg);
+        rc = CLI_FAIL;
+    } else {
+        plugin_resources_apply(res, nres, devs, inv.count);
+        plugin_resources_free(res, nres);
+        cli_agent_health(cfg->status_socket, &inv, devs, cmd);
+        struct label_set set = {0};
+        const struct labels_input in = {&inv, devs, cfg, machine, (long long)time(NULL)};
+        labels_build(&in, &set);
+        if (json)
+            label_set_json(&set, out);
+        else
+            label_set_text(&set, out);
+        label_set_free(&set);
+    }
+    free(devs);
+    free(machine);
+    gpu_inventory_free(&inv);
+    nvml_close(&n);
+    return rc;
+}
 
 int cmd_labels(int argc, char **argv)
 {
@@ -49,44 +91,25 @@ int cmd_labels(int argc, char **argv)
     if (config_load(&cfg, &args, NULL, &e) < 0)
         return cli_fail("labels", &e, NULL);
     config_user_paths(&cfg); /* a simulated agent's status socket */
-    struct nvml n;
-    struct gpu_inventory inv;
-    int rc = cli_open("labels", "labels", &cfg, &n, &inv);
-    if (rc != CLI_OK)
-        return rc;
-    bool absent; /* none (a VM, a container): the label says 'unknown', no more */
-    char *machine = labels_read_machine(cfg.machine_type_file, &absent, &e);
-    if (!machine && !absent)
-        fprintf(stderr, "gpulet labels: %s; nvidia.com/gpu.machine is 'unknown'\n", e.msg);
-    struct gpu_device *devs = gpu_devices_new(&inv, 0);
-    /* Sharing and per-model resources move labels: the agent's assignment. */
-    struct plugin_resource *res;
-    unsigned nres;
-    if (plugin_resources(&cfg, &inv, &res, &nres, &e) < 0) {
-        fprintf(stderr, "gpulet labels: %s\n", e.msg);
-        free(devs);
-        free(machine);
-        gpu_inventory_free(&inv);
-        nvml_close(&n);
-        return CLI_FAIL;
-    }
-    plugin_resources_apply(res, nres, devs, inv.count);
-    plugin_resources_free(res, nres);
-    cli_agent_health(cfg.status_socket, &inv, devs, "labels");
-    struct label_set set = {0};
-    const struct labels_input in = {&inv, devs, &cfg, machine, (long long)time(NULL)};
-    labels_build(&in, &set);
     struct strbuf out = {0};
-    if (!strcmp(format, "json"))
-        label_set_json(&set, &out);
-    else
-        label_set_text(&set, &out);
-    fputs(out.data ? out.data : "", stdout);
+    int rc = labels_make("labels", &cfg, !strcmp(format, "json"), &out);
+    if (rc == CLI_OK)
+        fputs(out.data ? out.data : "", stdout);
     strbuf_free(&out);
-    label_set_free(&set);
-    free(devs);
-    free(machine);
-    gpu_inventory_free(&inv);
-    nvml_close(&n);
-    return CLI_OK;
+    return rc;
+}
+
+int cli_labels_oneshot(struct config *cfg)
+{
+    struct strbuf out = {0};
+    struct err e;
+    config_user_paths(cfg);
+    int rc = labels_make("agent", cfg, false, &out);
+    if (rc == CLI_OK && labels_file_write_now(cfg->output_file, out.data ? out.data : "", out.len,
+                                              &e) < 0)
+        rc = cli_fail("agent", &e, NULL);
+    else if (rc == CLI_OK)
+        fprintf(stderr, "gpulet agent: --oneshot: the labels are in %s\n", cfg->output_file);
+    strbuf_free(&out);
+    return rc;
 }

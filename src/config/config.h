@@ -149,7 +149,7 @@ struct config {
     int discovery;                      /* auto or nvml: NVML either way */
     char imex_channel_ids[64];          /* none: IMEX is not supported */
     bool imex_required;
-    bool oneshot;                       /* GFD's: the agent keeps labels current */
+    bool oneshot;                       /* GFD's: label once and exit (cli_labels_oneshot) */
     char sleep_interval[32];            /* GFD's: the agent relabels on change */
     /* given[i]: option i was set by the file, environment or a flag, not by
      * its default */

@@ -195,8 +195,7 @@ const struct config_opt config_options[] = {
     {"imex-required", "IMEX_REQUIRED", NULL, T_BOOL, F(imex_required), NULL, "false",
      "fail when the IMEX channels are missing (none are injected)", NULL, NULL},
     {"oneshot", "GFD_ONESHOT", "flags.gfd.oneshot", T_BOOL, F(oneshot), NULL, "false",
-     "GFD's label-once-and-exit; taken, not needed: the agent keeps the labels current "
-     "(gpulet labels prints them once)", NULL, NULL},
+     "label once and exit, as GFD's: the labels written to --output-file, no daemon", NULL, NULL},
     {"sleep-interval", "GFD_SLEEP_INTERVAL", "flags.gfd.sleepInterval", T_STRING,
      S(sleep_interval), NULL, "60s",
      "GFD's relabel period; taken, not needed: the agent relabels when anything changes",
@@ -248,7 +247,6 @@ static const struct {
 } config_unneeded[] = {
     {"nvidia-cdi-hook-path", "gpulet's CDI specs run no hook"},
     {"imex-required", "gpulet injects no IMEX channels"},
-    {"oneshot", "the agent keeps the labels current; `gpulet labels` prints them once"},
     {"sleep-interval", "the agent relabels when anything changes"},
 };
 

@@ -48,4 +48,8 @@ int labels_node_patch(const json_t *node, const struct label_set *want, struct s
  * a temporary file in a hidden directory beside it, made and removed. */
 struct writer *labels_file_writer(uv_loop_t *loop, const char *path);
 
+/* The same, written at once by the caller's thread (GFD's --oneshot, from
+ * the command line; never on the agent's loop). */
+int labels_file_write_now(const char *path, const char *text, size_t len, struct err *e);
+
 #endif

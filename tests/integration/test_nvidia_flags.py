@@ -46,7 +46,7 @@ FEATURE_DISCOVERY = [
 # Read from the environment alone, by the device plugin.
 ENV_ONLY = {"DP_DISABLE_HEALTHCHECKS": "48", "DP_ENABLE_HEALTHCHECKS": "31"}
 # Taken and logged once as not needed, when given.
-NOT_NEEDED = ["nvidia-cdi-hook-path", "imex-required", "oneshot", "sleep-interval"]
+NOT_NEEDED = ["nvidia-cdi-hook-path", "imex-required", "sleep-interval"]
 
 
 @pytest.fixture
@@ -123,6 +123,25 @@ def test_variables_in_nvidias_order(agent, sim_env, tmp_path):
     a.wait_log("agent running")
     assert "migStrategy=single" in a.log()
     assert "--nvidia-cdi-hook-path taken, not needed" in a.log()
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_oneshot_labels_once_and_exits(gpulet, sim_env, tmp_path, how):
+    """GFD's --oneshot (or GFD_ONESHOT): the labels written once to the
+    output file, and an exit: no daemon, nothing served."""
+    out = tmp_path / "features.d" / "gfd"
+    args = ["agent", *common(tmp_path), "-o", str(out)]
+    env = dict(sim_env)
+    if how == "flag":
+        args.append("--oneshot")
+    else:
+        env["GFD_ONESHOT"] = "true"
+    p = gpulet(*args, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "nvidia.com/gpu.product=Tesla-T4" in out.read_text().splitlines()
+    assert f"the labels are in {out}" in p.stderr
+    assert not (tmp_path / "kubelet").exists() and not (tmp_path / "status.sock").exists()
+    assert sorted(x.name for x in out.parent.iterdir()) == ["gfd"]  # no temporary left
 
 
 BAD = [
