@@ -123,7 +123,7 @@ const struct config_opt config_options[] = {
     {"labels", "GPULET_LABELS", NULL, T_ENUM, F(labels_output), labels_choices, "auto",
      "node labels to: api (the Node object), file (NFD), none; auto: api in a cluster", NULL, NULL},
     {"output-file", "GFD_OUTPUT_FILE", "flags.gfd.outputFile", T_STRING, S(output_file), NULL,
-     "/etc/kubernetes/node-feature-discovery/features.d/gfd", "the NFD feature file (--labels file)",
+     "/etc/kubernetes/node-feature-discovery/features.d/gfd", "the NFD feature file (--labels file, --oneshot); also -o",
      "PATH", "features.d/gfd"},
     {"keep-labels-file", "GPULET_KEEP_LABELS_FILE", NULL, T_BOOL, F(keep_labels_file), NULL,
      "false", "leave the feature file in place on exit", NULL, NULL},
