@@ -169,7 +169,9 @@ def test_kubectl_apply_k(cluster, image, gpulet):
              cluster.gpulet_log.read_text()[-3000:],
              lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "2", timeout=30)
         name = pod["metadata"]["name"]
-        assert cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"] == 0
+        restarts = cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"]
+        assert restarts == 0, (cluster.kubectl("logs", "-n", "gpulet", name, "--previous", check=False)[-4000:] +
+                               cluster.kubectl("describe", "pod", "-n", "gpulet", name, check=False)[-3000:])
         logs = cluster.kubectl("logs", "-n", "gpulet", name)
         assert "node config: applied 'ts2'" in logs
         # deploy/base/rbac.yaml's rights cover the fault report (condition, events).
