@@ -163,26 +163,28 @@ static void config_key(const struct config_walk *w, const char *key, char *out, 
     snprintf(out, len, "%.120s.%s", w->where, key);
 }
 
+/* name or rename: a resource name, kept as nvidia.com/<name> in out. */
+static int config_entry_resource(void *ctx, struct ydoc *d, yaml_node_t *v, const char *key,
+                                 char *out, size_t len, struct err *e)
+{
+    char where[192], name[64];
+    config_key(ctx, key, where, sizeof where);
+    if (config_resource_name(d, v, where, name, sizeof name, e) < 0)
+        return -1;
+    snprintf(out, len, "nvidia.com/%s", name);
+    return 0;
+}
+
 static int config_entry_name(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
 {
-    struct config_walk *w = ctx;
-    char key[192], name[64];
-    config_key(w, "name", key, sizeof key);
-    if (config_resource_name(d, v, key, name, sizeof name, e) < 0)
-        return -1;
-    snprintf(w->s->name, sizeof w->s->name, "nvidia.com/%s", name);
-    return 0;
+    struct config_shared *s = ((struct config_walk *)ctx)->s;
+    return config_entry_resource(ctx, d, v, "name", s->name, sizeof s->name, e);
 }
 
 static int config_entry_rename(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)
 {
-    struct config_walk *w = ctx;
-    char key[192], name[64];
-    config_key(w, "rename", key, sizeof key);
-    if (config_resource_name(d, v, key, name, sizeof name, e) < 0)
-        return -1;
-    snprintf(w->s->rename, sizeof w->s->rename, "nvidia.com/%s", name);
-    return 0;
+    struct config_shared *s = ((struct config_walk *)ctx)->s;
+    return config_entry_resource(ctx, d, v, "rename", s->rename, sizeof s->rename, e);
 }
 
 static int config_entry_replicas(void *ctx, struct ydoc *d, yaml_node_t *v, struct err *e)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define YDOC_MAX_FILE (1 << 20)
+#define YDOC_MAX_KEYS 64 /* of one mapping, for ydoc_check_keys */
 
 /* The first key, by place in the text, that repeats an earlier key of its
  * mapping: YAML says keys are unique, and a parser that keeps the last one
@@ -160,30 +161,6 @@ int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out,
                       n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? "" : "the string ", s);
 }
 
-static bool ydoc_known(const char *key, const char *const *known)
-{
-    for (; *known; known++)
-        if (!strcmp(key, *known))
-            return true;
-    return false;
-}
-
-int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
-                    const char *const *known, struct err *e)
-{
-    if (!n || n->type != YAML_MAPPING_NODE)
-        return ydoc_error(d, n, e, "%s must be a mapping of keys to values", what);
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = ydoc_node(d, p->key);
-        const char *key = NULL;
-        if (ydoc_scalar(d, k, "a key", &key, e) < 0)
-            return -1;
-        if (!ydoc_known(key, known))
-            return ydoc_error(d, k, e, "unknown key '%s' in %s", key, what);
-    }
-    return 0;
-}
-
 int ydoc_each(struct ydoc *d, const yaml_node_t *n, const char *what, const struct ydoc_key *keys,
               void *ctx, struct err *e)
 {
@@ -203,6 +180,17 @@ int ydoc_each(struct ydoc *d, const yaml_node_t *n, const char *what, const stru
             return -1;
     }
     return 0;
+}
+
+int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
+                    const char *const *known, struct err *e)
+{
+    struct ydoc_key keys[YDOC_MAX_KEYS + 1];
+    size_t k = 0;
+    for (; known[k] && k < YDOC_MAX_KEYS; k++)
+        keys[k] = (struct ydoc_key){known[k], NULL};
+    keys[k].key = NULL;
+    return ydoc_each(d, n, what, keys, NULL, e);
 }
 
 yaml_node_t *ydoc_get(struct ydoc *d, const yaml_node_t *n, const char *key)

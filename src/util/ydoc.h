@@ -47,7 +47,8 @@ int ydoc_int(struct ydoc *d, const yaml_node_t *n, const char *what, long min, l
  * their three cases), as NVIDIA's parser reads them; a quoted one is refused. */
 int ydoc_bool(struct ydoc *d, const yaml_node_t *n, const char *what, bool *out, struct err *e);
 
-/* Checks that n is a mapping whose keys are all in the NULL-terminated list. */
+/* Checks that n is a mapping whose keys are all in the NULL-terminated list
+ * (at most 64 of them). */
 int ydoc_check_keys(struct ydoc *d, const yaml_node_t *n, const char *what,
                     const char *const *known, struct err *e);
 
