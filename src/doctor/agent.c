@@ -18,7 +18,6 @@ bool doctor_agent_view(struct doctor *d)
     if (d->agent_asked)
         return d->agent_ngpus > 0;
     d->agent_asked = true;
-    doctor_path(d, d->agent_socket, sizeof d->agent_socket, d->o->cfg->status_socket, NULL);
     doctor_step(d, "asking the agent at %s for its GPUs' health", d->agent_socket);
     char *reply = xmalloc(AGENT_REPLY_MAX);
     struct err e;

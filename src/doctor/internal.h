@@ -51,9 +51,10 @@ struct doctor {
     bool agent_up;
     /* kubelet: no kubelet on a simulated node (a demo): its checks skip */
     bool no_kubelet;
-    /* the agent's view (agent.c), asked once by the first check that needs it */
-    bool agent_asked;
+    /* the running agent's status socket under the root: every check asks
+     * the agent there; its view of the GPUs (agent.c) asked once */
     char agent_socket[CONFIG_PATH_MAX * 2];
+    bool agent_asked;
     struct doctor_agent_gpu *agent_gpus;
     unsigned agent_n, agent_ngpus;   /* lines; GPUs among them */
     /* what a check is doing now, for the message when it runs out of time */

@@ -87,9 +87,8 @@ static unsigned kubelet_plugin_gpus(const struct doctor *d)
 
 void doctor_registration(struct doctor *d, struct doctor_result *r)
 {
-    const struct config *c = d->o->cfg;
-    char path[CONFIG_PATH_MAX * 2], reply[4096];
-    doctor_path(d, path, sizeof path, c->status_socket, NULL);
+    const char *path = d->agent_socket;
+    char reply[4096];
     struct err e;
     doctor_step(d, "asking the agent at %s", path);
     if (unixsock_request(path, "plugins\n", reply, sizeof reply, &e) < 0) {
@@ -136,8 +135,8 @@ void doctor_dra(struct doctor *d, struct doctor_result *r)
         doctor_set(r, DOCTOR_SKIP, NULL, "--dra off: the device plugin serves every GPU");
         return;
     }
-    char path[CONFIG_PATH_MAX * 2], reply[1024], sock[512], state[32], api[64] = "unknown";
-    doctor_path(d, path, sizeof path, c->status_socket, NULL);
+    const char *path = d->agent_socket;
+    char reply[1024], sock[512], state[32], api[64] = "unknown";
     struct err e;
     unsigned devices, claims;
     doctor_step(d, "asking the agent at %s", path);

@@ -194,6 +194,7 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
     struct doctor *d = xcalloc(1, sizeof *d);
     d->o = o;
     d->simulated = o->cfg->simulate[0] && !o->root_given;
+    doctor_path(d, d->agent_socket, sizeof d->agent_socket, o->cfg->status_socket, NULL);
     pthread_mutex_init(&d->lock, NULL);
     rep->items = xcalloc(NCHECKS, sizeof *rep->items);
     double t0 = doctor_now();

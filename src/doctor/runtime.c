@@ -2,7 +2,7 @@
  * spec gpulet writes for it. */
 #include "doctor/internal.h"
 
-#include "http/http.h"
+#include "metrics/metrics.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -191,14 +191,13 @@ void doctor_metrics(struct doctor *d, struct doctor_result *r)
 {
     struct err e;
     const struct config *c = d->o->cfg;
-    struct http_security sec = {0};
     if (c->no_metrics)
         doctor_set(r, DOCTOR_SKIP, NULL, "--no-metrics: gpulet serves no /metrics");
-    else if (c->web_config_file[0] && (http_webconfig_load(&sec, c->web_config_file, &e) < 0 ||
-                                       http_security_check(&sec, &e) < 0))
-        doctor_set(r, DOCTOR_FAIL, "fix the web config, or install GnuTLS (libgnutls30) for TLS",
-                   "gpulet would not start with /metrics on %s: %s", c->metrics_listen, e.msg);
+    else if (metrics_check_files(c, &e) < 0) /* what the agent checks before it serves */
+        doctor_set(r, DOCTOR_FAIL, "fix the web config or the collectors file, or install GnuTLS "
+                   "(libgnutls30) for TLS", "gpulet would not start with /metrics on %s: %s",
+                   c->metrics_listen, e.msg);
     else
-        doctor_set(r, DOCTOR_PASS, NULL, "/metrics on %s%s", c->metrics_listen,
-                   sec.tls ? " over TLS (GnuTLS loads)" : "");
+        doctor_set(r, DOCTOR_PASS, NULL, "/metrics on %s%s%s", c->metrics_listen,
+                   c->web_config_file[0] ? " with the web config " : "", c->web_config_file);
 }
