@@ -44,6 +44,10 @@ MUTANTS = [
      "    if (kind == KUBE_EVENT_ERROR)\n        kind = KUBE_EVENT_BOOKMARK;\n"
      "    switch (kind) {\n    case KUBE_EVENT_BAD:",
      [T + "test_api.py::test_watch_relists_on_the_410_itself"]),
+    ("every API request opens its own connection", "src/kube/curl.c",
+     "    kube_curl.setopt(h, CURLOPT_PIPEWAIT, 1L);",
+     "    kube_curl.setopt(h, CURLOPT_PIPEWAIT, 1L);\n    kube_curl.setopt(h, CURLOPT_FORBID_REUSE, 1L);",
+     [T + "test_api.py::test_one_client_no_polling_and_no_writes_when_equal"]),
     ("the XID gauge keeps its first value", "src/metrics/metrics.c",
      "    md->last_xid = d->last_xid;",
      "    if (!md->last_xid)\n        md->last_xid = d->last_xid;",

@@ -72,9 +72,8 @@ def test_one_client_no_polling_and_no_writes_when_equal(agent, api, tmp_path, si
     assert not [r for r in first if r[0] == "GET" and r[1] == "/api/v1/nodes/n1"], first
     # Over HTTP/1.1 (this server; HTTP/2 shares one connection for all,
     # bench/fleet.py) each watch holds a connection, and requests in flight
-    # together take one each; kept alive, they serve every later request.
-    assert api.connections <= 4, (api.connections, first)
-    connections = api.connections
+    # together take one each (how many the start took depends on how its
+    # requests overlapped); kept alive, they serve every later request.
     # At rest: nothing, not even a resync.
     time.sleep(2)
     assert len(api.requests) == n, since(api, n)
@@ -88,11 +87,13 @@ def test_one_client_no_polling_and_no_writes_when_equal(agent, api, tmp_path, si
     assert len(fault) <= 4, fault
     # A label of gpulet's removed by another: put back from the watch's news.
     n = len(api.requests)
+    connections = api.connections
     api.set_label("nvidia.com/gpu.count", None)
     api.wait_for(lambda: api.node["metadata"]["labels"].get("nvidia.com/gpu.count") == "8",
                  "the label put back")
     assert [m for m, _, _ in since(api, n)] == ["PATCH"], since(api, n)
-    assert api.connections <= connections + 1  # the fault's three writes went together
+    # One request, with the fault's connections idle since: no new one.
+    assert api.connections == connections, (connections, api.connections)
     # Killed and started again with nothing changed (the simulator starts
     # healthy with the agent): it reads, and writes nothing.
     sim(sim_env, "recover", "2")
