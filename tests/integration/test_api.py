@@ -20,6 +20,7 @@ from test_metrics import free_port
 from test_plugin import devices, sim
 
 SLICE = "n1-gpu.nvidia.com"
+HELD = 30.0   # seconds the hung API server holds each answer
 
 
 @pytest.fixture
@@ -159,17 +160,17 @@ def test_api_outage_delays_nothing_else(agent, api, tmp_path, sim_env):
     req = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace="ns", uid="one", name="c-one")])
     first = call(sock, DRA + "NodePrepareResources", req, pb.NodePrepareResourcesResponse)
     assert not first.claims["one"].error
-    api.hold = 30.0
+    api.hold = HELD
     try:
         sim(sim_env, "xid", "6", "79")  # its writes now wait on the API server
         time.sleep(0.5)
         t0 = time.monotonic()
         again = call(sock, DRA + "NodePrepareResources", req, pb.NodePrepareResourcesResponse)
         assert again.claims["one"] == first.claims["one"]
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < HELD / 6   # not the hold, whatever the machine's load
         t0 = time.monotonic()
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < HELD / 6   # not the hold, whatever the machine's load
     finally:
         api.hold = 0.0
     api.wait_for(lambda: api.condition()["status"] == "True", "the fault after the outage",
@@ -181,7 +182,7 @@ def test_api_outage_delays_no_allocate(plugin_agent, kubelet, api, tmp_path, sim
                  "--node-name", "n1", "--health-probe-ms", "200")
     api.wait_for(lambda: api.condition(), "the condition")
     channel, stub, stream, first = devices(kubelet)
-    api.hold = 30.0
+    api.hold = HELD
     try:
         sim(sim_env, "xid", "1", "79")
         time.sleep(0.5)
@@ -190,7 +191,7 @@ def test_api_outage_delays_no_allocate(plugin_agent, kubelet, api, tmp_path, sim
         r = stub.Allocate(pb.AllocateRequest(container_requests=[
             pb.ContainerAllocateRequest(devices_ids=[first.devices[0].ID])]), timeout=5)
         assert r.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == first.devices[0].ID
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < HELD / 6   # not the hold, whatever the machine's load
     finally:
         api.hold = 0.0
         channel.close()
