@@ -181,7 +181,7 @@ def test_condition_and_events(plugin_agent, kubelet, api, sim_env, tmp_path):
     t0 = time.monotonic()
     sim(sim_env, "xid", "2", "79")
     c = api.wait_for(lambda: (x := api.condition())["status"] == "True" and x, "condition True")
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 3.0   # as it happens: there is no periodic resync
     assert c["reason"] == "XID79"
     assert re.match(r"1 of 8 GPUs unhealthy: GPU 2 \(GPU-[0-9a-f-]+\): XID 79: fallen off the bus$",
                     c["message"]), c["message"]

@@ -117,11 +117,12 @@ def test_agent_feature_file(plugin_agent, gpulet, tmp_path, sim_env):
     assert labels["feature.node.kubernetes.io/accelerator"] == "nvidia-l4"
     assert labels["gpulet.io/gpu.healthy"] == "4"
     mtime = out.stat().st_mtime_ns
-    # A fault reaches the file within a second; recovery puts it back.
+    # A fault reaches the file as it happens, not at the next rewrite (60 s
+    # on); recovery puts it back.
     t0 = time.monotonic()
     assert gpulet("sim", "xid", "2", "79").returncode == 0
-    wait_file(out, lambda l: l["gpulet.io/gpu.healthy"] == "3", timeout=1.0)
-    assert time.monotonic() - t0 < 1.0
+    wait_file(out, lambda l: l["gpulet.io/gpu.healthy"] == "3", timeout=3.0)
+    assert time.monotonic() - t0 < 3.0
     assert gpulet("sim", "recover", "2").returncode == 0
     assert gpulet("health", "clear", "2", "--status-socket", str(tmp_path / "status.sock")).returncode == 0
     wait_file(out, lambda l: l["gpulet.io/gpu.healthy"] == "4")

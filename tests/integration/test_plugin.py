@@ -160,13 +160,14 @@ def test_preferred_allocation_errors(plugin_agent, kubelet):
 
 def test_kubelet_restarts(plugin_agent, kubelet):
     """20 kubelet restarts in a row: each time every socket is deleted and a
-    new kubelet.sock appears; the plugin is registered again within 1 s."""
+    new kubelet.sock appears; the plugin is registered again as it appears
+    (inotify, not a poll: within 2 s on a loaded machine)."""
     plugin_agent("--simulate", "dgx-h100")
     for n in range(2, 22):
         t0 = time.monotonic()
         kubelet.restart()
         t, req = kubelet.wait_registrations(n, timeout=5)
-        assert t - t0 < 1.0, f"restart {n - 1}: registered after {t - t0:.3f} s"
+        assert t - t0 < 2.0, f"restart {n - 1}: registered after {t - t0:.3f} s"
         assert (kubelet.dir / req.endpoint).exists()
     channel, stub, stream, first = devices(kubelet)
     assert len(first.devices) == 8
