@@ -37,7 +37,7 @@ def test_condition_and_events(cluster, gpulet):
     c = wait(lambda: f"condition still {condition(cluster)}",
              lambda: (x := condition(cluster))["status"] == "True" and x)
     took = time.monotonic() - t0
-    assert took < 1.5, took
+    assert took < 3.0, took   # as it happens (each look is a kubectl): no periodic resync
     assert c["reason"] == "XID79" and "GPU 6 (GPU-" in c["message"], c
     ev = wait("no GPUUnhealthy event", lambda: node_events(cluster, "GPUUnhealthy"))[-1]
     assert ev["type"] == "Warning" and ev["source"]["component"] == "gpulet"

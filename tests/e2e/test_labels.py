@@ -46,12 +46,13 @@ def test_labels_on_the_node(cluster, gpulet):
     assert sorted(owned.split(",")) == sorted(printed)
 
 
-def test_fault_reaches_the_node_within_a_second(cluster, gpulet):
+def test_fault_reaches_the_node_as_it_happens(cluster, gpulet):
+    """Not at the next rewrite (60 s on): within 3 s, each look a kubectl."""
     wait_labels(cluster, lambda l: l.get("gpulet.io/gpu.healthy") == "8")
     t0 = time.monotonic()
     cluster.sim("xid", "5", "79")
-    wait_labels(cluster, lambda l: l.get("gpulet.io/gpu.healthy") == "7", timeout=1.0)
-    assert time.monotonic() - t0 < 1.0
+    wait_labels(cluster, lambda l: l.get("gpulet.io/gpu.healthy") == "7", timeout=3.0)
+    assert time.monotonic() - t0 < 3.0
     cluster.sim("recover", "5")
     wait_labels(cluster, lambda l: l.get("gpulet.io/gpu.healthy") == "8", timeout=10)
 

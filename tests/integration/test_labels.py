@@ -1,6 +1,7 @@
 """Node labels: `gpulet labels`, and the agent keeping NFD's feature file
-current, on change only, within a second of a fault (the Node through the
-real API server is tests/e2e's)."""
+current, on change only, as a fault happens (its latency is
+bench/labels_latency.py's; the Node through the real API server is
+tests/e2e's)."""
 import json
 import shutil
 import signal

@@ -66,7 +66,8 @@ def test_label_and_configmap_apply_live(plugin_agent, kubelet, tmp_path):
         wait_metric(port, 'gpulet_config_info{config="ts4"}', "1")
         assert series(port)["gpulet_config_last_reload_successful"] == "1"
 
-        # The label changes: applied within a second, by a new registration.
+        # The label changes: applied as it happens, by a new registration
+        # (bench/nodeconfig_latency.py times it).
         t0 = time.monotonic()
         api.set_label(LABEL, "ts2")
         kubelet.wait_registrations(2, timeout=10)
