@@ -16,7 +16,6 @@ import argparse
 import os
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

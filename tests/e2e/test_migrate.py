@@ -13,7 +13,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import GPULET, SOURCE, labels_left_alone
 

@@ -4,16 +4,11 @@ read to decide a write (the Node comes from a watch), no write where the
 server already holds what is wanted, a change by another repaired from the
 watch, a relist on 410 Gone, and an API server that stops answering delays
 nothing but API work."""
-import json
-import signal
-import subprocess
 import time
 import urllib.request
 
-import grpc
 import pytest
 
-from conftest import GPULET
 from fakeapi import FakeAPI
 from test_dra import DRA, call, claim, dra_stubs
 from test_metrics import free_port

@@ -172,7 +172,6 @@ def test_healthy_root(node):
 def changed(path, text=None):
     """path with other text, or gone (text None), for the block."""
     away = Path(str(path) + ".away")
-    regular = path.is_file()
     if path.exists() or path.is_symlink():
         os.rename(path, away)
     if text is not None:

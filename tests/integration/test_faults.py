@@ -5,13 +5,12 @@ both (the Node condition, events, the opt-in taint) through a stand-in API
 server that can go down; no thread leaks from a hang."""
 import os
 import re
-import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import GPULET, SANITIZED, check_clean, tool
+from conftest import GPULET, SANITIZED, tool
 from fakeapi import FakeAPI
 from test_metrics import free_port, get, parse
 from test_plugin import devices, sim, wait_health

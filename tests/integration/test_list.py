@@ -1,10 +1,8 @@
 """`gpulet list` on the simulator, and its errors for bad input."""
 import json
-import os
 
 import pytest
 
-from conftest import GPULET
 
 
 def test_list_dgx_h100_table(gpulet):

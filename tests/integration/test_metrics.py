@@ -2,15 +2,12 @@
 names, types and labels; values against the simulator; XIDs and lost GPUs;
 promtool and a real Prometheus server; pod labels from PodResources."""
 import json
-import os
 import re
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 

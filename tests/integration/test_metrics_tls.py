@@ -7,7 +7,6 @@ import http.client
 import json
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from base64 import b64encode

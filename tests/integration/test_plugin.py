@@ -2,7 +2,6 @@
 acting as the kubelet, on the simulator."""
 import json
 import shutil
-import os
 import signal
 import subprocess
 import threading

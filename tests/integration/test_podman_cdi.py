@@ -9,7 +9,6 @@ test's directory. Needs root and podman; skips otherwise."""
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ with exactly the real library's exported names; and gpulet's NVML header
 against NVIDIA's (tests/abi: facts taken from NVIDIA's nvml.h), so that
 the simulator and the product cannot agree on a wrong prototype."""
 import json
-import os
 import re
 import subprocess
 import sys

@@ -4,7 +4,6 @@ environment and mounts of its own Allocate response (a private mount
 namespace applies the mounts), allocate up to their pinned limit, fail
 beyond it, and run a torch job at once; gpulet stops the daemon on exit.
 Never changes the GPU's compute mode. usage: mps_check.py GPULET"""
-import os
 import shlex
 import subprocess
 import sys

@@ -3,7 +3,6 @@
 and compares the return codes and error strings.
 
 usage: nvml_misuse.py REAL_LIB SIM_LIB"""
-import ctypes
 import json
 import subprocess
 import sys
