@@ -83,7 +83,7 @@ def test_hung_gpu(faulty, kubelet, sim_env, tmp_path):
                             text=True, env=env).stdout
     assert "Unhealthy (hung: nvmlDevice" in listed, listed
     # /metrics is rendered once an interval: it may trail ListAndWatch by one.
-    until(lambda: value(series(url), "gpulet_gpu_up", 3) == 0, "metrics show GPU 3 hung", timeout=1)
+    until(lambda: value(series(url), "gpulet_gpu_up", 3) == 0, "metrics show GPU 3 hung", timeout=2)
     s1 = series(url)
     time.sleep(0.6)
     s2 = series(url)
