@@ -153,7 +153,13 @@ static void test_deadline_and_cancel(void **state)
     (void)state;
     struct result r = {0};
     cancelled = 0;
-    grpc_client_unary(&loop, sock, "/test.Svc/Silent", NULL, 0, 50, done, &r);
+    /* The server must hold the call before its deadline passes, or it never
+     * learns of it: the deadline is long enough for a loaded machine under
+     * valgrind, and the test says so if it was not. */
+    grpc_client_unary(&loop, sock, "/test.Svc/Silent", NULL, 0, 1000, done, &r);
+    while (!stream_call && r.calls == 0 && uv_run(&loop, UV_RUN_ONCE))
+        ;
+    assert_non_null(stream_call);
     run_until(&r);
     assert_int_equal(r.status, GRPC_DEADLINE_EXCEEDED);
     /* The client hung up: the server side learns the call is gone. */
