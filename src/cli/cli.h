@@ -74,7 +74,6 @@ const char *cli_no_gpu_hint(const char *cmdline, bool real, char *buf, size_t le
  * warns about a running agent's nor takes one. GPULET_SIM_CONTROL wins. */
 void cli_simulator_quiet(void);
 
-/* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
 /* GFD's --oneshot (flag, GFD_ONESHOT or flags.gfd.oneshot): the labels
  * the agent would publish, written once to cfg's --output-file, then exit
  * (cmd_labels.c). */
@@ -85,6 +84,7 @@ int cli_labels_oneshot(struct config *cfg);
  * commands that take the agent's options (NVIDIA's binaries take them). */
 int cli_version(void);
 
+/* Prints "gpulet <msg>" to stderr and returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* One of a command's own options, where the command also takes the

@@ -258,7 +258,6 @@ static int config_check(const struct config *c, struct err *e)
     return 0;
 }
 
-
 void config_user_paths(struct config *c)
 {
     /* In a pod, a simulated node is a cluster's (a DaemonSet trying gpulet
@@ -286,7 +285,6 @@ static int config_usage_error(struct err *e)
     e->usage = true;
     return -1;
 }
-
 
 bool config_args_only(const struct config_args *a, const char *flag)
 {

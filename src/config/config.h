@@ -165,7 +165,6 @@ struct config_text {
     size_t len;
 };
 
-
 /* The command line as given, kept so SIGHUP can re-apply it over a new file. */
 struct config_args {
     const char *values[CONFIG_OPTIONS_MAX]; /* per option; NULL when not given */

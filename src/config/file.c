@@ -91,32 +91,32 @@ static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
     return 0;
 }
 
-static int config_flags_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
+static int config_flags_section(void *ctx, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
-    return config_file_map(c, d, n, "flags", e);
+    return ydoc_empty(n) ? 0 : config_file_map(ctx, d, n, "flags", e);
 }
 
-static int config_imex_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
+static int config_imex_section(void *ctx, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
-    (void)c;
-    return ydoc_error(d, n, e, "IMEX channels are not supported yet: remove the imex section");
+    (void)ctx;
+    return ydoc_empty(n) ? 0 : ydoc_error(d, n, e, "IMEX channels are not supported yet: remove "
+                                          "the imex section");
 }
 
 /* The file's sections, each applied where it stands in the file, so that of
- * several errors the first in the file is the one reported. */
-static const struct {
-    const char *key;
-    int (*apply)(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e);
-} config_sections[] = {
+ * several errors the first in the file is the one reported; an empty one
+ * changes nothing. */
+static const struct ydoc_key config_sections[] = {
+    {"version", NULL}, /* read first (config_document): it says what the rest means */
     {"flags", config_flags_section},
     {"resources", config_resources_section},
     {"sharing", config_sharing_section},
     {"imex", config_imex_section},
+    {NULL, NULL},
 };
 
-/* Applies a loaded v1 document over c: the version first, as it says what
- * the rest means, then the sections in the file's order. An empty section
- * changes nothing. */
+/* Applies a loaded v1 document over c: its keys checked, the version read,
+ * then the sections in the file's order. */
 static int config_document(struct config *c, struct ydoc *d, struct err *e)
 {
     static const char *const keys[] = {"version", "flags", "resources", "sharing", "imex", NULL};
@@ -131,15 +131,7 @@ static int config_document(struct config *c, struct ydoc *d, struct err *e)
         return -1;
     if (strcmp(version, "v1") && *version)
         return ydoc_error(d, n, e, "version must be v1, not '%s'", version);
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
-        const char *key = (const char *)ydoc_node(d, p->key)->data.scalar.value;
-        yaml_node_t *v = ydoc_node(d, p->value);
-        for (size_t i = 0; i < sizeof config_sections / sizeof *config_sections; i++)
-            if (!strcmp(key, config_sections[i].key) && !ydoc_empty(v) &&
-                config_sections[i].apply(c, d, v, e) < 0)
-                return -1;
-    }
-    return 0;
+    return ydoc_each(d, root, "the config file", config_sections, c, e);
 }
 
 int config_apply_yaml(struct config *c, const char *source, const char *text, size_t len,

@@ -60,7 +60,7 @@ int config_set(struct config *c, const struct config_opt *o, const char *value,
 int config_file(struct config *c, const char *path, struct err *e);
 
 /* The resources and sharing sections of a v1 file (resources.c). */
-int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e);
-int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e);
+int config_resources_section(void *ctx, struct ydoc *d, yaml_node_t *n, struct err *e);
+int config_sharing_section(void *ctx, struct ydoc *d, yaml_node_t *n, struct err *e);
 
 #endif

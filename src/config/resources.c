@@ -100,11 +100,11 @@ static int config_resources_mig(void *ctx, struct ydoc *d, yaml_node_t *mig, str
 }
 
 /* resources.gpus: [{pattern, name}]; resources.mig waits for the MIG strategies. */
-int config_resources_section(struct config *c, struct ydoc *d, yaml_node_t *res, struct err *e)
+int config_resources_section(void *ctx, struct ydoc *d, yaml_node_t *res, struct err *e)
 {
     static const struct ydoc_key keys[] = {
         {"gpus", config_gpus}, {"mig", config_resources_mig}, {NULL, NULL}};
-    struct config_walk w = {.c = c};
+    struct config_walk w = {.c = ctx};
     return ydoc_empty(res) ? 0 : ydoc_each(d, res, "resources", keys, &w, e);
 }
 
@@ -331,10 +331,11 @@ static int config_mps(void *ctx, struct ydoc *d, yaml_node_t *k, struct err *e)
     return config_sharing_kind(ctx, d, k, GPU_SHARING_MPS, e);
 }
 
-int config_sharing_section(struct config *c, struct ydoc *d, yaml_node_t *n, struct err *e)
+int config_sharing_section(void *ctx, struct ydoc *d, yaml_node_t *n, struct err *e)
 {
     static const struct ydoc_key keys[] = {
         {"timeSlicing", config_time_slicing}, {"mps", config_mps}, {NULL, NULL}};
+    struct config *c = ctx;
     if (ydoc_empty(n))
         return 0;
     c->nshared = 0;

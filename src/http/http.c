@@ -62,8 +62,8 @@ int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e
     return 0;
 }
 
-static enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, const char *type, struct MHD_Response *r,
-                                  const char *allow)
+static enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, const char *type,
+                                  struct MHD_Response *r, const char *allow)
 {
     if (!r)
         return MHD_NO;
@@ -75,8 +75,8 @@ static enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, con
     return ok;
 }
 
-static enum MHD_Result http_answer(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
-                                   size_t len, const char *allow)
+static enum MHD_Result http_answer(struct MHD_Connection *c, unsigned status, const char *type,
+                                   const char *body, size_t len, const char *allow)
 {
     return http_queue(c, status, type,
                       MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY), allow);
@@ -101,7 +101,8 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
             MHD_free(pass);
         if (!ok) {
             static const char msg[] = "unauthorized\n";
-            struct MHD_Response *r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+            struct MHD_Response *r =
+                MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
             if (!r)
                 return MHD_NO;
             enum MHD_Result q = MHD_queue_basic_auth_fail_response(c, "gpulet", r);
@@ -118,8 +119,8 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
     s->fn(s->ctx, url, &reply);
     enum MHD_Result ok;
     if (reply.shared) {
-        struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(reply.shared_len, (void *)reply.shared,
-                                                        reply.release, reply.release_ctx);
+        struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(
+            reply.shared_len, (void *)reply.shared, reply.release, reply.release_ctx);
         if (!r)
             reply.release(reply.release_ctx); /* nobody else will */
         ok = http_queue(c, reply.status, reply.content_type, r, NULL);
@@ -221,11 +222,11 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
                      (s->sec.tls ? MHD_USE_TLS : 0);
     /* The TLS options come last: without TLS, MHD_OPTION_END ends the list before them. */
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
-                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
-                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-                             s->sec.tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, s->tls_key,
-                             MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+                                 s->sec.tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, s->tls_key,
+                                 MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
     if (!s->daemon) {
         int errsv = errno;
         http_free(s);
