@@ -115,6 +115,14 @@ patches:
 """
 
 
+def kubelet_lines(cluster, word, last=40):
+    """The kubelet's last log lines that name word: what it made of a
+    plugin's registrations and streams, when a test's wait ran out."""
+    log = Path(cluster.base) / "kubelet.log"
+    lines = [l for l in log.read_text(errors="replace").splitlines() if word in l] if log.exists() else []
+    return "\nthe kubelet on " + word + ":\n" + "\n".join(lines[-last:])
+
+
 def wait(what, fn, timeout=120):
     """fn() once true; else fails with what() (or what)."""
     deadline = time.monotonic() + timeout
@@ -160,8 +168,10 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         assert pod["spec"]["hostPID"] is True
         # Per-node config: the label chooses ts2, applied live (no restart).
         cluster.kubectl("label", "node", cluster.node, "nvidia.com/device-plugin.config=ts2")
-        wait(lambda: "the node's config ts2 was not applied: " +
-             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:],
+        wait(lambda: "the node's config ts2 was not applied: allocatable " +
+             json.dumps(node()["status"]["allocatable"]) + "\n" +
+             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:] +
+             kubelet_lines(cluster, "a100-deployed"),
              lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "16",
              timeout=30)
         wait(lambda: f"the replicas label did not follow: {node()['metadata']['labels']} " +
