@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds gpulet's container image with Debian's buildah, as an OCI image index
-# (a node pulls its own architecture's image): the release binary,
-# the simulator library, the C library and the libraries gpulet loads
-# (libcurl, its GnuTLS build, for the API server, whose GnuTLS also serves
-# /metrics over TLS; libxcrypt for basic auth) with theirs, and
-# the CA certificates, each of its architecture. No shell, no package manager.
+# (a node pulls its own architecture's image): the release binary, the C
+# library and the libraries gpulet loads (libcurl, its GnuTLS build, for
+# the API server, whose GnuTLS also serves /metrics over TLS; libxcrypt for
+# basic auth) with theirs, and the rest of glibc that the host's NVML
+# needs, each of its architecture. No shell, no package manager, no CA
+# bundle (the API server's CA is the service account's, or the
+# kubeconfig's), and no simulator: a simulated node's NVML is the stand-in
+# driver tree's on the node (`gpulet sim driver-root`), loaded as a real
+# one is.
 # usage: scripts/image.sh [--arch ARCHES] [TAG [OCI_ARCHIVE]]
 #   ARCHES       amd64, arm64 or amd64,arm64; default this host's alone (the
 #                arm64 image needs the cross compiler: install-deps.sh --arm64)
@@ -84,17 +88,25 @@ fill() {
     [ "$1" = amd64 ] || { triplet=aarch64-linux-gnu; strip=aarch64-linux-gnu-strip; }
     root=$roots/$1
     install -D -m 0755 "$2/gpulet" "$root/usr/bin/gpulet"
-    install -D -m 0644 "$2/libgpulet-nvml-sim.so" "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
-    $strip "$root/usr/bin/gpulet" "$root/usr/lib/gpulet/libgpulet-nvml-sim.so"
+    $strip "$root/usr/bin/gpulet"
     loader=$(readelf -l "$2/gpulet" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
     copy "$loader"
     copy_deps "$2/gpulet"
-    copy_deps "$2/libgpulet-nvml-sim.so"
     for lib in libcurl-gnutls.so.4 libcrypt.so.1; do
         copy "/usr/lib/$triplet/$lib"
         copy_deps "/usr/lib/$triplet/$lib"
     done
-    copy /etc/ssl/certs/ca-certificates.crt
+    # The host's NVML, which gpulet loads from the driver root, names
+    # glibc's libraries besides libc (libpthread.so.0, libdl.so.2,
+    # librt.so.1, libm.so.6; so does every library and program of NVIDIA's
+    # driver, docs/real-gpu.md): glibc's set of them, from the glibc gpulet
+    # was built against. Left out: what no driver names (NSS modules,
+    # libnsl, libmvec, libBrokenLocale) and glibc's debugging aids.
+    for lib in $(dpkg -L "libc6:$1" | grep -E "^/lib/$triplet/lib[^/]*\.so\.[0-9]+$" |
+                 grep -v -e libnss_ -e libnsl -e libmvec -e libBrokenLocale \
+                      -e libmemusage -e libpcprofile -e libc_malloc_debug -e libthread_db); do
+        [ -e "$root$lib" ] || copy "$lib"
+    done
     mkdir -p "$root/tmp" "$root/run"
     chmod 1777 "$root/tmp"
 }
@@ -114,8 +126,7 @@ for arch in $arches; do
     b copy "$ctr" "$root" / >/dev/null
     b config --arch $arch --os linux --entrypoint '["/usr/bin/gpulet"]' --cmd agent \
         --label org.opencontainers.image.title=gpulet \
-        --label org.opencontainers.image.version="$version" \
-        --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
+        --label org.opencontainers.image.version="$version" "$ctr"
     b commit --quiet --disable-compression=false --format oci --manifest "$tag" "$ctr" \
         "$tag-$arch" >/dev/null
     b rm "$ctr" >/dev/null

@@ -3,6 +3,7 @@
  * then the connection closes. A client that says nothing for two seconds
  * is dropped, so none can hold the loop's resources. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #define STATUS_MAX_LINE 512
 #define STATUS_IDLE_MS 2000
+#define STATUS_GONE_MS 10000 /* how long a stopping agent may take to close its socket */
 
 struct agent_status {
     struct agent *a;
@@ -131,16 +133,40 @@ static void status_accept(uv_stream_t *listener, int status)
     uv_timer_start(&c->timer, status_idle, STATUS_IDLE_MS, 0);
 }
 
+/* Whether the agent at path is gone, or goes within STATUS_GONE_MS: its
+ * socket no longer takes a connection. */
+static bool agent_status_gone(const char *path)
+{
+    for (unsigned waited = 0; unixsock_live(path); waited += 50) {
+        if (waited >= STATUS_GONE_MS)
+            return false;
+        usleep(50 * 1000);
+    }
+    return true;
+}
+
 /* --take-over: the agent at path (pid) lets go of everything it serves
- * and answers once it has; this one then takes its place. */
+ * and answers once it has; this one then takes its place. An agent that
+ * is gone, or stopping (it closes without an answer, as a rollout's old
+ * pod may as the new one starts), has nothing to hand over: go on. */
 static int agent_status_take_over(const char *path, const char *pid, struct err *e)
 {
     char request[64], reply[128];
     snprintf(request, sizeof request, "hand-over %d\n", (int)getpid());
     struct err why;
-    if (unixsock_request(path, request, reply, sizeof reply, &why) < 0)
+    int rc = unixsock_request(path, request, reply, sizeof reply, &why);
+    if ((rc < 0 && (errno == ENOENT || errno == ECONNREFUSED)) ||
+        (rc == 0 && !reply[0] && agent_status_gone(path))) {
+        log_info("the gpulet agent (PID %s) on %s stopped before it handed over: nothing to take "
+                 "over", pid, path);
+        return 0;
+    }
+    if (rc < 0)
         return err_set(e, "the gpulet agent (PID %s) on %s did not hand over: %s", pid, path,
                        why.msg);
+    if (!reply[0])
+        return err_set(e, "the gpulet agent (PID %s) on %s did not hand over: it gave no answer "
+                          "and still serves there", pid, path);
     reply[strcspn(reply, "\n")] = '\0';
     if (strncmp(reply, "released", 8))
         return err_set(e, "the gpulet agent (PID %s) on %s does not hand over (it answered '%s'): "
@@ -174,7 +200,7 @@ int agent_status_start(struct agent *a, struct err *e)
             return err_set(e, "another gpulet agent (PID %s) serves %s: stop it, or give this one "
                               "paths of its own with --status-socket and --kubelet-root",
                            isdigit((unsigned char)pid[0]) ? pid : "unknown", path);
-        if (agent_status_take_over(path, pid, e) < 0)
+        if (agent_status_take_over(path, isdigit((unsigned char)pid[0]) ? pid : "unknown", e) < 0)
             return -1;
     }
     struct agent_status *s = xcalloc(1, sizeof *s);

@@ -1,5 +1,6 @@
 /* gpulet sim: fault injection into a process running the simulated NVML,
  * plus the built-in presets. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "cli/cli.h"
 #include "util/unixsock.h"
 #include "driver/driver.h"
+#include "nvml/nvml.h"
 #include "sim/control.h"
 #include "sim/scenario.h"
 #include "util/strbuf.h"
@@ -37,7 +39,8 @@ static const char sim_usage[] =
     "  check FILE              validate a scenario file\n"
     "A stand-in driver for containers without the toolkit:\n"
     "  driver-root DIR [VERSION]  write a driver tree of that shape under DIR (default\n"
-    "                          version 580.159.04, the presets' driver)\n";
+    "                          version 580.159.04, the presets' driver); its NVML is\n"
+    "                          the simulator (GPULET_SIM_SCENARIO picks the GPUs)\n";
 
 static int sim_send(int argc, char **argv)
 {
@@ -166,7 +169,9 @@ int cmd_sim(int argc, char **argv)
         if (argc < 3 || argc > 4)
             return cli_usage_error("sim", "driver-root needs DIR [VERSION]");
         struct err e;
-        if (driver_write_stub_tree(argv[2], argc == 4 ? argv[3] : "580.159.04", &e) < 0)
+        char sim[PATH_MAX];
+        if (nvml_find_sim(sim, sizeof sim, &e) < 0 ||
+            driver_write_stub_tree(argv[2], argc == 4 ? argv[3] : "580.159.04", sim, &e) < 0)
             return fprintf(stderr, "gpulet sim: %s\n", e.msg), CLI_FAIL;
         return CLI_OK;
     }

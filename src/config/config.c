@@ -358,8 +358,8 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         strcpy(c->dev_root, c->driver_root);
     /* In a container, NVML is the host's, under the mounted driver root. */
     if (!c->nvml_path[0] && !c->simulate[0] && c->container_driver_root[0] &&
-        driver_find_library(c->container_driver_root, "libnvidia-ml.so.1", c->nvml_path,
-                            sizeof c->nvml_path) < 0)
+        driver_find_library(config_read_root(c, c->driver_root), "libnvidia-ml.so.1",
+                            c->nvml_path, sizeof c->nvml_path) < 0)
         c->nvml_path[0] = '\0';
     if (!strcmp(c->accelerator_label, "none"))
         c->accelerator_label[0] = '\0';
@@ -435,6 +435,28 @@ const char *config_read_root(const struct config *c, const char *host_root)
 {
     return c->container_driver_root[0] && !strcmp(host_root, c->driver_root)
                ? c->container_driver_root : host_root;
+}
+
+int config_find_tool(const struct config *c, const char *name, char *out, size_t len,
+                     struct err *e)
+{
+    return driver_find_tool(config_read_root(c, c->driver_root), name, out, len, e);
+}
+
+void config_tool_place(const struct config *c, const char *path, char *root, size_t root_len,
+                       char *inside, size_t inside_len)
+{
+    const char *croot = c->container_driver_root;
+    size_t n = strlen(croot);
+    while (n > 1 && croot[n - 1] == '/')
+        n--;
+    if (n > 1 && !strncmp(path, croot, n) && path[n] == '/') {
+        snprintf(root, root_len, "%.*s", (int)n, croot);
+        snprintf(inside, inside_len, "%s", path + n);
+        return;
+    }
+    snprintf(root, root_len, "%s", "");
+    snprintf(inside, inside_len, "%s", path);
 }
 
 int config_driver(const struct config *c, const char *read_root, const char *version,

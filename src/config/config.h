@@ -228,6 +228,20 @@ void config_usage(FILE *out);
  * driver root and a dev root that is the driver root. */
 const char *config_read_root(const struct config *c, const char *host_root);
 
+/* The driver's program `name` (nvidia-smi, nvidia-cuda-mps-control) where
+ * gpulet sees it: in the driver's directories under the driver root, read
+ * through config_read_root. -1 naming where it looked. */
+int config_find_tool(const struct config *c, const char *name, char *out, size_t len,
+                     struct err *e);
+
+/* How gpulet runs a program it sees at path. In its container, one under
+ * the container driver root runs on the driver root's own files (pivoted
+ * into it: its loader, libraries and shell, none of gpulet's image): root
+ * is that root as gpulet sees it and inside the program's path there.
+ * Elsewhere root is "" and inside is path. */
+void config_tool_place(const struct config *c, const char *path, char *root, size_t root_len,
+                       char *inside, size_t inside_len);
+
 /* The driver files containers get as c asks (its driver root, capabilities
  * and layout), for driver `version`, read under read_root (NULL: the
  * container driver root where one is set). */

@@ -84,15 +84,23 @@ static int dra_run(char *const argv[], char *out, size_t len)
 static int dra_timeslice_one(const struct dra *d, const char *uuid, unsigned interval, char *error,
                              size_t len)
 {
-    char smi[CONFIG_PATH_MAX + 64], value[8], out[512];
+    char smi[CONFIG_PATH_MAX + 64], root[CONFIG_PATH_MAX], inside[CONFIG_PATH_MAX + 64];
+    char self[CONFIG_PATH_MAX], value[8], out[512];
     struct err e;
-    if (driver_find_tool(d->cfg->driver_root, "nvidia-smi", smi, sizeof smi, &e) < 0) {
+    if (config_find_tool(d->cfg, "nvidia-smi", smi, sizeof smi, &e) < 0) {
         snprintf(error, len, "a TimeSlicing interval needs the driver's %s", e.msg);
         return -1;
     }
     snprintf(value, sizeof value, "%u", interval);
-    char *argv[] = {smi, "compute-policy", "-i", (char *)uuid, "--set-timeslice", value, NULL};
-    if (dra_run(argv, out, sizeof out) == 0)
+    /* In a container, nvidia-smi runs on the driver root's files (its
+     * loader and libraries, not gpulet's image): through mps-exec. */
+    config_tool_place(d->cfg, smi, root, sizeof root, inside, sizeof inside);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    char *direct[] = {smi, "compute-policy", "-i", (char *)uuid, "--set-timeslice", value, NULL};
+    char *hosted[] = {self, "mps-exec", "--client", "--host", root, inside, "compute-policy", "-i",
+                      (char *)uuid, "--set-timeslice", value, NULL};
+    if (dra_run(root[0] ? hosted : direct, out, sizeof out) == 0)
         return 0;
     snprintf(error, len, "%s compute-policy -i %s --set-timeslice %u failed: %.300s", smi, uuid,
              interval, out);

@@ -86,13 +86,20 @@ int driver_elf_soname(driver_read_fn read_at, void *ctx, char *out, size_t len);
 /* The soname of the file at path, or -1. */
 int driver_file_soname(const char *path, char *out, size_t len);
 
-/* Writes a minimal ELF shared object whose DT_SONAME is soname (the
- * simulator's stand-in driver libraries). */
-int driver_write_stub_elf(const char *path, const char *soname, struct err *e);
+/* Writes a minimal ELF shared object whose DT_SONAME is soname and whose
+ * DT_NEEDED entries are needed (NULL-terminated, at most
+ * DRIVER_STUB_NEEDED_MAX; NULL for none): the simulator's stand-in driver
+ * libraries. */
+#define DRIVER_STUB_NEEDED_MAX 8
+int driver_write_stub_elf(const char *path, const char *soname, const char *const *needed,
+                          struct err *e);
 
-/* Writes a stand-in driver tree of `version` under root: the libraries
- * (stub ELF objects with real sonames, and their links), binaries (shell
- * scripts) and firmware, where an installer puts them. */
-int driver_write_stub_tree(const char *root, const char *version, struct err *e);
+/* Writes a stand-in driver tree of `version` under root, as the loader
+ * sees a real one: the libraries where an installer puts them (stub ELF
+ * objects with real sonames, NVIDIA's DT_NEEDED entries and their links;
+ * libnvidia-ml a copy of nvml_lib, the simulator, when given), binaries
+ * (shell scripts) and firmware. */
+int driver_write_stub_tree(const char *root, const char *version, const char *nvml_lib,
+                           struct err *e);
 
 #endif

@@ -89,17 +89,18 @@ int driver_file_soname(const char *path, char *out, size_t len)
 }
 
 /* ELF header, a PT_LOAD over the whole file, PT_DYNAMIC, the dynamic
- * entries, an empty symbol table and its hash table, then the string
- * table: enough for glibc's dlopen, so a test can follow the loader's
+ * entries (with the libraries it needs, which the loader then loads too),
+ * an empty symbol table and its hash table, then the string table:
+ * enough for glibc's dlopen, so a test can follow the loader's
  * own search to it. The segment is writable because the loader rewrites
  * the dynamic entries' addresses in place. */
 struct elf_stub {
     Elf64_Ehdr eh;
     Elf64_Phdr ph[2];
-    Elf64_Dyn dyn[7];
+    Elf64_Dyn dyn[6 + DRIVER_STUB_NEEDED_MAX + 1]; /* DT_NULL ends them */
     Elf64_Sym sym[1];
     Elf32_Word hash[4]; /* nbucket 1, nchain 1, the bucket, the chain: all empty */
-    char strtab[128];
+    char strtab[256];
 };
 
 #if defined(__aarch64__)
@@ -108,12 +109,24 @@ struct elf_stub {
 #define ELF_STUB_MACHINE EM_X86_64
 #endif
 
-int driver_write_stub_elf(const char *path, const char *soname, struct err *e)
+int driver_write_stub_elf(const char *path, const char *soname, const char *const *needed,
+                          struct err *e)
 {
     struct elf_stub s;
     memset(&s, 0, sizeof s);
-    if (strlen(soname) + 2 > sizeof s.strtab)
+    size_t used = 1 + strlen(soname) + 1;
+    if (used > sizeof s.strtab)
         return err_set(e, "soname too long: %s", soname);
+    memcpy(s.strtab + 1, soname, strlen(soname));
+    unsigned ndyn = 6;
+    for (unsigned i = 0; needed && needed[i]; i++) {
+        size_t n = strlen(needed[i]) + 1;
+        if (i == DRIVER_STUB_NEEDED_MAX || used + n > sizeof s.strtab)
+            return err_set(e, "%s: too many needed libraries", soname);
+        memcpy(s.strtab + used, needed[i], n);
+        s.dyn[ndyn++] = (Elf64_Dyn){.d_tag = DT_NEEDED, .d_un.d_val = used};
+        used += n;
+    }
     memcpy(s.eh.e_ident, ELFMAG, SELFMAG);
     s.eh.e_ident[EI_CLASS] = ELFCLASS64;
     s.eh.e_ident[EI_DATA] = ELFDATA2LSB;
@@ -138,7 +151,6 @@ int driver_write_stub_elf(const char *path, const char *soname, struct err *e)
     s.dyn[4] = (Elf64_Dyn){.d_tag = DT_HASH, .d_un.d_ptr = offsetof(struct elf_stub, hash)};
     s.dyn[5] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = sizeof s.strtab};
     s.hash[0] = s.hash[1] = 1;
-    memcpy(s.strtab + 1, soname, strlen(soname));
     FILE *f = fopen(path, "wb");
     if (!f)
         return err_set(e, "cannot write %s: %m", path);

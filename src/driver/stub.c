@@ -1,9 +1,13 @@
 /* A stand-in driver tree for tests (`gpulet sim driver-root DIR`): the
- * shape of a real installation under a driver root, with tiny files in
- * place of the driver's. Libraries are minimal ELF objects carrying their
- * real sonames, with the soname links an installer makes; binaries are
- * shell scripts that say what they stand for. */
+ * shape of a real installation under a driver root, as the loader sees it,
+ * with tiny files in place of the driver's. Libraries are minimal ELF
+ * objects carrying their real sonames and NVIDIA's DT_NEEDED entries,
+ * with the soname links an installer makes; NVML is the simulator itself
+ * (which names the same libraries), so an agent pointed at the tree loads
+ * it as it would a node's driver; binaries are shell scripts that say what
+ * they stand for. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +35,11 @@ static const struct {
     {"libnvidia-encode", "libnvidia-encode.so.1"},
     {"libnvcuvid", "libnvcuvid.so.1"},
 };
+/* What NVIDIA's libraries name besides libc (DT_NEEDED of driver 580's
+ * libcuda.so.1 and libnvidia-ml.so.1): a container or image without them
+ * cannot load the driver, and neither can one with this tree. */
+static const char *const stub_needed[] = {"libpthread.so.0", "libm.so.6", "libdl.so.2",
+                                          "librt.so.1", "libc.so.6", NULL};
 static const char *const stub_bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                         "nvidia-cuda-mps-control", "nvidia-cuda-mps-server",
                                         "gpulet-mps-client"};
@@ -173,6 +182,29 @@ static int stub_link(const char *dir, const char *target, const char *name, stru
     return symlink(target, path) == 0 ? 0 : err_set(e, "cannot link %s: %m", path);
 }
 
+/* path becomes a copy of from (the simulator, as the tree's NVML). */
+static int stub_copy(const char *from, const char *path, struct err *e)
+{
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return err_set(e, "cannot read %s: %m", from);
+    FILE *out = fopen(path, "wb");
+    if (!out) {
+        fclose(in);
+        return err_set(e, "cannot write %s: %m", path);
+    }
+    char buf[65536];
+    size_t n;
+    bool ok = true;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in);
+    fclose(in);
+    if (fclose(out) != 0 || !ok || chmod(path, 0755) != 0)
+        return err_set(e, "cannot copy %s to %s: %m", from, path);
+    return 0;
+}
+
 static int stub_text(const char *path, const char *text, mode_t mode, struct err *e)
 {
     FILE *f = fopen(path, "w");
@@ -207,7 +239,8 @@ static int stub_mig_minors(const char *root, struct err *e)
     return rc;
 }
 
-int driver_write_stub_tree(const char *root, const char *version, struct err *e)
+int driver_write_stub_tree(const char *root, const char *version, const char *nvml_lib,
+                           struct err *e)
 {
     char dir[DRIVER_PATH_MAX], path[DRIVER_PATH_MAX * 2], file[128];
     if (dirs_make(NULL, root, 0755, e) < 0)
@@ -217,7 +250,9 @@ int driver_write_stub_tree(const char *root, const char *version, struct err *e)
     for (size_t i = 0; i < sizeof stub_libs / sizeof *stub_libs; i++) {
         snprintf(file, sizeof file, "%s.so.%s", stub_libs[i].name, version);
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        if (driver_write_stub_elf(path, stub_libs[i].soname, e) < 0 ||
+        bool nvml = nvml_lib && !strcmp(stub_libs[i].name, "libnvidia-ml");
+        if ((nvml ? stub_copy(nvml_lib, path, e)
+                  : driver_write_stub_elf(path, stub_libs[i].soname, stub_needed, e)) < 0 ||
             stub_link(dir, file, stub_libs[i].soname, e) < 0)
             return -1;
     }

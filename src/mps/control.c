@@ -28,7 +28,7 @@ int mps_find_control(const struct config *cfg, char *out, size_t len, struct err
         return 0;
     }
     struct err why;
-    if (driver_find_tool(cfg->driver_root, MPS_CONTROL, out, len, &why) == 0)
+    if (config_find_tool(cfg, MPS_CONTROL, out, len, &why) == 0)
         return 0;
     return err_set(e, "sharing.mps: %s: install the driver's utilities or set --mps-control",
                    why.msg);

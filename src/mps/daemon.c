@@ -392,19 +392,6 @@ static void mps_begin(struct mps_daemon *m)
 }
 
 
-/* Where gpulet runs in a container that sees the host's / (the driver
- * root "/" at --container-driver-root), the daemon runs on the host's
- * files: its program as the host names it. */
-static void mps_host_paths(struct mps_daemon *m)
-{
-    const char *croot = m->cfg->container_driver_root;
-    size_t n = strlen(croot);
-    if (!n || strcmp(m->cfg->driver_root, "/") || strncmp(m->control, croot, n) ||
-        m->control[n] != '/')
-        return;
-    snprintf(m->host, sizeof m->host, "%s", croot);
-    snprintf(m->host_control, sizeof m->host_control, "%s", m->control + n);
-}
 
 
 struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
@@ -422,7 +409,9 @@ struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
     snprintf(m->out, sizeof m->out, "%s/gpulet-daemon.out", m->dirs.log);
     snprintf(m->started, sizeof m->started, "%s/gpulet-daemon.pid", m->dirs.log);
     snprintf(m->lease, sizeof m->lease, "%s/gpulet-alive", m->dirs.dir);
-    mps_host_paths(m);
+    /* In a container, the daemon runs on the driver root's files. */
+    config_tool_place(cfg, m->control, m->host, sizeof m->host, m->host_control,
+                      sizeof m->host_control);
     uv_timer_init(loop, &m->timer);
     uv_timer_init(loop, &m->check);
     uv_timer_init(loop, &m->touch);

@@ -167,6 +167,9 @@ void nvml_close(struct nvml *n);
  * when it is not NULL, else the library at path, else the driver's
  * (src/nvml/select.c). nvml_start also initializes it. */
 int nvml_select(struct nvml *n, const char *simulate, const char *path, struct err *e);
+/* The simulator library's path: $GPULET_SIM_LIB, else next to the binary
+ * or in its ../lib/gpulet. */
+int nvml_find_sim(char *out, size_t len, struct err *e);
 int nvml_start(struct nvml *n, const char *simulate, const char *path, struct err *e);
 
 /* NVML's message for rc: the library's own when loaded, else gpulet's copy. */

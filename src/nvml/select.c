@@ -12,7 +12,7 @@
 #define SIM_LIB_NAME "libgpulet-nvml-sim.so"
 
 /* The simulator ships next to the binary (build tree) or in ../lib/gpulet (installed). */
-static int nvml_find_sim(char *out, size_t len, struct err *e)
+int nvml_find_sim(char *out, size_t len, struct err *e)
 {
     const char *env = getenv("GPULET_SIM_LIB");
     if (env && *env) {

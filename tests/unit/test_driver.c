@@ -22,7 +22,7 @@ static char *tree(const char *version)
     snprintf(dir, sizeof dir, "/tmp/gpulet-driver-XXXXXX");
     assert_non_null(mkdtemp(dir));
     struct err e;
-    if (driver_write_stub_tree(dir, version, &e) < 0)
+    if (driver_write_stub_tree(dir, version, NULL, &e) < 0)
         fail_msg("%s", e.msg);
     return dir;
 }
@@ -60,6 +60,16 @@ static void test_soname(void **state)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     assert_non_null(h);
     dlclose(h);
+    /* its DT_NEEDED entries are the loader's to satisfy, as a real
+     * driver's are: one that names an absent library does not load */
+    char absent[300];
+    snprintf(absent, sizeof absent, "%s/libneeds.so.1", dir);
+    const char *const needed[] = {"libpthread.so.0", "libgpulet-absent.so.9", NULL};
+    struct err e;
+    assert_int_equal(driver_write_stub_elf(absent, "libneeds.so.1", needed, &e), 0);
+    assert_null(dlopen(absent, RTLD_NOW | RTLD_LOCAL));
+    assert_contains(dlerror(), "libgpulet-absent.so.9");
+    unlink(absent);
     /* too small a buffer, a script, a missing file: no soname */
     assert_int_equal(driver_file_soname(path, soname, 8), -1);
     snprintf(path, sizeof path, "%s/usr/bin/nvidia-smi", dir);
@@ -123,7 +133,7 @@ static void test_discover(void **state)
     assert_int_equal(driver_find_library(dir, "libnope.so.1", nvml, sizeof nvml), -1);
     /* a second version beside it: only the asked one's files */
     struct err e2;
-    assert_int_equal(driver_write_stub_tree(dir, "550.54.15", &e2), 0);
+    assert_int_equal(driver_write_stub_tree(dir, "550.54.15", NULL, &e2), 0);
     assert_int_equal(driver_discover(&d, dir, NULL, VERSION, caps, DRIVER_LAYOUT_SYSTEM, &e), 0);
     assert_int_equal(d.nlibs, 9);
     assert_false(has_mount(&d, DRIVER_CONTAINER_LIB "/libcuda.so.550.54.15"));
