@@ -1,7 +1,7 @@
 """gpulet's container image (scripts/image.sh) and manifests (deploy/) on
 the real cluster. The image is imported into the cluster's containerd, and
-pods run `gpulet version` and `gpulet list --simulate dgx-h100` from it,
-with no shell in the image. Then `kubectl apply -k` of an overlay of
+pods run `gpulet version` and `gpulet list` from it, with no shell in the
+image, on a stand-in node's driver (node_root) loaded as a node's is. Then `kubectl apply -k` of an overlay of
 deploy/ for this cluster runs the DaemonSet: the gpulet pod becomes Ready,
 registers its resource with the kubelet and serves metrics; `kubectl
 delete -k` takes it away. Skips where the image was not built
@@ -47,11 +47,57 @@ def image(cluster):
     return IMAGE
 
 
-def run(cluster, name, args):
+@pytest.fixture(scope="module")
+def node_root(cluster):
+    """The kit's stand-in for a GPU node's /, which deploy/ mounts at
+    /driver-root: this host's own / through an overlay (nothing of the host
+    changes), with the stand-in driver installed in it where a driver
+    installs (`gpulet sim driver-root`: its NVML the simulator, its
+    programs NVIDIA's stand-ins, every library naming the glibc libraries
+    NVIDIA's name), the kit's fake device nodes as its /dev, /proc, /sys
+    and the kubelet's device-plugin directory as on a node. gpulet's image loads that NVML and runs those
+    programs (MPS) as it would a node's: no --simulate, no --mps-control."""
+    base = Path(cluster.base)
+    root, upper, work = base / "node", base / "node.upper", base / "node.work"
+    for d in (root, upper, work):
+        d.mkdir(exist_ok=True)
+    dev = Path(cluster.env["K8S_DEV_ROOT"]) / "dev"
+    (dev / "shm").mkdir(exist_ok=True)
+    mounts = [["mount", "-t", "overlay", "overlay", "-o",
+               f"lowerdir=/,upperdir={upper},workdir={work}", str(root)],
+              ["mount", "--bind", str(dev), str(root / "dev")],
+              ["mount", "-t", "proc", "proc", str(root / "proc")],
+              ["mount", "--rbind", "/sys", str(root / "sys")],
+              # the kubelet's socket, live (an overlay passes no socket through)
+              ["mount", "--bind", "/var/lib/kubelet/device-plugins",
+               str(root / "var/lib/kubelet/device-plugins")]]
+    try:
+        subprocess.run(mounts[0], check=True, capture_output=True, text=True, timeout=30)
+        # (before /proc is mounted over its proc/driver/nvidia-caps)
+        subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=cluster.env,
+                       timeout=30)
+        for m in mounts[1:]:
+            subprocess.run(m, check=True, capture_output=True, text=True, timeout=30)
+        yield str(root)
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(root)], capture_output=True, timeout=30)
+
+
+def run(cluster, name, args, root=None):
+    """A pod of the image running gpulet with args; with root (node_root),
+    the node's / at /driver-root and deploy/'s variables, so NVML is the
+    stand-in driver's, loaded as on a node."""
     spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
                      "containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
                                      "args": args}]}}
+    if root:
+        spec["spec"]["volumes"] = [{"name": "driver-root", "hostPath": {"path": root}}]
+        c = spec["spec"]["containers"][0]
+        c["volumeMounts"] = [{"name": "driver-root", "mountPath": "/driver-root", "readOnly": True}]
+        c["env"] = [{"name": "NVIDIA_DRIVER_ROOT", "value": root},
+                    {"name": "CONTAINER_DRIVER_ROOT", "value": "/driver-root"},
+                    {"name": "GPULET_SIM_SCENARIO", "value": "dgx-h100"}]
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(spec))
     deadline = time.monotonic() + 90
     while (phase := cluster.get("pod", name)["status"].get("phase")) not in ("Succeeded", "Failed"):
@@ -62,19 +108,23 @@ def run(cluster, name, args):
     return phase, out
 
 
-def test_image_runs(cluster, image):
+def test_image_runs(cluster, image, node_root):
+    """The image runs, and loads a driver's NVML from the node's driver root
+    as deploy/ mounts it (an image without the glibc libraries a driver's
+    NVML names cannot)."""
     phase, out = run(cluster, "gpulet-version", ["version"])
     assert phase == "Succeeded" and out.startswith("gpulet "), out
-    phase, out = run(cluster, "gpulet-list", ["list", "--simulate", "dgx-h100", "-o", "json"])
+    phase, out = run(cluster, "gpulet-list", ["list", "-o", "json"], root=node_root)
     assert phase == "Succeeded", out
     assert len(json.loads(out)["gpus"]) == 8
 
 
 # The cluster's differences from a GPU node, and no clash with the session's
-# gpulet (which owns nvidia.com/gpu): a simulated A100 node advertised as
-# nvidia.com/a100-deployed, the host's network (pods here have only
-# loopback, so the kubelet's probes and the API server need it), and the
-# node paths under the cluster's own directory. The configs are the base's
+# gpulet (which owns nvidia.com/gpu): the node's / is node_root's (a
+# stand-in A100 driver), advertised as nvidia.com/a100-deployed, the host's
+# network (pods here have only loopback, so the kubelet's probes and the
+# API server need it), and the node paths under the cluster's own
+# directory. Nothing else of deploy/ changes. The configs are the base's
 # ConfigMap replaced: per-node configuration through the API server.
 OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -100,14 +150,18 @@ patches:
             containers:
               - name: gpulet
                 imagePullPolicy: Never
-                args: [agent, --simulate, a100-2x4, --metrics-listen, "127.0.0.1:9400"]
+                args: [agent, --metrics-listen, "127.0.0.1:9400"]
                 env:
                   - {{name: KUBERNETES_SERVICE_HOST, value: "{api_host}"}}
                   - {{name: KUBERNETES_SERVICE_PORT, value: "{api_port}"}}
+                  # the node's / is node_root's: its driver's GPUs, an A100 node's
+                  - {{name: NVIDIA_DRIVER_ROOT, value: "{root}"}}
+                  - {{name: GPULET_SIM_SCENARIO, value: a100-2x4}}
                 volumeMounts:
                   # this machine's / is a private mount: no propagation from it
                   - {{name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: None}}
             volumes:
+              - {{name: driver-root, hostPath: {{path: "{root}", type: Directory}}}}
               - {{name: pod-resources, hostPath: {{path: {base}/kubelet/pod-resources, type: Directory}}}}
               - {{name: cdi, hostPath: {{path: {base}/deployed/cdi, type: DirectoryOrCreate}}}}
               - {{name: mps, hostPath: {{path: {base}/deployed/mps, type: DirectoryOrCreate}}}}
@@ -134,7 +188,7 @@ def wait(what, fn, timeout=120):
         time.sleep(1)
 
 
-def test_kubectl_apply_k(cluster, image, gpulet):
+def test_kubectl_apply_k(cluster, image, gpulet, node_root):
     """The pod becomes Ready; the Node gets its GPUs, its labels and (by its
     label) its config; metrics are served. The session's gpulet labels the
     same Node: it publishes its labels again afterwards."""
@@ -145,7 +199,7 @@ def test_kubectl_apply_k(cluster, image, gpulet):
                              "jsonpath={.clusters[0].cluster.server}")
     host, port = server.removeprefix("https://").rsplit(":", 1)
     (overlay / "kustomization.yaml").write_text(
-        OVERLAY.format(deploy=deploy, base=cluster.base, api_host=host, api_port=port))
+        OVERLAY.format(deploy=deploy, base=cluster.base, api_host=host, api_port=port, root=node_root))
     # The label an operator puts on a GPU node NFD has not seen yet.
     cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node=true", "--overwrite")
     cluster.kubectl("apply", "-k", str(overlay))
@@ -190,7 +244,7 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         # gpulet doctor in the pod, on the host's filesystem (this host has no
         # NVIDIA driver: the host checks fail; the node's side passes).
         out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "--root",
-                              "/driver-root", "-o", "json", "--simulate", "a100-2x4",
+                              "/driver-root", "-o", "json",
                               "--status-socket", f"{cluster.base}/deployed/status/status.sock",
                               "--pod-resources-kubelet-socket",
                               f"{cluster.base}/kubelet/pod-resources/kubelet.sock", check=False)
@@ -212,7 +266,7 @@ def test_kubectl_apply_k(cluster, image, gpulet):
         try:
             def rights():  # the API server takes a moment to drop a deleted binding
                 out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "-o", "json",
-                                      "--simulate", "a100-2x4", check=False)
+                                      check=False)
                 return {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
             open_ = wait(lambda: f"doctor did not see the writes open: {rights()}",
                          lambda: (lambda r: r if r["status"] == "FAIL" else None)(rights()), timeout=60)
@@ -395,17 +449,22 @@ def sleeper(cluster):
 
 
 # A stand-in for NVIDIA's device plugin: gpulet's image serving the same
-# simulated A100s under the same resource name, as NVIDIA's plugin would
-# serve a real node's.
-def stand_in():
+# A100s (node_root's driver) under the same resource name, as NVIDIA's
+# plugin would serve a real node's.
+def stand_in(root):
     return nvidia_daemonset("nvidia-device-plugin-daemonset", {
         "name": "nvidia-device-plugin-ctr", "image": IMAGE, "imagePullPolicy": "Never",
-        "args": ["agent", "--simulate", "a100-2x4", "--labels", "none", "--no-metrics",
+        "args": ["agent", "--labels", "none", "--no-metrics",
                  "--config-file", "/config/config.yaml", "--status-socket", "/tmp/s.sock"],
+        "env": [{"name": "NVIDIA_DRIVER_ROOT", "value": root},
+                {"name": "CONTAINER_DRIVER_ROOT", "value": "/driver-root"},
+                {"name": "GPULET_SIM_SCENARIO", "value": "a100-2x4"}],
         "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"},
-                         {"name": "config", "mountPath": "/config"}]},
+                         {"name": "config", "mountPath": "/config"},
+                         {"name": "driver-root", "mountPath": "/driver-root", "readOnly": True}]},
         volumes=[{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
-                 {"name": "config", "configMap": {"name": "stand-in-config"}}])
+                 {"name": "config", "configMap": {"name": "stand-in-config"}},
+                 {"name": "driver-root", "hostPath": {"path": root}}])
 
 
 def desired(cluster, name, ns=NVIDIA_NS):
@@ -433,7 +492,7 @@ def replace_patch(cluster, name):
     return p.stdout
 
 
-def test_replace_nvidia_node_by_node(cluster, image, gpulet):
+def test_replace_nvidia_node_by_node(cluster, image, gpulet, node_root):
     """deploy/replace-nvidia on DaemonSets shaped as NVIDIA ships them.
     On a node with no GPU label, the patched ones start nowhere they did
     not before (the old strategic patch made the chart's run there). With
@@ -441,11 +500,11 @@ def test_replace_nvidia_node_by_node(cluster, image, gpulet):
     leaves, gpulet's comes, the resource stays, and a pod holding a GPU
     keeps running; the label removed, NVIDIA's come back and gpulet's goes."""
     with labels_left_alone(gpulet):
-        replace_nvidia_node_by_node(cluster, image)
+        replace_nvidia_node_by_node(cluster, image, node_root)
     restore_session_labels(cluster)  # through the session's gpulet, going on again
 
 
-def replace_nvidia_node_by_node(cluster, image):
+def replace_nvidia_node_by_node(cluster, image, root):
     k = cluster.kubectl
     node = lambda: cluster.get("node", cluster.node)
     alloc = lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed")
@@ -456,7 +515,7 @@ def replace_nvidia_node_by_node(cluster, image):
     k("create", "namespace", NVIDIA_NS)
     k("-n", NVIDIA_NS, "create", "configmap", "stand-in-config",
       "--from-literal=config.yaml=version: v1\nresources:\n  gpus: [{pattern: '*', name: a100-deployed}]\n")
-    for ds in (stand_in(), nvidia_daemonset(chart[1], sleeper(cluster)),
+    for ds in (stand_in(root), nvidia_daemonset(chart[1], sleeper(cluster)),
                nvidia_daemonset(static, sleeper(cluster), affinity=None),
                nvidia_daemonset(control, sleeper(cluster))):
         k("apply", "-f", "-", stdin=json.dumps(ds))
@@ -466,7 +525,7 @@ def replace_nvidia_node_by_node(cluster, image):
     host, port = server.removeprefix("https://").rsplit(":", 1)
     (overlay / "kustomization.yaml").write_text(OVERLAY.format(
         deploy=os.path.relpath(SOURCE / "deploy" / "replace-nvidia", overlay), base=cluster.base,
-        api_host=host, api_port=port))
+        api_host=host, api_port=port, root=root))
     holder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holds-an-a100"},
               "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
                   "name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],

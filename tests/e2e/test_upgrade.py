@@ -2,9 +2,11 @@
 DaemonSet do to running MPS jobs (issue 38), on the real 1.36 node: the
 DaemonSet from deploy/dra (the image as test_image imports it) serving GPUs
 0-3 through DRA (GPU 0 published for shares) and 4-7 through the device
-plugin with MPS, the simulator's MPS stand-ins as the driver's (the daemon
-refuses quit while clients run; the client, in a busybox pod, fails at
-once and for good when its daemon goes, as a CUDA client does). One job
+plugin with MPS, on a stand-in node's / (test_image's node_root) whose
+driver has the simulator's MPS stand-ins where NVIDIA's programs are: gpulet
+finds and runs them as a node's, with no --mps-control (the daemon refuses
+quit while clients run; the client, in a busybox pod, fails at once and for
+good when its daemon goes, as a CUDA client does). One job
 holds a replica of the device plugin's MPS resource, one a DRA share of
 GPU 0. Through SIGKILL of gpulet, a rollout to a new image tag, a reload
 with the config unchanged and one with new limits, both pods keep running
@@ -24,8 +26,8 @@ from pathlib import Path
 import pytest
 
 import drakit
-from conftest import GPULET, SOURCE
-from test_image import image, wait  # noqa: F401 (image is a fixture)
+from conftest import SOURCE
+from test_image import image, node_root, wait  # noqa: F401 (fixtures)
 
 RES = "nvidia.com/a100-mps"
 OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
@@ -59,17 +61,20 @@ patches:
             containers:
               - name: gpulet
                 imagePullPolicy: Never
-                args: [agent, --simulate, a100-2x4, --metrics-listen, "127.0.0.1:9400",
+                args: [agent, --metrics-listen, "127.0.0.1:9400",
+                       # the MPS root under the kit's directory, not this host's /run/nvidia/mps
                        --mps-root, "{base}/deployed/mps",
-                       --mps-control, "/driver-root{base}/driver/usr/bin/nvidia-cuda-mps-control",
+                       # the config of this test: GPUs 0-3 through DRA, GPU 0 for shares
                        --dra-gpus, "0,1,2,3", --dra-shares, "0",
-                       --nvidia-dev-root, "{base}/devroot",  # the kit's stand-in device nodes
                        # the kit's kubelet has its root in {base}/kubelet
                        --kubelet-registry-dir, "{base}/kubelet/plugins_registry",
                        --dra-plugin-dir, "{base}/kubelet/plugins/gpu.nvidia.com"]
                 env:
                   - {{name: KUBERNETES_SERVICE_HOST, value: "{api_host}"}}
                   - {{name: KUBERNETES_SERVICE_PORT, value: "{api_port}"}}
+                  # the node's / is node_root's (test_image): its driver's GPUs, an A100 node's
+                  - {{name: NVIDIA_DRIVER_ROOT, value: "{root}"}}
+                  - {{name: GPULET_SIM_SCENARIO, value: a100-2x4}}
                 volumeMounts:
                   # this machine's / is a private mount: no propagation from it
                   - {{name: driver-root, mountPath: /driver-root, readOnly: true, mountPropagation: None}}
@@ -78,13 +83,12 @@ patches:
                   # the kubelet's DRA directories at the paths it knows them by
                   - {{name: plugins-registry, mountPath: "{base}/kubelet/plugins_registry"}}
                   - {{name: plugins, mountPath: "{base}/kubelet/plugins"}}
-                  - {{name: devroot, mountPath: "{base}/devroot", readOnly: true}}
             volumes:
+              - {{name: driver-root, hostPath: {{path: "{root}", type: Directory}}}}
               - {{name: pod-resources, hostPath: {{path: {base}/kubelet/pod-resources, type: Directory}}}}
               - {{name: cdi, hostPath: {{path: /var/run/cdi, type: DirectoryOrCreate}}}}
               - {{name: plugins-registry, hostPath: {{path: {base}/kubelet/plugins_registry, type: Directory}}}}
               - {{name: plugins, hostPath: {{path: {base}/kubelet/plugins, type: DirectoryOrCreate}}}}
-              - {{name: devroot, hostPath: {{path: {base}/devroot, type: Directory}}}}
               - {{name: mps, hostPath: {{path: {base}/deployed/mps, type: DirectoryOrCreate}}}}
               - {{name: status, hostPath: {{path: {base}/deployed/status, type: DirectoryOrCreate}}}}
 """
@@ -98,8 +102,8 @@ def config(memory=None):
 
 def agent_pids():
     """The deployed gpulet's pid on this host (its container's, from here)."""
-    out = subprocess.run(["pgrep", "-f", "gpulet agent --simulate a100-2x4"], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "^/usr/bin/gpulet agent --metrics-listen 127.0.0.1:9400 --mps-root"],
+                         capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
@@ -144,14 +148,15 @@ class Watch(threading.Thread):
             self.low.append(time.monotonic() - below_since)
 
 
-def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
+def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image, node_root):
     if drakit.api_version(cluster) != "v1":
         pytest.skip("shares of a GPU need resource.k8s.io/v1 (Kubernetes 1.34+)")
     base = cluster.base
     k = cluster.kubectl
     made = not drakit.CDI_DIR.exists()
-    subprocess.run([GPULET, "sim", "driver-root", f"{base}/driver"], check=True, env=cluster.env,
-                   timeout=30)
+    # A node's / has the MPS root at its own path, where the daemon, run on
+    # the node's files, is given gpulet's.
+    os.makedirs(f"{node_root}{base}/deployed/mps", exist_ok=True)
     overlay = Path(base) / "upgrade-overlay"
     overlay.mkdir(exist_ok=True)
     server = k("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
@@ -160,10 +165,10 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image):
     def write_overlay(memory=None):
         (overlay / "kustomization.yaml").write_text(OVERLAY.format(
             deploy=os.path.relpath(SOURCE / "deploy", overlay), base=base, api_host=host,
-            api_port=port, config=config(memory)))
+            api_port=port, config=config(memory), root=node_root))
     write_overlay()
     k("label", "node", cluster.node, "gpulet.io/gpu-node=true", "--overwrite")
-    client = (Path(base) / "driver/usr/bin/gpulet-mps-client").read_text()
+    client = (Path(node_root) / "usr/bin/gpulet-mps-client").read_text()
     job = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mps-job"},
            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
                     "containers": [{"name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],

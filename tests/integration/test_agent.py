@@ -74,3 +74,37 @@ def test_agent_bad_metrics_address_exits_2(agent, value, why):
     a = agent("--simulate", "t4", "--metrics-listen", value)
     assert a.proc.wait(timeout=10) == 2
     assert why in a.log(), a.log()
+
+
+def test_take_over_from_an_agent_that_goes(plugin_agent, tmp_path):
+    """A rolling update's old pod may be ended as the new one starts (the
+    DaemonSet controller does so; seen on a real node, issue 48): it takes
+    the new agent's questions and closes without an answer, then its socket
+    goes. That is nothing to take over from: the new agent says so and
+    serves, rather than failing its start (and being restarted)."""
+    import socket
+    import threading
+    path = tmp_path / "status.sock"
+    old = socket.socket(socket.AF_UNIX)
+    old.bind(str(path))
+    old.listen(4)
+    asked = []
+
+    def stopping():
+        """Each question read and left unanswered; after the hand-over, gone."""
+        while True:
+            c, _ = old.accept()
+            line = c.recv(256).decode()
+            asked.append(line.split()[0] if line else "")
+            c.close()
+            if line.startswith("hand-over"):
+                old.close()
+                path.unlink()
+                return
+    t = threading.Thread(target=stopping, daemon=True)
+    t.start()
+    a = plugin_agent("--simulate", "t4", "--take-over")
+    a.wait_log("stopped before it handed over: nothing to take over")
+    t.join(timeout=10)
+    assert asked == ["pid", "hand-over"], asked
+    assert a.stop() == 0

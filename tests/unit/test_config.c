@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -441,6 +442,60 @@ static void test_user_paths_and_args_text(void **state)
     strbuf_free(&text);
 }
 
+/* A driver program is looked for under the driver root as gpulet sees it
+ * (in its container, the container driver root, whatever the host calls
+ * the driver root), and runs there, on the driver root's own files. */
+static void test_driver_tools(void **state)
+{
+    (void)state;
+    char dir[64], bin[128], path[256], root[256], inside[256];
+    snprintf(dir, sizeof dir, "/tmp/gpulet-ctr-root-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(bin, sizeof bin, "%s/usr/local/nvidia/bin", dir);
+    struct err e;
+    assert_int_equal(dirs_make(NULL, bin, 0755, &e), 0);
+    strcat(bin, "/nvidia-cuda-mps-control");
+    FILE *f = fopen(bin, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(bin, 0755), 0);
+    const char *roots[] = {"/", "/run/nvidia/driver"};
+    for (size_t i = 0; i < 2; i++) {
+        setenv("NVIDIA_DRIVER_ROOT", roots[i], 1);
+        setenv("CONTAINER_DRIVER_ROOT", dir, 1);
+        struct config c;
+        const char *argv[] = {"agent"};
+        assert_int_equal(load(&c, &e, 1, argv), 0);
+        assert_int_equal(config_find_tool(&c, "nvidia-cuda-mps-control", path, sizeof path, &e), 0);
+        assert_string_equal(path, bin);
+        config_tool_place(&c, path, root, sizeof root, inside, sizeof inside);
+        assert_string_equal(root, dir);
+        assert_string_equal(inside, "/usr/local/nvidia/bin/nvidia-cuda-mps-control");
+        /* one given outside the driver root runs as it is */
+        config_tool_place(&c, "/opt/mps/control", root, sizeof root, inside, sizeof inside);
+        assert_string_equal(root, "");
+        assert_string_equal(inside, "/opt/mps/control");
+        /* a missing one names where it was looked for, as gpulet sees it */
+        assert_int_equal(config_find_tool(&c, "nvidia-smi", path, sizeof path, &e), -1);
+        assert_contains(e.msg, dir);
+    }
+    /* not in a container: the driver root itself, run directly */
+    unsetenv("CONTAINER_DRIVER_ROOT");
+    setenv("NVIDIA_DRIVER_ROOT", dir, 1);
+    struct config c;
+    const char *argv[] = {"agent"};
+    assert_int_equal(load(&c, &e, 1, argv), 0);
+    assert_int_equal(config_find_tool(&c, "nvidia-cuda-mps-control", path, sizeof path, &e), 0);
+    assert_string_equal(path, bin);
+    config_tool_place(&c, path, root, sizeof root, inside, sizeof inside);
+    assert_string_equal(root, "");
+    assert_string_equal(inside, bin);
+    unsetenv("NVIDIA_DRIVER_ROOT");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup(test_bool_words, clear_env),
         cmocka_unit_test_setup(test_user_paths_and_args_text, clear_env),
         cmocka_unit_test_setup(test_memory_limit_is_a_quantity, clear_env),
+        cmocka_unit_test_setup(test_driver_tools, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
