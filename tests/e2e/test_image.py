@@ -54,8 +54,9 @@ def node_root(cluster):
     changes), with the stand-in driver installed in it where a driver
     installs (`gpulet sim driver-root`: its NVML the simulator, its
     programs NVIDIA's stand-ins, every library naming the glibc libraries
-    NVIDIA's name), the kit's fake device nodes as its /dev, /proc, /sys
-    and the kubelet's device-plugin directory as on a node. gpulet's image loads that NVML and runs those
+    NVIDIA's name), the kit's fake device nodes as its /dev, /proc, /sys,
+    and the directories whose sockets are live (the kubelet's, gpulet's) as
+    on a node. gpulet's image loads that NVML and runs those
     programs (MPS) as it would a node's: no --simulate, no --mps-control."""
     base = Path(cluster.base)
     root, upper, work = base / "node", base / "node.upper", base / "node.work"
@@ -68,9 +69,12 @@ def node_root(cluster):
               ["mount", "--bind", str(dev), str(root / "dev")],
               ["mount", "-t", "proc", "proc", str(root / "proc")],
               ["mount", "--rbind", "/sys", str(root / "sys")],
-              # the kubelet's socket, live (an overlay passes no socket through)
+              # the kubelet's and gpulet's sockets, live (an overlay passes
+              # none through): the device-plugin directory, and the kit's
+              # own (its kubelet's root, gpulet's status directory)
               ["mount", "--bind", "/var/lib/kubelet/device-plugins",
-               str(root / "var/lib/kubelet/device-plugins")]]
+               str(root / "var/lib/kubelet/device-plugins")],
+              ["mount", "--bind", str(base), f"{root}{base}"]]
     try:
         subprocess.run(mounts[0], check=True, capture_output=True, text=True, timeout=30)
         # (before /proc is mounted over its proc/driver/nvidia-caps)
