@@ -28,6 +28,19 @@ struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid)
     return NULL;
 }
 
+struct dra_prepared *dra_claims_add(struct dra_claims *c)
+{
+    /* Room doubles: a record is 6.7 KiB, and a restart reads them all in
+     * one go (a realloc a claim copied them all each time: quadratic). */
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        c->prepared = xrealloc(c->prepared, c->cap * sizeof *c->prepared);
+    }
+    struct dra_prepared *p = &c->prepared[c->n++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
 static void dra_checkpoint_copy(json_t *o, const char *key, char *out, size_t len)
 {
     const char *v = json_string_value(json_object_get(o, key));
@@ -69,9 +82,7 @@ int dra_checkpoint_load(struct dra *d, struct err *e)
     json_t *claims = json_object_get(root, "claims"), *c;
     size_t i;
     json_array_foreach(claims, i, c) {
-        d->claims.prepared = xrealloc(d->claims.prepared, (d->claims.n + 1) * sizeof *d->claims.prepared);
-        struct dra_prepared *p = &d->claims.prepared[d->claims.n++];
-        memset(p, 0, sizeof *p);
+        struct dra_prepared *p = dra_claims_add(&d->claims);
         dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
         dra_checkpoint_copy(c, "namespace", p->ns, sizeof p->ns);
         dra_checkpoint_copy(c, "name", p->name, sizeof p->name);

@@ -51,6 +51,10 @@ struct dra_prepared {
 /* Frees p's devices (p itself is its holder's). */
 void dra_prepared_free(struct dra_prepared *p);
 
+/* A new record at the end of c's table, zeroed (c's storage may move). */
+struct dra_claims;
+struct dra_prepared *dra_claims_add(struct dra_claims *c);
+
 /* Whether p has a device shared through MPS (its daemon: claim_mps.c):
  * the claim's own (GpuConfig) or, for a share, its GPU's. */
 bool dra_prepared_mps(const struct dra_prepared *p);
@@ -113,8 +117,8 @@ struct dra_pool {
  * containers, checkpoint.c writes them), the MPS daemons (claim_mps.c)
  * and the MIG devices made (claim_mig.c). */
 struct dra_claims {
-    struct dra_prepared *prepared;
-    unsigned n;
+    struct dra_prepared *prepared;        /* n of them, room for cap (dra_claims_add) */
+    unsigned n, cap;
     char checkpoint[CONFIG_PATH_MAX + 96];
     struct writer *writer;                /* checkpoint.c's: on the worker pool */
     unsigned saves;                       /* checkpoint writes not yet logged: d outlives them */

@@ -120,11 +120,11 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
         dra_mig_unmake(d, p);          /* and the MIG devices made for it go */
         return;
     }
-    d->claims.prepared = xrealloc(d->claims.prepared, (d->claims.n + 1) * sizeof *d->claims.prepared);
-    d->claims.prepared[d->claims.n++] = *p;
+    struct dra_prepared *held = dra_claims_add(&d->claims);
+    *held = *p;
     p->devs = NULL; /* moved: the driver's record holds them now */
     p->count = 0;
-    p = &d->claims.prepared[d->claims.n - 1];
+    p = held;
     *changed = true;
     log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,
              p->count, dra_prepared_mps(p) ? ", MPS" : "",

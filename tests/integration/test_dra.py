@@ -866,8 +866,11 @@ def test_dra_checkpoint_survives_sigkill(agent, sim_env, tmp_path):
             if checkpoint.exists():
                 known = {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
                 assert answered <= known, answered - known  # whole, and nothing answered lost
+            # The kill comes at a random moment once this start has answered
+            # a batch: each start gets somewhere however slow the machine
+            # (an ASan build on a busy CI), and the kill still lands
+            # anywhere in a later prepare or its write.
             timer = threading.Timer(rng.uniform(0.05, 0.4), a.proc.send_signal, [signal.SIGKILL])
-            timer.start()
             try:
                 while sent < 1000 and a.proc.poll() is None:
                     batch = [pb.Claim(namespace="ns", uid=f"u{i}", name=f"c{i}")
@@ -879,13 +882,15 @@ def test_dra_checkpoint_survives_sigkill(agent, sim_env, tmp_path):
                         break  # killed mid-call: the batch is asked again
                     answered |= {c.uid for c in batch if not r.claims[c.uid].error}
                     sent += len(batch)
+                    if not timer.is_alive() and not timer.finished.is_set():
+                        timer.start()
             finally:
                 timer.cancel()
             if a.proc.poll() is None:
                 a.proc.send_signal(signal.SIGKILL)
             a.proc.wait(timeout=10)
             kills += 1
-            assert kills < 100, f"{len(answered)} answered in {kills} starts: gpulet keeps dying"
+            assert kills <= 100, f"{len(answered)} answered in {kills} starts: gpulet keeps dying"
         assert len(answered) == 1000 and kills >= 3, (len(answered), kills)
         assert {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]} == answered
         known = {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
