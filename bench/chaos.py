@@ -16,8 +16,8 @@ It checks and counts: every Allocate of devices ListAndWatch calls healthy
 answered with exactly those GPUs, or refused only where their health or
 the plugin changed meanwhile; no Allocate answered for an unknown device or
 one unhealthy before and after it; after every restart, the plugin socket is
-new and registered, and the condition agrees with `gpulet health` within
-a second of a quiet moment; RSS and threads per agent life. Exits 1 on any
+new and registered, and the condition comes to agree with `gpulet health`
+in a quiet moment (10 s at most); RSS and threads per agent life. Exits 1 on any
 failure; prints a summary (JSON with --json).
 
 usage: bench/chaos.py [--seconds 180] [--gpulet build/gpulet] [--seed 1] [--json]"""
@@ -236,14 +236,19 @@ class Chaos:
             time.sleep(0.002)
 
     def check_condition(self):
-        """In a quiet moment: the condition says what `gpulet health` says."""
+        """In a quiet moment: the condition comes to say what `gpulet health`
+        says. Both are read again until they agree: a fault injected just
+        before (a hang takes its 2 s to show) may reach one first, and on a
+        busy machine the condition's write takes its time. What fails is a
+        condition that stays wrong (10 s; a missed change is never written
+        again)."""
         self.quiet.set()
-        time.sleep(2.5)  # a hang started just before needs its 2 s to show
-        out = subprocess.run([self.o.gpulet, "health", "--status-socket", str(self.tmp / "status.sock")],
-                             capture_output=True, text=True).stdout
-        unhealthy = sum(1 for l in out.splitlines() if " Unhealthy " in l)
-        deadline = time.monotonic() + 1.0
+        time.sleep(2.5)
+        deadline = time.monotonic() + 10.0
         while True:
+            out = subprocess.run([self.o.gpulet, "health", "--status-socket", str(self.tmp / "status.sock")],
+                                 capture_output=True, text=True).stdout
+            unhealthy = sum(1 for l in out.splitlines() if " Unhealthy " in l)
             c = self.api.condition()
             want = "True" if unhealthy else "False"
             if c and c["status"] == want and (not unhealthy or c["message"].startswith(f"{unhealthy} of 8")):
@@ -251,7 +256,7 @@ class Chaos:
             if time.monotonic() > deadline:
                 self.fail(f"condition {c} while gpulet health says {unhealthy} unhealthy")
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
         self.count["condition_checks"] += 1
         self.quiet.clear()
 

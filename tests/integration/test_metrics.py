@@ -108,8 +108,11 @@ def test_endpoints(metrics_agent):
 
 def test_default_fields_labels_and_types(metrics_agent):
     a, url = metrics_agent("--simulate", "dgx-h100")
-    body = wait_for(lambda: (lambda b: b if "DCGM_FI_PROF_GR_ENGINE_ACTIVE{" in b else None)(get(url + "/metrics")[2]))
-    assert body, "GPM metrics never appeared"
+    # A GPU's GPM fields need two of its samples: on a busy machine one GPU's
+    # lane may miss the first interval, and its series come one later.
+    body = wait_for(lambda: (lambda b: b if b.count("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") == 8 else None)(
+        get(url + "/metrics")[2]))
+    assert body, "GPM metrics never appeared for the 8 GPUs"
     series = parse(body)
     for name, typ in DEFAULT_FIELDS:
         assert f"# TYPE {name} {typ}\n" in body, name

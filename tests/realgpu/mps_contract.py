@@ -100,7 +100,11 @@ def probe():
     started.append(q)
     q.stdin.write("quit\n")
     q.stdin.close()
+    # The daemon says it will not shut down (the real one within 3 s); on a
+    # busy machine a stand-in may take longer to say it: its word is waited
+    # for (10 s at most), then what runs is looked at.
     time.sleep(3)
+    wait(lambda: "will not shutdown" in logs(d)[len(before):], 10)
     seen["quit with a client"] = {"quit has returned": q.poll() is not None, "control still runs": alive(p.pid),
                                   "client still runs": c.poll() is None,
                                   "log": [l.split("] ", 1)[-1] for l in logs(d)[len(before):].strip().splitlines()]}
