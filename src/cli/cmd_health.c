@@ -33,9 +33,8 @@ struct health_row {
 
 static void health_since(const struct health_row *r, char *out, size_t len)
 {
-    time_t t = (time_t)(r->h.since_ms / 1000);
-    struct tm tm;
-    if (r->h.reason == HEALTH_OK || !gmtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    gpu_health_time(r->h.reason == HEALTH_OK ? 0 : r->h.since_ms, out, len);
+    if (!out[0])
         snprintf(out, len, "-");
 }
 

@@ -68,9 +68,6 @@ struct dra_taint {
 unsigned dra_taints(const struct gpu_health *h, const struct health_faults *evict,
                     struct dra_taint *out);
 
-/* since_ms as the API writes a time ("2026-11-27T09:00:00Z"); "" when unknown. */
-void dra_taint_time(long long since_ms, char *out, size_t len);
-
 /* What a slice is made from. */
 struct dra_slice_in {
     const struct config *cfg;

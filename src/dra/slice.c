@@ -291,7 +291,7 @@ static json_t *dra_device_taints(const struct dra_slice_in *in, unsigned i, unsi
         if (t[k].value[0])
             jsonx_set(o, "value", jsonx_ok(json_string(t[k].value)));
         jsonx_set(o, "effect", jsonx_ok(json_string(t[k].effect)));
-        dra_taint_time(t[k].since_ms, when, sizeof when);
+        gpu_health_time(t[k].since_ms, when, sizeof when);
         if (when[0])
             jsonx_set(o, "timeAdded", jsonx_ok(json_string(when)));
         jsonx_append(list, o);

@@ -57,15 +57,3 @@ unsigned dra_taints(const struct gpu_health *h, const struct health_faults *evic
     }
     return n;
 }
-
-void dra_taint_time(long long since_ms, char *out, size_t len)
-{
-    if (since_ms <= 0) {
-        snprintf(out, len, "%s", "");
-        return;
-    }
-    time_t t = (time_t)(since_ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}

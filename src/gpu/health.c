@@ -148,17 +148,22 @@ static bool health_set(struct gpu_health *h, enum health_reason r, unsigned xid,
     return true;
 }
 
+void gpu_health_time(long long ms, char *out, size_t len)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms <= 0 || !gmtime_r(&t, &tm) || !strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, len, "%s", "");
+}
+
 void gpu_health_describe(const struct gpu_health *h, char *out, size_t len)
 {
     if (h->reason == HEALTH_OK) {
         snprintf(out, len, "%s", "");
         return;
     }
-    time_t t = (time_t)(h->since_ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
     char when[32];
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gpu_health_time(h->since_ms, when, sizeof when);
     snprintf(out, len, "%s since %s", h->detail, when);
 }
 

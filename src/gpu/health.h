@@ -76,6 +76,11 @@ struct health_probe {
 /* Whether h's fault is on the list. */
 bool gpu_health_faults_match(const struct health_faults *f, const struct gpu_health *h);
 
+/* ms (wall clock) as RFC 3339 to the second, as Kubernetes' times are
+ * written ("2026-11-27T09:00:00Z"); "" for 0 or less. Every time a fault
+ * is said at goes through it, so the same fault reads the same everywhere. */
+void gpu_health_time(long long ms, char *out, size_t len);
+
 /* The cause and since when, for logs, `gpulet list` and `gpulet health`:
  * "XID 79: fallen off the bus since 2026-11-27T09:00:00Z"; "" when healthy. */
 void gpu_health_describe(const struct gpu_health *h, char *out, size_t len);

@@ -60,6 +60,8 @@ void report_condition_build(const struct report_gpu *gpus, unsigned count,
         last_bad = (int)g->index;
         if (!worst || g->health.reason > worst->health.reason)
             worst = g;
+        if (!c->since_ms || g->health.since_ms < c->since_ms)
+            c->since_ms = g->health.since_ms;
     }
     count = gpus_n;
     c->unhealthy = bad > 0;
@@ -105,8 +107,12 @@ int report_condition_patch(const json_t *node, const struct report_condition *c,
     if (same_status && !strcmp(report_str(have, "reason"), c->reason) &&
         !strcmp(report_str(have, "message"), c->message))
         return 0; /* already so */
+    /* The status changes: when its fault began (the time its taints say),
+     * or now for a recovery; kept while the status stays. */
+    char fault[32];
+    gpu_health_time(c->unhealthy ? c->since_ms : 0, fault, sizeof fault);
     const char *since = same_status && *report_str(have, "lastTransitionTime")
-                            ? report_str(have, "lastTransitionTime") : now;
+                            ? report_str(have, "lastTransitionTime") : fault[0] ? fault : now;
     json_t *p = jsonx_ok(json_pack(
         "{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type", REPORT_CONDITION,
         "status", status, "reason", c->reason, "message", c->message, "lastHeartbeatTime", now,

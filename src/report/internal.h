@@ -60,10 +60,7 @@ static inline double report_mono(void)
 
 static inline void report_now(char *buf, size_t len)
 {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    gpu_health_time((long long)time(NULL) * 1000, buf, len);
 }
 
 /* Events (events.c): what changed since the last update, queued; an

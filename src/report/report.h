@@ -39,6 +39,7 @@ struct report_gpu {
 /* The condition wanted now. */
 struct report_condition {
     bool unhealthy;
+    long long since_ms;              /* unhealthy: the first current fault's time (as its taints') */
     char reason[64];                 /* GPUsHealthy, XID79, GPULost, GPUHung, ... */
     char message[REPORT_MESSAGE_MAX];
 };
@@ -61,7 +62,8 @@ void report_condition_build(const struct report_gpu *gpus, unsigned count,
 /* The strategic merge patch of nodes/status that sets the condition and
  * touches no other (conditions merge by type), from the Node (parsed); empty
  * where the Node has it already. lastTransitionTime is kept while the
- * status stays. now: RFC 3339. */
+ * status stays; else it is the fault's time (c->since_ms), or now (RFC
+ * 3339) for a recovery. */
 int report_condition_patch(const json_t *node, const struct report_condition *c, const char *now,
                            struct strbuf *patch, struct err *e);
 

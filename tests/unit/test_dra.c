@@ -222,7 +222,7 @@ static void test_taint_rules(void **state)
     assert_int_equal(dra_taints(&h, &evict, t), 1);
     assert_string_equal(t[0].key, "gpu.nvidia.com/gpu-lost");
     char when[32];
-    dra_taint_time(0, when, sizeof when);
+    gpu_health_time(0, when, sizeof when);
     assert_string_equal(when, "");
 }
 

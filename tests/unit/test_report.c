@@ -95,6 +95,16 @@ static void test_condition_patch(void **state)
     assert_string_equal(json_string_value(json_object_get(c, "lastTransitionTime")), "2026-11-26T12:00:00Z");
     json_decref(j);
     free(p);
+    /* A fault with its time: the transition is when it began, the time its
+     * DRA taints say (timeAdded), not when the patch is made. */
+    struct report_gpu timed = g;
+    timed.health.reason = HEALTH_LOST;
+    timed.health.since_ms = 1795694398250LL; /* 2026-11-26T11:59:58.25Z */
+    struct report_condition at;
+    report_condition_build(&timed, 1, &at);
+    p = patch_of("{\"metadata\":{\"name\":\"n\"}}", &at);
+    assert_non_null(strstr(p, "\"lastTransitionTime\":\"2026-11-26T11:59:58Z\""));
+    free(p);
     /* The same: no patch. The same status, another message: the transition time stays. */
     char node[2400];
     snprintf(node, sizeof node, "{\"metadata\":{},\"status\":{\"conditions\":[{\"type\":\"Ready\","
