@@ -128,10 +128,10 @@ lap "plain build"
 # run in the background, beside the stages below; build/e2e.log has their
 # output, and each run's seconds go to build/e2e.times. The image is built
 # meanwhile: its tests wait for build/image.done, which says how it went.
-e2e() { # JUNIT KIT PYTEST-ARGS...
-    local junit=$1 kit=$2 t0=$SECONDS
-    shift 2
-    GPULET_K8S=$kit GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
+e2e() { # JUNIT KIT VARIABLE PYTEST-ARGS... (VARIABLE: the one that names KIT)
+    local junit=$1 kit=$2 from=$3 t0=$SECONDS
+    shift 3
+    GPULET_K8S=$kit GPULET_K8S_FROM=$from GPULET_SOURCE=$PWD GPULET_BIN=build/gpulet GPULET_SIM_LIB=build/libgpulet-nvml-sim.so \
         GPULET_IMAGE_DONE=$PWD/build/image.done \
         /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=900 --durations=10 --junitxml="$junit" "$@"
     echo "$(basename "$junit" .xml) $((SECONDS - t0)) s" >>build/e2e.times
@@ -145,9 +145,9 @@ dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/t
            tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
 rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times build/image.done
 (
-    e2e build/e2e.xml "$current" "${dra_tests[@]/#/--ignore=}" tests/e2e
-    e2e build/e2e-dra.xml "$current" "${dra_tests[@]}"
-    e2e build/e2e-dra-next.xml "$next" "${dra_tests[@]}"
+    e2e build/e2e.xml "$current" GPULET_K8S "${dra_tests[@]/#/--ignore=}" tests/e2e
+    e2e build/e2e-dra.xml "$current" GPULET_K8S "${dra_tests[@]}"
+    e2e build/e2e-dra-next.xml "$next" GPULET_K8S_NEXT "${dra_tests[@]}"
 ) >build/e2e.log 2>&1 &
 e2e_pid=$!
 e2e_begun=$SECONDS

@@ -38,7 +38,7 @@ def why_not():
     if os.geteuid() != 0:
         return "the real kubelet needs root"
     if not (K8S / "cluster.sh").exists():
-        return f"no cluster at {K8S} (set GPULET_K8S)"
+        return f"no cluster at {K8S} (set {os.environ.get('GPULET_K8S_FROM', 'GPULET_K8S')})"
     if not shutil.which("kubectl"):
         return "kubectl is not on PATH (cluster.sh needs it)"
     sock = Path("/var/lib/kubelet/device-plugins/kubelet.sock")

@@ -4,9 +4,13 @@ shows (`$ command` then its lines) is compared with what the command
 prints. A block that needs a cluster, root or a GPU says so just above it
 (`<!-- docs: not run: WHY -->`) and is reported skipped with that reason;
 `<!-- docs: with the demo agent -->` runs the block beside README's demo
-agent. Every fence names its language, so no shell block hides as text."""
+agent; `; needs TOOL` after either says the block runs a tool the test
+tools bring (scripts/install-deps.sh --test): where it is missing, as on a
+copy without .tools/, the block is skipped naming it (in CI, failed).
+Every fence names its language, so no shell block hides as text."""
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SIM_LIB, SOURCE, check_clean
+from conftest import GPULET, SIM_LIB, SOURCE, check_clean, skip_or_fail
 
 DOCS = [SOURCE / "README.md", *sorted((SOURCE / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.S | re.M)
-MARK = re.compile(r"<!-- docs: (?P<what>not run|with the demo agent)(?::\s*(?P<why>.*?))?\s*-->\s*$")
+MARK = re.compile(r"<!-- docs: (?P<what>not run|with the demo agent)(?:; needs (?P<needs>[\w-]+))?"
+                  r"(?::\s*(?P<why>.*?))?\s*-->\s*$")
 AGENT = re.compile(r"^(build/)?gpulet agent\b")
 
 
@@ -36,6 +41,7 @@ class Block:
         mark = MARK.search(before)
         self.mark = mark.group("what") if mark else None
         self.why = mark.group("why") if mark else None
+        self.needs = mark.group("needs") if mark else None
 
     @property
     def id(self):
@@ -157,6 +163,9 @@ def test_shell_block(block, tmp_path):
     if block.mark == "not run":
         assert block.why, f"{block.id}: say why it is not run"
         pytest.skip(f"{block.id} not run: {block.why}")
+    if block.needs and not shutil.which(block.needs):
+        skip_or_fail(f"{block.id} needs {block.needs}, which is not on PATH "
+                     "(scripts/install-deps.sh --test unpacks it into .tools/bin)")
     box = Sandbox(tmp_path)
     try:
         if block.mark == "with the demo agent":
