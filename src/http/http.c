@@ -184,9 +184,10 @@ int http_security_check(const struct http_security *s, struct err *e)
         return -1;
     char *key = http_read_pem(s->key_file, "key_file", e);
     char *cert = key ? http_read_pem(s->cert_file, "cert_file", e) : NULL;
+    int rc = key && cert ? http_tls_pair(cert, key, s, e) : -1;
     free(key);
     free(cert);
-    return key && cert ? 0 : -1;
+    return rc;
 }
 
 static void http_free(struct http_server *s)
@@ -230,8 +231,9 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
     if (!s->daemon) {
         int errsv = errno;
         http_free(s);
+        /* (the key and certificate were checked as a pair: http_security_check) */
         return err_set(e, "cannot listen on %s for metrics%s: %s", addr,
-                       sec && sec->tls ? " over TLS (is the key the certificate's?)" : "",
+                       sec && sec->tls ? " over TLS" : "",
                        errsv ? strerror(errsv) : "libmicrohttpd refused");
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);

@@ -74,4 +74,10 @@ int http_parse_addr(const char *addr, struct sockaddr_storage *ss, struct err *e
  * return at once): 0, or -1 with why and the fix in e. */
 int http_tls_load(struct err *e);
 
+/* Whether cert and key (PEM, as s's cert_file and key_file hold them) are
+ * a certificate and its private key, as GnuTLS loads them: a key of
+ * another certificate, or the two swapped, fail naming both files. */
+int http_tls_pair(const char *cert, const char *key, const struct http_security *s,
+                  struct err *e);
+
 #endif

@@ -18,6 +18,7 @@
 #include <gnutls/abstract.h> /* the certificate retrieve functions */
 #include <gnutls/gnutls.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define TLS_LIB "libgnutls.so.30"
 
@@ -152,5 +153,22 @@ int http_tls_load(struct err *e)
         return -1;
     }
     tls.dl = dl;
+    return 0;
+}
+
+int http_tls_pair(const char *cert, const char *key, const struct http_security *s, struct err *e)
+{
+    if (http_tls_load(e) < 0)
+        return -1;
+    gnutls_certificate_credentials_t c;
+    if (gnutls_certificate_allocate_credentials(&c) < 0)
+        return err_set(e, "GnuTLS cannot allocate credentials");
+    gnutls_datum_t cd = {(unsigned char *)cert, (unsigned)strlen(cert)};
+    gnutls_datum_t kd = {(unsigned char *)key, (unsigned)strlen(key)};
+    int rc = gnutls_certificate_set_x509_key_mem(c, &cd, &kd, GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials(c);
+    if (rc < 0)
+        return err_set(e, "web config: cert_file %s and key_file %s are not a certificate and its "
+                          "key: %s", s->cert_file, s->key_file, gnutls_strerror(rc));
     return 0;
 }

@@ -13,7 +13,7 @@ from base64 import b64encode
 
 import pytest
 
-from conftest import tool
+from conftest import GPULET, tool
 from test_metrics import free_port, metrics_agent, wait_for  # noqa: F401
 
 pytestmark = tool("openssl")
@@ -115,8 +115,21 @@ BAD = [
 ]
 
 
+# A key that is not the certificate's (another certificate's key, or the
+# two files swapped): one line naming both files and GnuTLS's words, exit 1
+# before anything is served (it ran on with metrics off before).
+BAD += [
+    ("tls_server_config:\n  cert_file: cert.pem\n  key_file: other-key.pem\n",
+     "other-key.pem are not a certificate and its key: The certificate and the given key do not match"),
+    ("tls_server_config:\n  cert_file: key.pem\n  key_file: cert.pem\n",
+     "key.pem and key_file "),
+]
+
+
 @pytest.mark.parametrize("text,error", BAD)
 def test_bad_web_config(metrics_agent, web, text, error):
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                    "-out", str(web / "other-key.pem")], check=True, capture_output=True)
     (web / "web.yml").write_text(text)
     a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(web / "web.yml"), ready=False)
     # A config error: one line, and an exit before anything is served (in a
@@ -125,6 +138,11 @@ def test_bad_web_config(metrics_agent, web, text, error):
     assert a.proc.wait(timeout=10) == 1, a.log()
     assert error in a.log() and "agent running" not in a.log(), a.log()
     assert len([l for l in a.log().splitlines() if " error " in l]) == 1, a.log()
+    # doctor reads the same web config the same way
+    d = subprocess.run([GPULET, "doctor", "--simulate", "t4", "--web-config-file", str(web / "web.yml"),
+                        "-o", "json"], capture_output=True, text=True)
+    check = {c["id"]: c for c in json.loads(d.stdout)["checks"]}["metrics"]
+    assert check["status"] == "FAIL" and error in check["message"], check
 
 
 def test_tls_without_gnutls(agent, sim_env, web, tmp_path):
