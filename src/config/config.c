@@ -365,16 +365,6 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         c->accelerator_label[0] = '\0';
     if (config_check(c, e) < 0)
         return -1;
-    if (c->probe_ms == 0)
-        return err_usage(e, "--health-probe-ms must be at least 1");
-    if (c->hang_s < 1 || c->hang_s > 3600)
-        return err_usage(e, "--hang-seconds must be from 1 to 3600, not %u", c->hang_s);
-    if (c->metrics_interval_ms < 100 || c->metrics_interval_ms > 3600000)
-        return err_usage(e, "--metrics-interval-ms must be from 100 to 3600000, not %u",
-                       c->metrics_interval_ms);
-    if (c->pod_resources_interval_ms < 1000)
-        return err_usage(e, "--pod-resources-interval-ms must be at least 1000 (the kubelet "
-                          "rate-limits PodResources), not %u", c->pod_resources_interval_ms);
     unsigned caps;
     struct err ce;
     if (driver_parse_caps(c->driver_caps, &caps, &ce) < 0)

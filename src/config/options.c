@@ -262,12 +262,47 @@ void config_log_unneeded(const struct config *c)
 const char *const config_bool_words[12] = {"1", "t", "T", "TRUE", "true", "True",
                                            "0", "f", "F", "FALSE", "false", "False"};
 
+/* The whole numbers with bounds, checked where they are set, so that an
+ * error names the flag, variable or file key that gave the value. */
+static const struct {
+    const char *flag;
+    unsigned long min, max;
+    const char *why;
+} config_ranges[] = {
+    {"health-probe-ms", 1, 1000000000UL, NULL},
+    {"hang-seconds", 1, 3600, NULL},
+    {"metrics-interval-ms", 100, 3600000, NULL},
+    {"pod-resources-interval-ms", 1000, 1000000000UL, " (the kubelet rate-limits PodResources)"},
+};
+
+static int config_uint(const struct config_opt *o, const char *value, const char *where,
+                       unsigned *out, struct err *e)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(value, &end, 10);
+    if (end == value || *end || value[0] == '-' || value[0] == '+')
+        return err_set(e, "%s must be a whole number, not '%s'", where, value);
+    unsigned long min = 0, max = 1000000000UL;
+    const char *why = "";
+    for (size_t i = 0; i < sizeof config_ranges / sizeof *config_ranges; i++)
+        if (!strcmp(config_ranges[i].flag, o->flag)) {
+            min = config_ranges[i].min;
+            max = config_ranges[i].max;
+            why = config_ranges[i].why ? config_ranges[i].why : "";
+        }
+    if (errno || v < min || v > max)
+        return err_set(e, "%s is out of range: from %lu to %lu%s, not '%s'", where, min, max, why,
+                       value);
+    *out = (unsigned)v;
+    return 0;
+}
+
 int config_set(struct config *c, const struct config_opt *o, const char *value,
                const char *where, struct err *e)
 {
     char *field = (char *)c + o->offset;
     c->given[o - config_options] = true;
-    char *end;
     switch (o->type) {
     case T_BOOL:
         /* Go's strconv.ParseBool, which NVIDIA's flags and variables go
@@ -284,14 +319,8 @@ int config_set(struct config *c, const struct config_opt *o, const char *value,
             return err_set(e, "%s is longer than %zu characters", where, o->size - 1);
         strcpy(field, value);
         return 0;
-    case T_UINT: {
-        errno = 0;
-        unsigned long v = strtoul(value, &end, 10);
-        if (errno || end == value || *end || v > 1000000000UL || value[0] == '-')
-            return err_set(e, "%s must be a whole number, not '%s'", where, value);
-        *(unsigned *)field = (unsigned)v;
-        return 0;
-    }
+    case T_UINT:
+        return config_uint(o, value, where, (unsigned *)field, e);
     case T_ENUM:
         for (int i = 0; o->choices[i]; i++) {
             if (!strcmp(value, o->choices[i])) {

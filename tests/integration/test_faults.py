@@ -277,7 +277,7 @@ def test_fault_options(gpulet):
     assert p.returncode == 2
     assert "--fault-taint-on: 'bogus' is neither an XID number nor lost, hung, ecc or xid" in p.stderr
     p = gpulet("agent", "--hang-seconds", "0")
-    assert p.returncode == 2 and "--hang-seconds must be from 1 to 3600" in p.stderr
+    assert p.returncode == 2 and "--hang-seconds is out of range: from 1 to 3600, not '0'" in p.stderr
     p = gpulet("agent", "--dra-evict-on", "lost,sometimes")
     assert p.returncode == 2
     assert "--dra-evict-on: 'sometimes' is neither an XID number nor lost, hung, ecc or xid" in p.stderr

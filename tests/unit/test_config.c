@@ -234,6 +234,18 @@ static void test_flag_and_env_errors(void **state)
     const char *bad_uint[] = {"agent", "--xid-recovery-seconds", "-5"};
     assert_int_equal(load(&c, &e, 3, bad_uint), -1);
     assert_contains(e.msg, "--xid-recovery-seconds must be a whole number");
+    /* A bound broken is out of range, and named by what gave it. */
+    const char *big[] = {"agent", "--hang-seconds", "3601"};
+    assert_int_equal(load(&c, &e, 3, big), -1);
+    assert_contains(e.msg, "--hang-seconds is out of range: from 1 to 3600, not '3601'");
+    setenv("GPULET_HANG_SECONDS", "0", 1);
+    assert_int_equal(load(&c, &e, 1, (const char *[]){"agent"}), -1);
+    assert_contains(e.msg, "environment variable GPULET_HANG_SECONDS is out of range");
+    unsetenv("GPULET_HANG_SECONDS");
+    setenv("DCGM_EXPORTER_INTERVAL", "50", 1);
+    assert_int_equal(load(&c, &e, 1, (const char *[]){"agent"}), -1);
+    assert_contains(e.msg, "environment variable DCGM_EXPORTER_INTERVAL is out of range: from 100");
+    unsetenv("DCGM_EXPORTER_INTERVAL");
     setenv("MIG_STRATEGY", "weird", 1);
     const char *plain[] = {"agent"};
     assert_int_equal(load(&c, &e, 1, plain), -1);
