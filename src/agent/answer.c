@@ -18,6 +18,8 @@
 static void answer_health(struct agent *a, const char *arg, struct strbuf *out)
 {
     (void)arg;
+    if (a->no_gpu[0])
+        strbuf_printf(out, "no-gpu %s\n", a->no_gpu);
     for (unsigned i = 0; i < a->inv.count; i++) {
         const struct gpu_info *g = &a->inv.gpus[i];
         gpu_health_line_write(out, i, -1, g->uuid, &a->devs[i].health);

@@ -42,6 +42,7 @@ struct agent {
     struct gpu_inventory found;          /* what nvml_work read: written by it, then merged */
     int nvml_rc;                         /* nvml_work's outcome, and why it failed */
     struct err nvml_err;
+    char no_gpu[sizeof(struct err)];     /* failOnInitError=false and NVML did not start: why */
     double start_ms[3];                  /* start-up phases, for the log */
     bool stopping;
     int exit_code;                       /* for a failure after start-up */

@@ -259,7 +259,7 @@ static int agent_find_ids(struct agent *a)
         }
         /* failOnInitError=false: one DaemonSet can run on nodes without GPUs. */
         log_error("%s; advertising no GPUs (fail-on-init-error is false)", e.msg);
-        log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
+        snprintf(a->no_gpu, sizeof a->no_gpu, "%s", e.msg);
         return -1;
     }
     a->nvml_up = true;
@@ -289,6 +289,31 @@ static int agent_dirs_make(struct agent *a, struct err *e)
  * (agent_nvml_done): an XID in the first milliseconds after registering is
  * not seen, as with NVIDIA's plugin, whose health checks also start after
  * it registers. 0, or the code to exit with. */
+/* A node without GPUs (failOnInitError=false, NVML did not start): nothing
+ * to advertise, but the agent serves what says it is well and why it has
+ * no GPU: the status socket (`gpulet health`, doctor) and /healthz,
+ * /readyz, /metrics (its own series) for the DaemonSet's probes, which
+ * would otherwise restart it for ever. */
+static int agent_start_without_gpus(struct agent *a)
+{
+    struct err e;
+    a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
+    a->health_said = xcalloc(1, sizeof *a->health_said);
+    if (agent_probe_init(a, &e) < 0 || agent_dirs_make(a, &e) < 0 || agent_status_start(a, &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    if (!a->cfg.no_metrics &&
+        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg, NULL,
+                      &e) < 0) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    metrics_on_config(a->metrics, &a->config_state);
+    log_info("agent running, with no GPU; stop with SIGINT or SIGTERM, reload with SIGHUP");
+    return 0;
+}
+
 int agent_start(struct agent *a)
 {
     struct err e;
@@ -296,7 +321,7 @@ int agent_start(struct agent *a)
     t[0] = nvml_clock_ms();
     int rc = agent_find_ids(a);
     if (rc != 0)
-        return rc < 0 ? 0 : rc;
+        return rc < 0 ? agent_start_without_gpus(a) : rc;
     a->devs = gpu_devices_new(&a->inv, (double)uv_now(&a->loop));
     a->health_said = xcalloc(a->inv.count + 1, sizeof *a->health_said); /* all HEALTH_OK */
     if (agent_mps_check(&a->cfg, &e) < 0) {

@@ -156,6 +156,12 @@ int cmd_health(int argc, char **argv)
         fputs(reply, stdout);
         return CLI_OK;
     }
+    /* A node without GPUs (failOnInitError=false): the agent says why. */
+    if (!strncmp(reply, "no-gpu ", 7) && strcmp(format, "json")) {
+        reply[strcspn(reply, "\n")] = '\0';
+        printf("no GPU on this node: %s (fail-on-init-error is false)\n", reply + 7);
+        return CLI_OK;
+    }
     struct health_row *rows = NULL;
     unsigned n = 0, index;
     char *cursor = reply;

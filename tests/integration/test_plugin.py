@@ -382,8 +382,33 @@ def test_fail_on_init_error(agent, kubelet, tmp_path):
               "--fail-on-init-error", "false", "--status-socket", str(tmp_path / "s.sock"))
     b.wait_log("advertising no GPUs")
     time.sleep(0.2)
-    assert b.proc.poll() is None                      # idles, for nodes without GPUs
+    assert b.proc.poll() is None                      # runs on, for nodes without GPUs
     assert b.stop() == 0
+
+
+def test_a_node_without_gpus_is_healthy(agent, kubelet, gpulet, tmp_path):
+    """failOnInitError=false lets one DaemonSet cover nodes without GPUs: there
+    the agent advertises nothing but answers its probes (deploy/'s liveness
+    probe would restart it for ever otherwise), and `gpulet health` says
+    there is no GPU and why, not that it cannot reach the agent."""
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sock = tmp_path / "s.sock"
+    a = agent("--nvml", "/nonexistent/libnvidia-ml.so.1", "--kubelet-root", str(kubelet.root),
+              "--fail-on-init-error", "false", "--status-socket", str(sock),
+              "--metrics-listen", f"127.0.0.1:{port}")
+    a.wait_log("agent running, with no GPU")
+    for path, body in (("/healthz", "ok"), ("/readyz", "ready")):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            assert r.status == 200 and r.read().decode().strip() == body
+    p = gpulet("health", "--status-socket", str(sock))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("no GPU on this node: cannot load NVML"), p.stdout
+    assert not kubelet.registrations
+    assert a.stop() == 0
 
 
 def test_sigterm_removes_socket(plugin_agent, kubelet):
