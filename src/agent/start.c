@@ -211,6 +211,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
         log_error("%s; the MPS resources stay unavailable", e.msg);
     agent_mig_start(a);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
+    double t_modules = nvml_clock_ms();
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
     if (!a->cfg.no_metrics &&
@@ -218,13 +219,16 @@ static void agent_nvml_done(uv_work_t *w, int status)
                       &e) < 0)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
+    double t_metrics = nvml_clock_ms();
     agent_dra_holders(a);
     agent_pods_soon(a, true);
     const double *t = a->start_ms;
+    char metrics[32];
+    snprintf(metrics, sizeof metrics, a->metrics ? "%.1f ms" : "off", t_metrics - t_modules);
     log_info("start-up: %s %.1f ms, plugin %.1f ms; then %sthe rest of the inventory and events "
-             "%.1f ms, metrics %.1f ms; total %.1f ms",
+             "%.1f ms, labels, faults, DRA, MPS and MIG %.1f ms, metrics %s; total %.1f ms",
              a->early ? "device IDs from procfs" : "NVML and device IDs", t[1] - t[0],
-             t[2] - t[1], a->early ? "NVML, " : "", t_facts - t[2], nvml_clock_ms() - t_facts,
+             t[2] - t[1], a->early ? "NVML, " : "", t_facts - t[2], t_modules - t_facts, metrics,
              nvml_clock_ms() - t[0]);
     log_info("NVML load %.1f ms, nvmlInit %.1f ms", a->nvml.load_ms, a->nvml.init_ms);
     log_info("agent running; stop with SIGINT or SIGTERM, reload with SIGHUP");
