@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/file.h"
 #include "util/jsonx.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
@@ -69,16 +70,19 @@ static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
 
 int dra_checkpoint_load(struct dra *d, struct err *e)
 {
-    json_error_t je;
-    json_t *root = json_load_file(d->claims.checkpoint, 0, &je);
-    if (!root) {
-        FILE *f = fopen(d->claims.checkpoint, "r");
-        if (!f && errno == ENOENT)
-            return 0; /* nothing prepared yet */
-        if (f)
-            fclose(f);
-        return err_set(e, "%s: %s (line %d)", d->claims.checkpoint, je.text, je.line);
+    /* Read whole, then parsed: jansson's file reader takes a character a
+     * call (three quarters of a 1,000-claim restart's time). */
+    struct strbuf text = {0};
+    if (file_read(d->claims.checkpoint, &text) < 0) {
+        strbuf_free(&text);
+        return errno == ENOENT ? 0 /* nothing prepared yet */
+                               : err_set(e, "%s: %s", d->claims.checkpoint, strerror(errno));
     }
+    json_error_t je;
+    json_t *root = json_loadb(text.data ? text.data : "", text.len, 0, &je);
+    strbuf_free(&text);
+    if (!root)
+        return err_set(e, "%s: %s (line %d)", d->claims.checkpoint, je.text, je.line);
     json_t *claims = json_object_get(root, "claims"), *c;
     size_t i;
     json_array_foreach(claims, i, c) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/dirs.h"
+#include "util/strbuf.h"
 
 /* The rename itself is only durable once its directory is flushed. */
 static int file_sync_dir(const char *path)
@@ -52,6 +53,22 @@ int file_replace(const char *path, const char *tmp, const void *data, size_t len
     if (file_sync_dir(path) != 0)
         return err_set(e, "%s written, but its directory not flushed: %s", path, strerror(errno));
     return 0;
+}
+
+int file_read(const char *path, struct strbuf *out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0)
+            strbuf_append(out, buf, (size_t)n);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n < 0 ? -1 : 0;
 }
 
 int file_remove(const char *path, struct err *e)

@@ -20,6 +20,10 @@ int file_replace(const char *path, const char *tmp, const void *data, size_t len
  * directory. */
 int file_remove(const char *path, struct err *e);
 
+/* Appends the whole of path to out: 0, or -1 with errno (ENOENT: none). */
+struct strbuf;
+int file_read(const char *path, struct strbuf *out);
+
 /* Whether path holds exactly the len bytes of data. */
 bool file_holds(const char *path, const void *data, size_t len);
 
