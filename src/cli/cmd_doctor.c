@@ -134,6 +134,10 @@ int cmd_doctor(int argc, char **argv)
     }
     if (!agent && config_load(&cfg, &args, NULL, &e) < 0)
         return doctor_usage_error("%s", e.msg);
+    /* The same flags find the same agent: a simulated node (no --root) is
+     * the user's, its paths in the user's directory, as the agent's are. */
+    if (!agent && !root_given)
+        config_user_paths(&cfg);
     struct doctor_options o = {.cfg = &cfg, .timeout_ms = (unsigned)ms, .root_given = root_given};
     if (strlen(root) >= sizeof o.root)
         return doctor_usage_error("--root is too long: %s", root);

@@ -289,6 +289,12 @@ def test_the_commands_after_the_demo_use_the_running_agent(user_env, tmp_path):
         for check in ("kernel-module", "driver-library", "nvidia-uvm", "runtime", "kernel-log"):
             assert "simulated GPUs" in why[check], why
         assert "no kubelet" in why["kubelet"] and "no kubelet" in why["pod-resources"], why
+        # The demo's own flag finds the same agent (it looked at the node's
+        # /run/gpulet and /var/lib/kubelet before).
+        doc = run(user_env, "doctor", "--simulate", "a100-mig-mixed", "-o", "json")
+        checks = {c["id"]: c for c in json.loads(doc.stdout)["checks"]}
+        assert checks["registration"]["status"] == "SKIP" and sock in checks["registration"]["message"], checks
+        assert str(mine / "kubelet") in checks["kubelet"]["message"], checks["kubelet"]
     finally:
         assert a.stop() == 0
     # Without an agent: a clear word, and the local way where there is one.
