@@ -246,8 +246,10 @@ static int config_check(const struct config *c, struct err *e)
         gpu_health_faults_parse(&faults, "--dra-evict-on", c->dra_evict_on, e) < 0)
         return -1;
     if (c->labels_output == CONFIG_LABELS_API && !c->node_name[0])
-        return err_usage(e, "--labels api needs the Node's name: set NODE_NAME (from the downward "
-                          "API, spec.nodeName) or --node-name");
+        return err_usage(e, "%s needs the Node's name: set NODE_NAME (from the downward API, "
+                          "spec.nodeName) or --node-name",
+                         c->given[config_index("labels")] ? "--labels api"
+                                                          : "--use-node-feature-api=true");
     if (c->simulate[0] && scenario_check(c->simulate, e) < 0)
         return -1;
     /* The agent would find out only when it listens, and run without metrics. */
@@ -356,6 +358,11 @@ int config_load(struct config *c, const struct config_args *a, const struct conf
         return -1;
     if (!c->dev_root[0])
         strcpy(c->dev_root, c->driver_root);
+    /* GFD's choice of where labels go, where gpulet's own is not given:
+     * NFD's NodeFeature API ends as labels on the Node, which gpulet writes
+     * itself; otherwise NFD's feature file. */
+    if (c->given[config_index("use-node-feature-api")] && !c->given[config_index("labels")])
+        c->labels_output = c->use_node_feature_api ? CONFIG_LABELS_API : CONFIG_LABELS_FILE;
     /* In a container, NVML is the host's, under the mounted driver root. */
     if (!c->nvml_path[0] && !c->simulate[0] && c->container_driver_root[0] &&
         driver_find_library(config_read_root(c, c->driver_root), "libnvidia-ml.so.1",

@@ -131,6 +131,7 @@ struct config {
     bool keep_labels_file;              /* leave the file behind on exit */
     char machine_type_file[CONFIG_PATH_MAX];
     bool no_timestamp;                  /* no nvidia.com/gfd.timestamp (the default) */
+    bool use_node_feature_api;          /* GFD's: chooses --labels where --labels is not given */
     char accelerator_label[64];         /* the key; empty: no accelerator label */
     char kubeconfig[CONFIG_PATH_MAX];   /* empty: in-cluster credentials */
     char node_name[128];                /* the Node to label */

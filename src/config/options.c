@@ -130,6 +130,10 @@ const struct config_opt config_options[] = {
     {"machine-type-file", "GFD_MACHINE_TYPE_FILE", "flags.gfd.machineTypeFile", T_STRING,
      S(machine_type_file), NULL, "/sys/class/dmi/id/product_name",
      "file with the machine's product name (nvidia.com/gpu.machine)", "PATH", NULL},
+    {"use-node-feature-api", "GFD_USE_NODE_FEATURE_API", "flags.useNodeFeatureAPI", T_BOOL,
+     F(use_node_feature_api), NULL, "false",
+     "GFD's: true puts the labels on the Node (--labels api; gpulet writes them itself, no NFD "
+     "NodeFeature needed), false in the NFD feature file (--labels file); --labels wins", NULL, NULL},
     {"no-timestamp", "GFD_NO_TIMESTAMP", "flags.gfd.noTimestamp", T_BOOL, F(no_timestamp), NULL,
      "true", "leave out nvidia.com/gfd.timestamp (false: add it, a write per change)", NULL, NULL},
     {"accelerator-label", "GPULET_ACCELERATOR_LABEL", NULL, T_STRING, S(accelerator_label), NULL,
@@ -234,6 +238,7 @@ const struct config_env_list config_env_lists[] = {
     {"mig-strategy", {"GFD_MIG_STRATEGY", "MIG_STRATEGY"}},
     {"fail-on-init-error", {"GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"}},
     {"config-file", {"GFD_CONFIG_FILE", "CONFIG_FILE"}},
+    {"use-node-feature-api", {"GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"}},
     {"nvidia-cdi-hook-path", {"NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH"}},
     {"container-driver-root", {"DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"}},
 };

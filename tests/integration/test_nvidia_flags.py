@@ -1,5 +1,6 @@
 """Every flag and variable of NVIDIA's device plugin v0.17.4 and GPU
-feature discovery v0.7.0 (their --help, cmd/*/main.go at those tags) is
+feature discovery v0.7.0 and as v0.17.4 ships it (their --help,
+cmd/*/main.go at those tags) is
 taken by `gpulet agent`: with NVIDIA's meaning, or taken and logged once as
 not needed. A DaemonSet's arguments copied from NVIDIA's run unchanged."""
 import subprocess
@@ -42,6 +43,9 @@ FEATURE_DISCOVERY = [
     (["output-file", "output", "o"], ["GFD_OUTPUT_FILE"], "{tmp}/gfd"),
     (["machine-type-file"], ["GFD_MACHINE_TYPE_FILE"], "{tmp}/product_name"),
     (["config-file"], ["GFD_CONFIG_FILE", "CONFIG_FILE"], "{config}"),
+    # GFD as the device plugin v0.17.4 ships it (and v0.19, where it is on
+    # by default): NFD's NodeFeature API (true: labels on the Node) or its file.
+    (["use-node-feature-api"], ["GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"], "false"),
 ]
 # Read from the environment alone, by the device plugin.
 ENV_ONLY = {"DP_DISABLE_HEALTHCHECKS": "48", "DP_ENABLE_HEALTHCHECKS": "31"}
@@ -152,6 +156,8 @@ BAD = [
     (["--kubelet-socket", "/a/device-plugins/kubelet.sock", "--kubelet-root", "/b"],
      "is not under --kubelet-root /b"),
     (["--fail-on-init-error=yes"], "--fail-on-init-error must be true or false, not 'yes'"),
+    # GFD says "required flag node-name not set"; the labels' Node is needed
+    (["--use-node-feature-api=true"], "--use-node-feature-api=true needs the Node's name"),
 ]
 
 
