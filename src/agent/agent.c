@@ -3,13 +3,16 @@
  * start.c's. */
 #include "agent/internal.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "metrics/collectors.h"
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -149,6 +152,35 @@ static void agent_restart(uv_timer_t *t)
     agent_labels_refresh(a); /* replicas and sharing are the restarted plugins' */
 }
 
+/* A simulated node's files in the user's directory are the demo's, and go
+ * with it: its CDI specs (a node keeps them, for the pods that start while
+ * gpulet restarts) and the feature file's directory. The user's directory
+ * itself then goes with what the agent made (dirs_unmake). */
+static void agent_demo_files_remove(const struct agent *a)
+{
+    if (!a->cfg.simulate[0])
+        return;
+    char user[CONFIG_PATH_MAX], labels[CONFIG_PATH_MAX];
+    dirs_user(user, sizeof user);
+    dirs_parent(a->cfg.output_file, labels, sizeof labels);
+    const char *const dirs[] = {a->cfg.cdi_spec_dir, labels};
+    size_t n = strlen(user);
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        if (strncmp(dirs[i], user, n) || dirs[i][n] != '/')
+            continue; /* a path given: not the demo's to clear */
+        DIR *d = opendir(dirs[i]);
+        for (struct dirent *f; d && (f = readdir(d));) {
+            char path[2 * CONFIG_PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dirs[i], f->d_name);
+            if (f->d_type == DT_REG && strstr(f->d_name, ".json"))
+                unlink(path);
+        }
+        if (d)
+            closedir(d);
+        rmdir(dirs[i]); /* only if empty: a kept feature file stays */
+    }
+}
+
 static void agent_close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -193,6 +225,7 @@ static void agent_shutdown(struct agent *a)
     free(a->mps_modes);
     free(a->health_said);
     gpu_inventory_free(&a->inv);
+    agent_demo_files_remove(a);
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     if (!a->lanes_stuck)
         nvml_close(&a->nvml); /* else a lane is still in its code: it ends with the process */

@@ -63,6 +63,24 @@ def test_demo_in_the_users_own_directory(user_env, tmp_path):
     assert not mine.exists(), list(mine.rglob("*"))
 
 
+def test_a_demo_with_cdi_and_a_feature_file_leaves_nothing(user_env, tmp_path):
+    """A demo agent with a cdi-* strategy and labels in NFD's file writes
+    both in the user's directory; its stop takes them, and the directory,
+    with it (a node's CDI spec stays: pods may start while gpulet restarts)."""
+    mine = tmp_path / "xdg" / "gpulet"
+    a = Agent(["--simulate", "t4", "--no-metrics", "--device-list-strategy", "cdi-cri",
+               "--labels", "file"], user_env, tmp_path / "agent.log")
+    try:
+        a.wait_log("agent running")
+        wait = time.monotonic() + 10
+        while not ((mine / "cdi" / "nvidia.com-gpu.json").exists() and (mine / "features.d" / "gfd").exists()):
+            assert time.monotonic() < wait, list(mine.rglob("*"))
+            time.sleep(0.1)
+    finally:
+        assert a.stop() == 0
+    assert not mine.exists(), list(mine.rglob("*"))
+
+
 def test_node_paths_are_kept_when_given(user_env, tmp_path):
     """A path given by flag or variable wins over the user's directory, as
     the end-to-end tests need with the real kubelet."""
