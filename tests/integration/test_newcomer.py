@@ -81,6 +81,31 @@ def test_a_demo_with_cdi_and_a_feature_file_leaves_nothing(user_env, tmp_path):
     assert not mine.exists(), list(mine.rglob("*"))
 
 
+def test_a_second_demo_agent_of_its_own(user_env, tmp_path):
+    """README's second demo agent: another XDG_RUNTIME_DIR and metrics port
+    give it everything of its own (paths, metrics, fault injection)."""
+    from test_metrics import free_port
+    second = tmp_path / "xdg2"
+    second.mkdir(mode=0o700)
+    env2 = dict(user_env, XDG_RUNTIME_DIR=str(second))
+    ports = free_port(), free_port()
+    a = Agent(["--simulate", "dgx-h100", "--metrics-listen", f"127.0.0.1:{ports[0]}"], user_env,
+              tmp_path / "a.log")
+    b = Agent(["--simulate", "t4", "--metrics-listen", f"127.0.0.1:{ports[1]}"], env2, tmp_path / "b.log")
+    try:
+        a.wait_log("metrics ready")
+        b.wait_log("metrics ready")
+        assert run(env2, "sim", "xid", "0", "79").stdout.startswith("ok")
+        deadline = time.monotonic() + 10
+        while "Unhealthy" not in run(env2, "health").stdout:
+            assert time.monotonic() < deadline, run(env2, "health").stdout
+            time.sleep(0.1)
+        assert "Unhealthy" not in run(user_env, "health").stdout  # the first one's GPUs: untouched
+        assert len(run(env2, "health").stdout.splitlines()) == 2  # the t4: one GPU
+    finally:
+        assert a.stop() == 0 and b.stop() == 0
+
+
 def test_node_paths_are_kept_when_given(user_env, tmp_path):
     """A path given by flag or variable wins over the user's directory, as
     the end-to-end tests need with the real kubelet."""
