@@ -9,8 +9,12 @@
 
 static int cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs("usage: gpulet version\n  prints gpulet's version (also gpulet --version)\n", stdout);
+        return CLI_OK;
+    }
+    if (argc > 1)
+        return cli_usage_error("version", "takes no argument, not '%s'", argv[1]);
     return cli_version();
 }
 

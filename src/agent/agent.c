@@ -125,12 +125,16 @@ static void agent_on_signal(uv_signal_t *s, int signum)
     }
     struct config_text buf;
     struct err e;
-    if (agent_reload(a, agent_nodeconfig_text(a, &buf), &e) < 0) {
+    const struct config_text *named = agent_nodeconfig_text(a, &buf);
+    if (agent_reload(a, named, &e) < 0) {
         log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
         a->config_state.last_ok = false;
         a->config_state.failures++;
         metrics_on_config(a->metrics, &a->config_state);
+        return;
     }
+    log_info("SIGHUP: config reloaded%s%s%s", named ? " (the node's config '" : "",
+             named ? named->name : "", named ? "')" : "");
 }
 
 static void agent_restart(uv_timer_t *t)

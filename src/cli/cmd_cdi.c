@@ -49,11 +49,10 @@ static int cdi_output(const char *file, struct strbuf *text)
 
 int cmd_cdi(int argc, char **argv)
 {
-    if (argc < 2 || (strcmp(argv[1], "generate") && strcmp(argv[1], "--help") &&
-                     strcmp(argv[1], "-h"))) {
-        fputs(cdi_usage, stderr);
-        return CLI_USAGE;
-    }
+    if (argc < 2)
+        return cli_usage_error("cdi", "expected a command: generate");
+    if (strcmp(argv[1], "generate") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))
+        return cli_usage_error("cdi", "unknown command '%s' (the one command is generate)", argv[1]);
     if (strcmp(argv[1], "generate")) {
         fputs(cdi_usage, stdout);
         return CLI_OK;

@@ -6,24 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Keys of NVIDIA's later files that need nothing from gpulet (it writes
- * labels itself, not through NFD's NodeFeature API): accepted, not acted on. */
-static const char *const ignored_keys[] = {"flags.useNodeFeatureAPI", NULL};
-
 static const struct config_opt *config_by_key(const char *key)
 {
     for (size_t i = 0; i < config_noptions; i++)
         if (config_options[i].key && !strcmp(config_options[i].key, key))
             return &config_options[i];
     return NULL;
-}
-
-static bool config_ignored(const char *key)
-{
-    for (size_t i = 0; ignored_keys[i]; i++)
-        if (!strcmp(ignored_keys[i], key))
-            return true;
-    return false;
 }
 
 /* A scalar, or for deviceListStrategy also a list, as one string. */
@@ -68,8 +56,6 @@ static int config_file_map(struct config *c, struct ydoc *d, yaml_node_t *map,
             continue;
         }
         const struct config_opt *o = config_by_key(key);
-        if (!o && config_ignored(key))
-            continue;
         if (!o)
             return ydoc_error(d, kn, e, "unknown key '%s'", key);
         if (o->type != T_LIST && vn->type == YAML_SEQUENCE_NODE)

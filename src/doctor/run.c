@@ -261,6 +261,13 @@ void doctor_report_text(const struct doctor_report *r, const char *root, FILE *o
             r->seconds, n[DOCTOR_PASS], n[DOCTOR_WARN], n[DOCTOR_FAIL], n[DOCTOR_SKIP]);
 }
 
+/* A time as doctor measures it, to the microsecond: JSON says 2e-06, not
+ * 2.1449999962896982e-06. */
+static double doctor_micro(double seconds)
+{
+    return (double)(long long)(seconds * 1e6 + 0.5) / 1e6; /* (no libm: glibc alone) */
+}
+
 void doctor_report_json(const struct doctor_report *r, const char *root, struct strbuf *out)
 {
     json_t *checks = jsonx_ok(json_array());
@@ -273,7 +280,7 @@ void doctor_report_json(const struct doctor_report *r, const char *root, struct 
         jsonx_set(c, "message", json_string(x->message));
         if (x->fix[0])
             jsonx_set(c, "fix", json_string(x->fix));
-        jsonx_set(c, "seconds", json_real(x->seconds));
+        jsonx_set(c, "seconds", json_real(doctor_micro(x->seconds)));
         jsonx_append(checks, c);
     }
     unsigned n[4];
@@ -283,13 +290,13 @@ void doctor_report_json(const struct doctor_report *r, const char *root, struct 
     jsonx_set(summary, "warnings", json_integer(n[DOCTOR_WARN]));
     jsonx_set(summary, "failed", json_integer(n[DOCTOR_FAIL]));
     jsonx_set(summary, "skipped", json_integer(n[DOCTOR_SKIP]));
-    jsonx_set(summary, "seconds", json_real(r->seconds));
+    jsonx_set(summary, "seconds", json_real(doctor_micro(r->seconds)));
     json_t *root_obj = jsonx_ok(json_object());
     jsonx_set(root_obj, "root", json_string(root));
     jsonx_set(root_obj, "checks", checks);
     jsonx_set(root_obj, "summary", summary);
     jsonx_set(root_obj, "worst", json_string(doctor_status_name(r->worst)));
-    jsonx_dump(root_obj, JSON_INDENT(2), out);
+    jsonx_dump(root_obj, JSON_INDENT(2) | JSON_REAL_PRECISION(6), out);
     strbuf_puts(out, "\n");
     json_decref(root_obj);
 }

@@ -352,6 +352,7 @@ def test_sighup_reload(plugin_agent, kubelet, tmp_path):
     cfg.write_text("version: v1\nflags:\n  plugin:\n    deviceIDStrategy: index\n")
     a.proc.send_signal(signal.SIGHUP)
     kubelet.wait_registrations(2, timeout=3)
+    a.wait_log("SIGHUP: config reloaded")  # a reload that works says so too
     channel, stub, stream, first = devices(kubelet)
     assert [d.ID for d in first.devices] == ["0", "1", "2", "3"]
     stream.cancel()

@@ -65,7 +65,7 @@ static void test_file_env_flags_precedence(void **state)
                "  migStrategy: none\n"
                "  failOnInitError: false\n"
                "  nvidiaDriverRoot: /run/nvidia/driver\n"
-               "  useNodeFeatureAPI: true\n"
+               "  useNodeFeatureAPI: false\n"
                "  plugin:\n"
                "    passDeviceSpecs: true\n"
                "    deviceListStrategy: [envvar, cdi-cri]\n"
@@ -77,6 +77,7 @@ static void test_file_env_flags_precedence(void **state)
     const char *argv[] = {"agent", "--config-file", path};
     assert_int_equal(load(&c, &e, 3, argv), 0);
     assert_false(c.fail_on_init_error);
+    assert_int_equal(c.labels_output, CONFIG_LABELS_FILE); /* GFD's: NFD's file */
     assert_true(c.pass_device_specs);
     assert_int_equal(c.list_strategy, CONFIG_LIST_ENVVAR | CONFIG_LIST_CDI_CRI);
     assert_int_equal(c.id_strategy, CONFIG_ID_INDEX);
