@@ -19,7 +19,7 @@ static const char health_usage[] =
     "usage: gpulet health [-o table|wide|json] [--status-socket PATH] [clear GPU]\n"
     "  (no command)          each GPU's health as the agent sees it, with the reason, and\n"
     "                        each MIG device's (GPU:MIG) of a GPU in MIG mode\n"
-    "  -o, --output FORMAT   table (default); wide (also the last XID and since when, UTC);\n"
+    "  -o, --output FORMAT   table (default; also text); wide (also the last XID and since when, UTC);\n"
     "                        json\n"
     "  clear GPU             mark a GPU (index or UUID) healthy now, e.g. after fixing it\n"
     "                        by hand\n";
@@ -97,7 +97,8 @@ static void health_json(const struct health_row *rows, unsigned n)
 static const struct {
     const char *name;
     void (*print)(const struct health_row *rows, unsigned n);
-} health_formats[] = {{"table", health_plain}, {"wide", health_wide}, {"json", health_json}};
+} health_formats[] = {{"table", health_plain}, {"text", health_plain}, /* as labels and doctor say */
+                     {"wide", health_wide},   {"json", health_json}};
 
 int cmd_health(int argc, char **argv)
 {

@@ -15,7 +15,7 @@
 static const char list_usage[] =
     "usage: gpulet list [-o table|wide|json|topology] [--simulate PRESET|FILE] [--nvml PATH]\n"
     "                   [--status-socket PATH]\n"
-    "  -o, --output FORMAT   table (default); wide (also the minor number, compute\n"
+    "  -o, --output FORMAT   table (default; also text); wide (also the minor number, compute\n"
     "                        capability, architecture and MIG mode); json; or topology\n"
     "                        (like nvidia-smi topo -m)\n"
     "  --simulate SPEC       use simulated GPUs: a preset name or a scenario file\n"
@@ -39,6 +39,8 @@ int cmd_list(int argc, char **argv)
         cli_status_socket_help(stdout);
         return CLI_OK;
     }
+    if (!strcmp(format, "text"))
+        format = "table"; /* the human format's name in labels and doctor too */
     if (strcmp(format, "table") && strcmp(format, "wide") && strcmp(format, "json") &&
         strcmp(format, "topology"))
         return cli_usage_error("list", "output format must be table, wide, json or topology, not '%s'",

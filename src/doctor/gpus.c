@@ -113,9 +113,21 @@ void doctor_nvml(struct doctor *d, struct doctor_result *r)
     /* The simulated GPUs and their faults are the agent's process's: a
      * simulator of doctor's own would be another node. */
     if (d->simulated && doctor_agent_view(d)) {
-        doctor_set(r, DOCTOR_PASS, NULL, "the agent at %s serves %u simulated GPU(s) "
-                   "(--simulate %s); doctor asks it rather than open a simulator of its own",
-                   d->agent_socket, d->agent_ngpus, d->o->cfg->simulate);
+        /* NVML answers for every GPU but the lost ones (XID 79, GPU_IS_LOST). */
+        struct strbuf lost = {0};
+        for (unsigned i = 0; i < d->agent_n; i++)
+            if (d->agent_gpus[i].mig < 0 && d->agent_gpus[i].health.reason == HEALTH_LOST)
+                strbuf_printf(&lost, "%s%u", lost.len ? ", " : "", d->agent_gpus[i].index);
+        if (lost.len)
+            doctor_set(r, DOCTOR_FAIL, "a lost GPU answers again only after a reset (gpulet sim "
+                       "recover on a simulated node)", "the agent at %s serves %u simulated GPU(s) "
+                       "(--simulate %s), and NVML has lost GPU %s", d->agent_socket,
+                       d->agent_ngpus, d->o->cfg->simulate, lost.data);
+        else
+            doctor_set(r, DOCTOR_PASS, NULL, "the agent at %s serves %u simulated GPU(s) "
+                       "(--simulate %s); doctor asks it rather than open a simulator of its own",
+                       d->agent_socket, d->agent_ngpus, d->o->cfg->simulate);
+        strbuf_free(&lost);
         return;
     }
     if (gpus_start(d, &e) < 0) {
