@@ -256,11 +256,14 @@ int agent_run(const struct config_args *args)
         rc = 2; /* the environment, as the command line: MIG_STRATEGY=bogus is 2 too */
         goto out;
     }
-    config_log(&a->cfg);
-    if (metrics_check_files(&a->cfg, &e) < 0) { /* before anything is served or written */
+    /* Bad input is one line and an exit before anything is served or
+     * written: 2 for the command line and the environment, 1 for a file. */
+    if (agent_kube_check(&a->cfg, &e) < 0 || metrics_check_files(&a->cfg, &e) < 0) {
         log_error("%s", e.msg);
+        rc = e.usage ? 2 : 1;
         goto out;
     }
+    config_log(&a->cfg);
     uv_loop_init(&a->loop);
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;
@@ -273,8 +276,7 @@ int agent_run(const struct config_args *args)
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
     agent_config_applied(a, NULL);
-    /* A setting that needs the API server, without it, is bad input: one
-     * line and exit 1 before anything is served or written. */
+    /* The API server that a setting needs cannot be had: exit 1. */
     if (agent_kube_start(a, &e) < 0) {
         log_error("%s", e.msg);
         rc = 1;

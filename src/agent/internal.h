@@ -131,6 +131,9 @@ struct writer *agent_mig_take(struct agent *a, unsigned gpu, const struct gpu_in
  * (kube.c): made at start where there are credentials (a kubeconfig, or
  * in-cluster) and NODE_NAME; stop after the modules that use them. */
 int agent_kube_start(struct agent *a, struct err *e);
+/* Before anything starts: a setting that needs the API server has
+ * credentials for it (a usage error where not: the environment's). */
+int agent_kube_check(const struct config *cfg, struct err *e);
 void agent_kube_stop(struct agent *a);
 
 /* Per-node configuration (nodeconfig.c): with --config-map, watches the

@@ -20,15 +20,22 @@ static const char *agent_kube_needed(const struct config *cfg)
     return cfg->config_map[0] ? "--config-map" : NULL;
 }
 
+int agent_kube_check(const struct config *cfg, struct err *e)
+{
+    const char *need = agent_kube_needed(cfg);
+    if (need && !cfg->node_name[0])
+        return err_usage(e, "%s needs the Node's name: set NODE_NAME (from the downward API, "
+                         "spec.nodeName) or --node-name", need);
+    if (need && !cfg->kubeconfig[0] && !kube_in_cluster())
+        return err_usage(e, "%s needs the API server, and there are no credentials: give "
+                         "--kubeconfig, or run in a pod with its service account", need);
+    return 0;
+}
+
 int agent_kube_start(struct agent *a, struct err *e)
 {
     const struct config *cfg = &a->cfg;
-    const char *need = agent_kube_needed(cfg);
-    if (!cfg->node_name[0] && need)
-        return err_set(e, "%s needs the node's name: set NODE_NAME or --node-name", need);
-    if (!cfg->kubeconfig[0] && !kube_in_cluster() && need)
-        return err_set(e, "%s needs the API server, and there are no credentials: give "
-                       "--kubeconfig, or run in a pod with its service account", need);
+    const char *need = agent_kube_needed(cfg); /* checked by agent_kube_check */
     if (!cfg->node_name[0] || (!cfg->kubeconfig[0] && !kube_in_cluster()))
         return 0;
     struct err why = {.msg = ""};

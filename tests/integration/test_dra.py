@@ -747,8 +747,9 @@ def test_dra_needs_a_node(agent, tmp_path):
     why, rather than running and serving nothing."""
     a = agent("--simulate", "t4", "--dra", "all", "--kubelet-root", str(tmp_path / "k"), "--no-metrics",
               "--labels", "none", "--status-socket", str(tmp_path / "s.sock"))
-    assert a.proc.wait(timeout=20) == 1
-    assert "--dra all needs the node's name: set NODE_NAME or --node-name" in a.log()
+    assert a.proc.wait(timeout=20) == 2  # the command line's: one line
+    assert "--dra all needs the Node's name: set NODE_NAME" in a.log()
+    assert len(a.log().strip().splitlines()) == 1, a.log()
     assert "agent running" not in a.log() and not (tmp_path / "s.sock").exists()
 
 
