@@ -77,7 +77,10 @@ def test_any_image_finds_the_driver(cluster, injecting):
         pytest.skip("no x86-64 glibc loader on this machine")
     glibc = Path(cluster.base) / "glibc"
     glibc.mkdir(exist_ok=True)
-    for f in (loader, Path("/lib/x86_64-linux-gnu/libc.so.6")):
+    # What any glibc image has: libc and the libraries NVIDIA's libcuda and
+    # libnvidia-ml name beside it (the stand-in driver's name them too).
+    for f in (loader, *(Path("/lib/x86_64-linux-gnu") / n for n in
+                        ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1"))):
         shutil.copy2(f.resolve(), glibc / f.name)
     ld = "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
     out = run_pod(cluster, "any-image", {"nvidia.com/t4": 1},

@@ -111,7 +111,9 @@ def running(quick, namespace, pods, timeout=120):
         items = c.get("pods", "-n", namespace)["items"]
         if len(items) == pods and all(p["status"].get("phase") == "Running" for p in items):
             break
-        assert time.monotonic() < deadline, (c.kubectl("describe", "pods", "-n", namespace), quick.log()[-3000:])
+        if time.monotonic() > deadline:  # the whole describe: its events say why
+            pytest.fail(f"{namespace}: not Running:\n" + c.kubectl("describe", "pods", "-n", namespace)[-4000:] +
+                        "\n" + quick.log()[-3000:], pytrace=False)
         time.sleep(1)
     seen = {}
     for p in items:
