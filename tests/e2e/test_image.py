@@ -319,15 +319,16 @@ def confined(cluster, pod):
         return subprocess.run(["kubectl", "--server", where["server"], *trust, "--token", token, *args], input=stdin, capture_output=True, text=True,
                               env=env, timeout=60)
 
-    def status_patch(token, node, dry):
+    def status_patch(token, node, dry, body=None):
         """PATCH nodes/NODE/status as gpulet sends it (kubectl would GET it first,
-        which gpulet's rights do not allow)."""
+        which gpulet's rights do not allow); body: another patch than its own."""
         import ssl
         import urllib.error
         ctx = ssl.create_default_context(cafile=trust[1]) if trust[:1] == ["--certificate-authority"] \
             else ssl._create_unverified_context()
         req = urllib.request.Request(f"{where['server']}/api/v1/nodes/{node}/status" +
-                                     ("?dryRun=All" if dry else ""), data=status.encode(), method="PATCH",
+                                     ("?dryRun=All" if dry else ""), data=(body or status).encode(),
+                                     method="PATCH",
                                      headers={"Authorization": f"Bearer {token}",
                                               "Content-Type": "application/strategic-merge-patch+json"})
         try:
@@ -369,9 +370,23 @@ def confined(cluster, pod):
         ("another taint on its own Node", ["patch", "node", me, "--type", "merge", "-p",
                                            '{"spec":{"taints":[{"key":"evil","effect":"NoExecute"}]}}',
                                            dry], None, "only its own taint gpulet.io/gpu-fault"),
+        # issue 50: what nodes/status stored, and the taint gpulet never writes
+        ("its taint as NoExecute", ["patch", "node", me, "--type", "merge", "-p",
+                                    taint.replace("NoSchedule", "NoExecute"), dry], None,
+         "gpulet's taint gpulet.io/gpu-fault is NoSchedule only"),
+        ("a label through nodes/status",
+         ("status", me, '{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}'), None,
+         "gpulet changes no label through nodes/status"),
+        ("an annotation through nodes/status",
+         ("status", me, '{"metadata":{"annotations":{"example.com/x":"1"}}}'), None,
+         "gpulet changes no annotation through nodes/status"),
+        ("an owner through nodes/status",
+         ("status", me, '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap",'
+                        '"name":"gone","uid":"00000000-0000-0000-0000-000000000000"}]}}'), None,
+         "may not change a Node's ownerReferences or finalizers"),
     ]
-    run = lambda token, args, stdin: status_patch(token, args[1], True) if args[0] == "status" \
-        else as_gpulet(token, *args, stdin=stdin)
+    run = lambda token, args, stdin: status_patch(token, args[1], True, *args[2:]) \
+        if args[0] == "status" else as_gpulet(token, *args, stdin=stdin)
     for what, args, stdin, words in refused:
         # A policy just applied takes the API server a moment to enforce.
         seen = []
