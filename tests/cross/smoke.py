@@ -12,8 +12,6 @@ CONTAINER_DRIVER_ROOT=/driver-root. An image that cannot load a driver's
 NVML fails here as it would on a node.
 usage: smoke.py BUILD_DIR | --image OCI_ARCHIVE ARCH BUILD_DIR
 (one line per check; exit 1 on a failure)"""
-import gzip
-import io
 import json
 import os
 import shutil
@@ -21,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.request
@@ -29,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from kubelet import FakeKubelet, load_stubs  # noqa: E402
+from oci import unpack  # noqa: E402 (beside this file)
 
 QEMU = shutil.which(os.environ.get("QEMU", "qemu-aarch64-static"))
 PRODUCT = "NVIDIA GH200 480GB"
@@ -49,20 +47,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def unpack(archive, arch, root):
-    """The image of arch in the index in archive, its layers unpacked at root."""
-    with tarfile.open(archive) as t:
-        blob = lambda d: t.extractfile("blobs/sha256/" + d.split(":")[1]).read()  # noqa: E731
-        index = json.loads(blob(json.loads(t.extractfile("index.json").read())["manifests"][0]["digest"]))
-        entry = next(m for m in index["manifests"] if m["platform"]["architecture"] == arch)
-        for layer in json.loads(blob(entry["digest"]))["layers"]:
-            data = blob(layer["digest"])
-            if layer["mediaType"].endswith("gzip"):
-                data = gzip.decompress(data)
-            with tarfile.open(fileobj=io.BytesIO(data)) as lt:
-                lt.extractall(root)
 
 
 def main(tmp):

@@ -13,15 +13,16 @@ deploy/base/daemonset.yaml sets them. Checks:
   is what it was.
 usage: image_driver.py OCI_ARCHIVE (root; one line per check; exit 1 on a failure)"""
 import glob
-import gzip
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cross"))
+from oci import unpack  # noqa: E402
 
 ROOT = "/tmp/gpulet-image-root"
 failed = 0
@@ -32,20 +33,6 @@ def check(what, cond, detail=""):
     failed += not cond
     print(f"{'ok  ' if cond else 'FAIL'} image on the driver: {what}{'' if cond else ': ' + str(detail)[-3000:]}",
           flush=True)
-
-
-def unpack(archive, arch, root):
-    with tarfile.open(archive) as t:
-        blob = lambda d: t.extractfile("blobs/sha256/" + d.split(":")[1]).read()  # noqa: E731
-        top = json.loads(t.extractfile("index.json").read())["manifests"][0]
-        index = json.loads(blob(top["digest"]))
-        entry = next(m for m in index["manifests"] if m["platform"]["architecture"] == arch)
-        for layer in json.loads(blob(entry["digest"]))["layers"]:
-            data = blob(layer["digest"])
-            if layer["mediaType"].endswith("gzip"):
-                data = gzip.decompress(data)
-            with tarfile.open(fileobj=io.BytesIO(data)) as lt:
-                lt.extractall(root)
 
 
 def smi(query):
