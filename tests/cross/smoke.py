@@ -12,7 +12,6 @@ CONTAINER_DRIVER_ROOT=/driver-root. An image that cannot load a driver's
 NVML fails here as it would on a node.
 usage: smoke.py BUILD_DIR | --image OCI_ARCHIVE ARCH BUILD_DIR
 (one line per check; exit 1 on a failure)"""
-import json
 import os
 import shutil
 import signal
