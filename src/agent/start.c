@@ -286,13 +286,6 @@ static int agent_dirs_make(struct agent *a, struct err *e)
     return dirs_make(&a->made, dir, 0755, e);
 }
 
-/* Everything the kubelet needs first, so that the agent registers as soon
- * as it knows the device IDs: the IDs, the device model, the status socket
- * and the plugin. NVML (where the IDs came from procfs) and the rest of the
- * inventory follow off the loop, then event watching and metrics
- * (agent_nvml_done): an XID in the first milliseconds after registering is
- * not seen, as with NVIDIA's plugin, whose health checks also start after
- * it registers. 0, or the code to exit with. */
 /* A node without GPUs (failOnInitError=false, NVML did not start): nothing
  * to advertise, but the agent serves what says it is well and why it has
  * no GPU: the status socket (`gpulet health`, doctor) and /healthz,
@@ -318,6 +311,13 @@ static int agent_start_without_gpus(struct agent *a)
     return 0;
 }
 
+/* Everything the kubelet needs first, so that the agent registers as soon
+ * as it knows the device IDs: the IDs, the device model, the status socket
+ * and the plugin. NVML (where the IDs came from procfs) and the rest of the
+ * inventory follow off the loop, then event watching and metrics
+ * (agent_nvml_done): an XID in the first milliseconds after registering is
+ * not seen, as with NVIDIA's plugin, whose health checks also start after
+ * it registers. 0, or the code to exit with. */
 int agent_start(struct agent *a)
 {
     struct err e;

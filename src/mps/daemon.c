@@ -392,8 +392,6 @@ static void mps_begin(struct mps_daemon *m)
 }
 
 
-
-
 struct mps_daemon *mps_new(uv_loop_t *loop, const struct config *cfg,
                                   const struct mps_spec *spec, const char *control)
 {
