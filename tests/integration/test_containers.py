@@ -117,8 +117,15 @@ def test_cdi_generate_bad_input(driver_root, sim_env, tmp_path):
     p = cdi_generate(sim_env, "--nvidia-driver-root", str(driver_root), "-o",
                      str(tmp_path / "missing-dir" / "spec.yaml"))
     assert p.returncode == 1 and "missing-dir" in p.stderr
+    # A command line gpulet cdi cannot take: one line and exit 2, as elsewhere.
     p = subprocess.run([GPULET, "cdi"], capture_output=True, text=True, env=sim_env)
-    assert p.returncode == 2 and "usage: gpulet cdi generate" in p.stderr
+    assert p.returncode == 2 and p.stderr == ("gpulet cdi: expected a command: generate "
+                                              "(see gpulet cdi --help)\n"), p.stderr
+    p = subprocess.run([GPULET, "cdi", "bogus"], capture_output=True, text=True, env=sim_env)
+    assert p.returncode == 2 and "unknown command 'bogus'" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+    p = subprocess.run([GPULET, "version", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("usage: gpulet version"), p
 
 
 def test_agent_keeps_spec(plugin_agent, kubelet, driver_root, tmp_path):
