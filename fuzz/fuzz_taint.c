@@ -52,7 +52,7 @@ static void check_taints(const uint8_t *data, size_t size)
             (strcmp(t[k].effect, "NoSchedule") && strcmp(t[k].effect, "NoExecute")))
             __builtin_trap();
         char when[32];
-        dra_taint_time(t[k].since_ms, when, sizeof when);
+        gpu_health_time(t[k].since_ms, when, sizeof when);
         if (strlen(when) >= sizeof when)
             __builtin_trap();
     }
