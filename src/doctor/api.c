@@ -126,14 +126,56 @@ static int api_whoami(const struct kube_creds *creds, char *user, size_t ulen, c
     return rc;
 }
 
+/* The writes deploy/'s policies must refuse, each tried as a dry run (so
+ * that nothing changes either way), where the configuration writes that
+ * kind of object: the refusal must come from the policy named, so that a
+ * policy missing, unbound or set to Warn is named. %s: the token's node. */
+static const struct api_probe {
+    const char *policy;
+    const char *what;
+    const char *method, *path, *type, *body;
+    unsigned use; /* 0: always */
+} api_probes[] = {
+    {"gpulet-node", "a label not gpulet's on its Node", "PATCH", "/api/v1/nodes/%s?dryRun=All",
+     "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}", 0},
+    {"gpulet-node", "a label through nodes/status", "PATCH", "/api/v1/nodes/%s/status?dryRun=All",
+     "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}",
+     USE_REPORT},
+    {"gpulet-events", "an Event about another Node", "POST",
+     "/api/v1/namespaces/default/events?dryRun=All", "application/json",
+     "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"generateName\":\"gpulet-doctor-\"},"
+     "\"involvedObject\":{\"kind\":\"Node\",\"name\":\"gpulet-doctor-probe-other\"},"
+     "\"reason\":\"GPUUnhealthy\",\"message\":\"gpulet doctor's probe\",\"type\":\"Warning\"}", USE_REPORT},
+};
+
+/* One probe: 1 refused by its policy, 0 accepted, -1 refused otherwise or
+ * unanswered (why in e). */
+static int api_probe_try(const struct kube_creds *creds, const struct api_probe *p, const char *node,
+                         struct err *e)
+{
+    char path[512];
+    snprintf(path, sizeof path, p->path, node);
+    struct kube_response resp = {0};
+    int rc = kube_request(creds, p->method, path, p->type, p->body, &resp, e);
+    char policy[128];
+    snprintf(policy, sizeof policy, "ValidatingAdmissionPolicy '%s'", p->policy);
+    if (rc == 0 && (resp.status == 200 || resp.status == 201))
+        rc = 0;
+    else if (rc == 0 && kube_policy_refused(resp.body.data) && strstr(resp.body.data, policy))
+        rc = 1;
+    else if (rc == 0)
+        rc = err_set(e, "HTTP %ld%s%.200s", resp.status, resp.body.data ? ": " : "",
+                     resp.body.data ? resp.body.data : "");
+    kube_response_free(&resp);
+    return rc;
+}
+
 /* Whether the API server keeps these credentials' writes to their own node
- * (deploy/confine/): a write the policies must refuse, asked with dryRun
- * so that nothing changes either way: a label that is not gpulet's on its
- * own Node. */
+ * (deploy/confine/): each probe above refused by its policy. */
 static void api_confinement(struct doctor *d, const struct kube_creds *creds, const struct config *c,
                             unsigned asked, struct doctor_result *r)
 {
-    char user[256], node[256], path[512];
+    char user[256], node[256];
     struct err e;
     doctor_step(d, "asking the API server who these credentials are");
     if (api_whoami(creds, user, sizeof user, node, sizeof node, &e) < 0) {
@@ -148,24 +190,34 @@ static void api_confinement(struct doctor *d, const struct kube_creds *creds, co
                    asked, user, c->node_name);
         return;
     }
-    doctor_step(d, "trying a write the admission policies must refuse (dry run)");
-    snprintf(path, sizeof path, "/api/v1/nodes/%s?dryRun=All", node);
-    struct kube_response resp = {0};
-    int rc = kube_request(creds, "PATCH", path, "application/merge-patch+json",
-                          "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}", &resp, &e);
-    if (rc < 0)
-        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; the dry-run write went unanswered: %s", asked, e.msg);
-    else if (resp.status == 200)
-        doctor_set(r, DOCTOR_FAIL, "apply deploy/confine/ (Kubernetes 1.30 or later; docs/deploy.md)",
-                   "all %u rights, and writes are NOT confined: %s may set a label that is not "
-                   "gpulet's on its Node (dry run), so it could write other nodes' objects as well", asked, user);
-    else if ((resp.status == 403 || resp.status == 422) && kube_policy_refused(resp.body.data))
-        doctor_set(r, DOCTOR_PASS, NULL, "all %u rights gpulet uses, and its writes are confined to "
-                   "node %s (an admission policy refused a dry-run label that is not gpulet's)", asked, node);
+    struct strbuf open = {0}, odd = {0};
+    unsigned tried = 0;
+    for (size_t k = 0; k < sizeof api_probes / sizeof *api_probes; k++) {
+        const struct api_probe *p = &api_probes[k];
+        if (p->use && !(p->use & api_uses(c)))
+            continue;
+        doctor_step(d, "trying %s, which %s must refuse (dry run)", p->what, p->policy);
+        int rc = api_probe_try(creds, p, node, &e);
+        tried++;
+        if (rc == 0)
+            strbuf_printf(&open, "%s%s (policy %s missing, unbound or only warning)",
+                          open.len ? "; " : "", p->what, p->policy);
+        else if (rc < 0)
+            strbuf_printf(&odd, "%s%s: %s", odd.len ? "; " : "", p->what, e.msg);
+    }
+    if (open.len)
+        doctor_set(r, DOCTOR_FAIL, "apply deploy/confine/ (and deploy/dra/ for DRA; Kubernetes 1.30 "
+                   "or later; docs/deploy.md) and keep its bindings at Deny",
+                   "all %u rights, and writes are NOT confined: %s may write %s, so it could write "
+                   "other nodes' objects as well", asked, user, open.data);
+    else if (odd.len)
+        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; a probe was not refused by its policy: %s",
+                   asked, odd.data);
     else
-        doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; the dry-run write answered HTTP %ld", asked,
-                   resp.status);
-    kube_response_free(&resp);
+        doctor_set(r, DOCTOR_PASS, NULL, "all %u rights gpulet uses, and its writes are confined to "
+                   "node %s (each of %u dry-run writes refused by its own policy)", asked, node, tried);
+    strbuf_free(&open);
+    strbuf_free(&odd);
 }
 
 void doctor_api_rights(struct doctor *d, struct doctor_result *r)

@@ -46,6 +46,7 @@ class FakeAPI:
         # deploy/confine/'s policies do (here: a Node label outside gpulet's is refused).
         self.token_node = node
         self.confined = True
+        self.open_policies = set()  # deploy/'s policies missing, unbound or Warn-only
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
@@ -104,7 +105,7 @@ class FakeAPI:
                     if method == "GET" and "fieldSelector" in query:
                         return self.list_or_watch(url.path, query)
                     if url.path.startswith("/api/v1/namespaces/default/events"):
-                        return self.event(method, url.path, body)
+                        return self.event(method, url.path, body, "dryRun" in query)
                     if url.path == api.dra and method == "GET":
                         return self.answer(200, {"kind": "APIResourceList", "groupVersion": api.dra[6:],
                                                  "resources": [{"name": "resourceslices"},
@@ -126,6 +127,10 @@ class FakeAPI:
                     node_path = f"/api/v1/nodes/{api.node['metadata']['name']}"
                     if url.path == node_path + "/status" and method == "PATCH":
                         patch = json.loads(body)
+                        # deploy/confine/'s: no metadata through nodes/status
+                        if api.confining("gpulet-node") and patch.get("metadata", {}).get("labels"):
+                            return self.refused("gpulet-node", "nodes", "gpulet changes no label "
+                                                "through nodes/status")
                         conds = {c["type"]: c for c in api.node.get("status", {}).get("conditions", [])}
                         for c in patch.get("status", {}).get("conditions", []):
                             conds[c["type"]] = dict(conds.get(c["type"], {}), **c)
@@ -138,7 +143,7 @@ class FakeAPI:
                         patch = json.loads(body)
                         foreign = [k for k in patch.get("metadata", {}).get("labels", {})
                                    if not k.startswith(("nvidia.com/", "gpulet.io/")) and k != "accelerator"]
-                        if api.confined and foreign:
+                        if api.confining("gpulet-node") and foreign:
                             return self.answer(403, {"kind": "Status", "code": 403, "message":
                                 f"nodes \"{api.node['metadata']['name']}\" is forbidden: "
                                 "ValidatingAdmissionPolicy 'gpulet-node' with binding 'gpulet-node' "
@@ -154,11 +159,23 @@ class FakeAPI:
                                      api.node)
                     return self.answer(200, api.node)
 
-            def event(self, method, path, body):
+            def refused(self, policy, resource, words):
+                """What the API server answers when deploy/'s policy refuses."""
+                return self.answer(403, {"kind": "Status", "code": 403, "message":
+                    f"{resource} is forbidden: ValidatingAdmissionPolicy '{policy}' with binding "
+                    f"'{policy}' denied request: {words}"})
+
+            def event(self, method, path, body, dry=False):
                 """Called with api.cond held."""
                 name = path.rsplit("/", 1)[1]
                 if method == "POST" and name == "events":
                     ev = json.loads(body)
+                    about = ev.get("involvedObject", {}).get("name")
+                    if api.confining("gpulet-events") and about != api.node["metadata"]["name"]:
+                        return self.refused("gpulet-events", "events", "gpulet may write Events "
+                                            "about its own Node only")
+                    if dry:
+                        return self.answer(201, ev)
                     if ev["metadata"]["name"] in api.node_events:
                         return self.answer(409, {"kind": "Status", "code": 409})
                     api.node_events[ev["metadata"]["name"]] = ev
@@ -336,6 +353,10 @@ class FakeAPI:
                 if c["type"] == type_:
                     return dict(c)
         return None
+
+    def confining(self, policy):
+        """Whether deploy/'s policy refuses what it must here."""
+        return self.confined and policy not in self.open_policies
 
     def wait_for(self, pred, what, timeout=5.0):
         """Waits until pred() (called with the lock held) is true."""

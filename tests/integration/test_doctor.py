@@ -437,6 +437,18 @@ def test_api_rights_confined(node):
     finally:
         node.api.token_node = node.api.node["metadata"]["name"]
     assert "example.com/gpulet-doctor-probe" not in node.api.node["metadata"].get("labels", {})
+    # Each policy is tried by a write it must refuse (issue 50): one that is
+    # missing, unbound or Warn-only is named, though the others refuse theirs.
+    node.api.open_policies = {"gpulet-events"}
+    try:
+        fault(node, "api-rights", "FAIL", "an Event about another Node (policy gpulet-events missing, "
+              "unbound or only warning)", "deploy/confine/")
+    finally:
+        node.api.open_policies = set()
+    events = set(node.api.node_events)
+    r = node.doctor()["by_id"]["api-rights"]
+    assert r["status"] == "PASS" and "each of 3 dry-run writes refused by its own policy" in r["message"], r
+    assert set(node.api.node_events) == events  # the probes were dry runs
 
 
 def test_hung_gpu_has_a_time_limit(node):
