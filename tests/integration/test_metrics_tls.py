@@ -71,7 +71,10 @@ def test_prometheus_scrapes_over_tls(metrics_agent, web, tmp_path):
     cfg = tmp_path / "prometheus.yml"
     target = url[len("http://"):]
     cfg.write_text(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
+        # A scrape's time limit as long as its interval: under ASan on a busy
+        # 2-core machine a TLS handshake and a bcrypt check can take over a
+        # second, the limit a 1 s interval implies (the target was "down").
+        "global:\n  scrape_interval: 3s\n  scrape_timeout: 3s\nscrape_configs:\n"
         f"  - job_name: gpulet\n    scheme: https\n    tls_config: {{ca_file: {web / 'cert.pem'}}}\n"
         f"    basic_auth: {{username: prom, password: s3cret}}\n"
         f"    static_configs: [{{targets: ['{target}']}}]\n"

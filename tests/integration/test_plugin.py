@@ -380,7 +380,8 @@ def test_fail_on_init_error(agent, kubelet, tmp_path):
     assert a.proc.wait(timeout=10) == 1
     assert "cannot load NVML" in a.log()
     b = agent("--nvml", "/nonexistent/libnvidia-ml.so.1", "--kubelet-root", str(kubelet.root),
-              "--fail-on-init-error", "false", "--status-socket", str(tmp_path / "s.sock"))
+              "--fail-on-init-error", "false", "--status-socket", str(tmp_path / "s.sock"),
+              "--no-metrics")  # :9400 may be another test's
     b.wait_log("advertising no GPUs")
     time.sleep(0.2)
     assert b.proc.poll() is None                      # runs on, for nodes without GPUs
