@@ -134,6 +134,7 @@ static const char stub_mps_client[] =
     "    { echo \"CUDA_ERROR_MPS_CONNECTION_FAILED (805): no MPS daemon at $pipe\" >&2; exit 1; }\n"
     "me=\"$pipe/clients/$(hostname)-$$\"\n"
     "trap 'rm -f \"$me\"; exit 0' TERM INT\n"
+    ": >\"$me\"  # active from the moment it says it is bound, as a CUDA client is\n"
     "echo \"MPS client $$ bound to daemon $inst\"\n"
     "end=$(($(date +%s) + ${1:-999999999}))\n"
     "while [ \"$(date +%s)\" -lt \"$end\" ]; do\n"
