@@ -56,7 +56,7 @@ static void api_target(const struct config *c, const struct api_right *r, char *
     } else if (!strcmp(r->resource, "nodes")) {
         snprintf(name, namelen, "%s", c->node_name);
     } else if (!strcmp(r->resource, "events")) {
-        snprintf(ns, nslen, "default"); /* where the kubelet puts a Node's events too */
+        snprintf(ns, nslen, "default"); /* the one namespace of a Node's Events */
     } else {
         const char *slash = strchr(c->config_map, '/');
         if (slash) {
@@ -129,36 +129,74 @@ static int api_whoami(const struct kube_creds *creds, char *user, size_t ulen, c
 /* The writes deploy/'s policies must refuse, each tried as a dry run (so
  * that nothing changes either way), where the configuration writes that
  * kind of object: the refusal must come from the policy named, so that a
- * policy missing, unbound or set to Warn is named. %s: the token's node. */
+ * policy missing, unbound or set to Warn is named. In path and body,
+ * {node} is the token's node, {api} the version
+ * of resource.k8s.io tried (v1, then v1beta1 where v1 is not served). */
 static const struct api_probe {
     const char *policy;
     const char *what;
     const char *method, *path, *type, *body;
     unsigned use; /* 0: always */
 } api_probes[] = {
-    {"gpulet-node", "a label not gpulet's on its Node", "PATCH", "/api/v1/nodes/%s?dryRun=All",
+    {"gpulet-node", "a label not gpulet's on its Node", "PATCH", "/api/v1/nodes/{node}?dryRun=All",
      "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}", 0},
-    {"gpulet-node", "a label through nodes/status", "PATCH", "/api/v1/nodes/%s/status?dryRun=All",
+    {"gpulet-node", "a label through nodes/status", "PATCH", "/api/v1/nodes/{node}/status?dryRun=All",
      "application/merge-patch+json", "{\"metadata\":{\"labels\":{\"example.com/gpulet-doctor-probe\":\"x\"}}}",
      USE_REPORT},
     {"gpulet-events", "an Event about another Node", "POST",
      "/api/v1/namespaces/default/events?dryRun=All", "application/json",
-     "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"generateName\":\"gpulet-doctor-\"},"
+     "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":\"{node}.d0c\"},"
      "\"involvedObject\":{\"kind\":\"Node\",\"name\":\"gpulet-doctor-probe-other\"},"
      "\"reason\":\"GPUUnhealthy\",\"message\":\"gpulet doctor's probe\",\"type\":\"Warning\"}", USE_REPORT},
+    {"gpulet-resourceslices", "a slice named for another node, in its pool", "POST",
+     "/apis/" DRA_GROUP "/{api}/resourceslices?dryRun=All", "application/json",
+     "{\"apiVersion\":\"" DRA_GROUP "/{api}\",\"kind\":\"ResourceSlice\","
+     "\"metadata\":{\"name\":\"gpulet-doctor-probe-other-" DRA_DRIVER "\"},"
+     "\"spec\":{\"driver\":\"" DRA_DRIVER "\",\"nodeName\":\"{node}\",\"pool\":{\"name\":"
+     "\"gpulet-doctor-probe-other\",\"generation\":1,\"resourceSliceCount\":1},\"devices\":[]}}",
+     USE_DRA},
 };
+
+/* tmpl with {node} and {api} put in. */
+static void api_expand(const char *tmpl, const char *node, const char *api, struct strbuf *out)
+{
+    static const char *const keys[] = {"{node}", "{api}"};
+    const char *values[] = {node, api};
+    for (const char *p = tmpl; *p;) {
+        size_t k = 0;
+        while (k < 2 && strncmp(p, keys[k], strlen(keys[k])))
+            k++;
+        if (k < 2) {
+            strbuf_printf(out, "%s", values[k]);
+            p += strlen(keys[k]);
+        } else {
+            strbuf_printf(out, "%c", *p++);
+        }
+    }
+}
 
 /* One probe: 1 refused by its policy, 0 accepted, -1 refused otherwise or
  * unanswered (why in e). */
 static int api_probe_try(const struct kube_creds *creds, const struct api_probe *p, const char *node,
                          struct err *e)
 {
-    char path[512];
-    snprintf(path, sizeof path, p->path, node);
-    struct kube_response resp = {0};
-    int rc = kube_request(creds, p->method, path, p->type, p->body, &resp, e);
+    static const char *const versions[] = {"v1", "v1beta1"};
     char policy[128];
     snprintf(policy, sizeof policy, "ValidatingAdmissionPolicy '%s'", p->policy);
+    struct kube_response resp = {0};
+    int rc = 0;
+    for (size_t v = 0; v < 2; v++) {
+        struct strbuf path = {0}, body = {0};
+        api_expand(p->path, node, versions[v], &path);
+        api_expand(p->body, node, versions[v], &body);
+        kube_response_free(&resp);
+        rc = kube_request(creds, p->method, path.data, p->type, body.data, &resp, e);
+        bool again = rc == 0 && resp.status == 404 && strstr(p->path, "{api}");
+        strbuf_free(&path);
+        strbuf_free(&body);
+        if (!again)
+            break;
+    }
     if (rc == 0 && (resp.status == 200 || resp.status == 201))
         rc = 0;
     else if (rc == 0 && kube_policy_refused(resp.body.data) && strstr(resp.body.data, policy))
@@ -166,6 +204,41 @@ static int api_probe_try(const struct kube_creds *creds, const struct api_probe 
     else if (rc == 0)
         rc = err_set(e, "HTTP %ld%s%.200s", resp.status, resp.body.data ? ": " : "",
                      resp.body.data ? resp.body.data : "");
+    kube_response_free(&resp);
+    return rc;
+}
+
+/* Whether the API server runs NodeRestriction, which alone keeps a kubelet
+ * from having a token made for a pod on another node (so the node a token
+ * names is only as good as it): read from the API server's admission
+ * metrics. 1 seen, 0 the metrics show admission but not it, -1 unknown
+ * (why in e: gpulet's account may not read /metrics, as deploy/ has it). */
+static int api_node_restriction(const struct kube_creds *creds, struct err *e)
+{
+    static const char family[] = "apiserver_admission_controller_admission_duration_seconds_count{";
+    struct kube_response resp = {0};
+    int rc = kube_request(creds, "GET", "/metrics", NULL, NULL, &resp, e);
+    if (rc == 0 && resp.status != 200)
+        rc = err_set(e, "the API server's /metrics answered HTTP %ld (gpulet's account may not read "
+                     "it: bind the ClusterRole system:monitoring to it to have this confirmed)",
+                     resp.status);
+    else if (rc == 0 && !resp.body.data)
+        rc = err_set(e, "the API server's /metrics is empty");
+    else if (rc == 0) {
+        rc = 0;
+        bool any = false;
+        for (const char *l = resp.body.data; (l = strstr(l, family)); l += sizeof family - 1) {
+            any = true;
+            const char *end = strchr(l, '}');
+            const char *name = strstr(l, "name=\"NodeRestriction\"");
+            if (name && end && name < end) {
+                rc = 1;
+                break;
+            }
+        }
+        if (!any)
+            rc = err_set(e, "the API server's /metrics has no admission metrics");
+    }
     kube_response_free(&resp);
     return rc;
 }
@@ -205,6 +278,8 @@ static void api_confinement(struct doctor *d, const struct kube_creds *creds, co
         else if (rc < 0)
             strbuf_printf(&odd, "%s%s: %s", odd.len ? "; " : "", p->what, e.msg);
     }
+    struct err why;
+    int nr = open.len || odd.len ? 1 : api_node_restriction(creds, &why);
     if (open.len)
         doctor_set(r, DOCTOR_FAIL, "apply deploy/confine/ (and deploy/dra/ for DRA; Kubernetes 1.30 "
                    "or later; docs/deploy.md) and keep its bindings at Deny",
@@ -213,9 +288,21 @@ static void api_confinement(struct doctor *d, const struct kube_creds *creds, co
     else if (odd.len)
         doctor_set(r, DOCTOR_WARN, NULL, "all %u rights; a probe was not refused by its policy: %s",
                    asked, odd.data);
+    else if (nr == 0)
+        doctor_set(r, DOCTOR_FAIL, "add NodeRestriction to the API server's --enable-admission-plugins",
+                   "all %u rights; its writes are kept to node %s by the node its token names, but "
+                   "the API server runs no NodeRestriction, so any node's kubelet can have a token "
+                   "made that names another node", asked, node);
+    else if (nr < 0)
+        doctor_set(r, DOCTOR_WARN, "check that the API server's --enable-admission-plugins has "
+                   "NodeRestriction (kubeadm and managed clusters do; docs/deploy.md)",
+                   "all %u rights, and its writes are confined to node %s (each of %u dry-run writes "
+                   "refused by its own policy), as far as the node its token names can be trusted: "
+                   "NodeRestriction not confirmed: %s", asked, node, tried, why.msg);
     else
         doctor_set(r, DOCTOR_PASS, NULL, "all %u rights gpulet uses, and its writes are confined to "
-                   "node %s (each of %u dry-run writes refused by its own policy)", asked, node, tried);
+                   "node %s (each of %u dry-run writes refused by its own policy; NodeRestriction "
+                   "on)", asked, node, tried);
     strbuf_free(&open);
     strbuf_free(&odd);
 }

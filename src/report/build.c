@@ -168,7 +168,7 @@ void report_event_json(const struct report_event *ev, const char *node, struct s
         j = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, "
                       "s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
                       "apiVersion", "v1", "kind", "Event", "metadata", "name", ev->name,
-                      "namespace", "default", "involvedObject", "kind", "Node", "apiVersion", "v1",
+                      "namespace", REPORT_EVENTS_NAMESPACE, "involvedObject", "kind", "Node", "apiVersion", "v1",
                       "name", node, "uid", node, "reason", ev->reason, "message", ev->message,
                       "type", ev->type, "source", "component", "gpulet", "host", node,
                       "firstTimestamp", ev->first, "lastTimestamp", ev->last, "count",

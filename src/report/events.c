@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/log.h"
 
@@ -23,6 +24,30 @@ void report_sent(struct report *r, const struct report_event *ev)
     for (unsigned i = 0; i < REPORT_RECENT; i++)
         if (!strcmp(r->recent[i].name, ev->name))
             r->recent[i].created = true;
+}
+
+/* An Event's name: the node's, a dot, then hex only (time and serial), the
+ * form deploy/confine/events.yaml keeps to this node, so that no other node
+ * can take the names this one will use. */
+static void report_name(struct report *r, char *out, size_t len)
+{
+    snprintf(out, len, "%s.%llx%04x", r->node, (unsigned long long)time(NULL), r->serial++ & 0xffff);
+}
+
+/* The name ev wanted was taken (409): a new one, for it and for the like
+ * events after it. A 409 is never taken for "sent": another writer's
+ * object under that name is not this event. */
+void report_rename(struct report *r, struct report_event *ev)
+{
+    char name[sizeof ev->name];
+    report_name(r, name, sizeof name);
+    for (unsigned i = 0; i < REPORT_RECENT; i++)
+        if (!strcmp(r->recent[i].name, ev->name))
+            snprintf(r->recent[i].name, sizeof r->recent[i].name, "%s", name);
+    for (unsigned i = 0; i < r->nqueue; i++)
+        if (!strcmp(r->queue[i].name, ev->name))
+            snprintf(r->queue[i].name, sizeof r->queue[i].name, "%s", name);
+    snprintf(ev->name, sizeof ev->name, "%s", name);
 }
 
 /* The spam filter: false when the bucket is empty. */
@@ -85,8 +110,7 @@ static void report_event(struct report *r, const char *type, const char *reason,
                 seen = &r->recent[i];
         memset(seen, 0, sizeof *seen);
         snprintf(seen->key, sizeof seen->key, "%s", key);
-        snprintf(seen->name, sizeof seen->name, "%s.%llx%04x", r->node,
-                 (unsigned long long)time(NULL), r->serial++ & 0xffff);
+        report_name(r, seen->name, sizeof seen->name);
         snprintf(seen->first, sizeof seen->first, "%s", now);
     }
     seen->count++;

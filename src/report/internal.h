@@ -67,5 +67,6 @@ static inline void report_now(char *buf, size_t len)
  * event the API server has now. */
 void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count);
 void report_sent(struct report *r, const struct report_event *ev);
+void report_rename(struct report *r, struct report_event *ev);
 
 #endif

@@ -5,6 +5,10 @@
  *   kept in step by kube/sync.c from the agent's watch of the Node: only
  *   what differs is written, an outage is caught up in one go, and what
  *   anyone else removes is put back as soon as the watch says so.
+ * - Events go to "default", the one namespace where the API server takes a
+ *   Node's core/v1 Events, each named after the node (deploy/confine/
+ *   events.yaml keeps that form to the node); a name found taken is never
+ *   "sent".
  * - Events are queued (at most REPORT_QUEUE; the oldest go first when it is
  *   full, counted) and sent one at a time. As the kubelet's recorder does,
  *   an event like one sent in the last 10 minutes bumps that one's count
@@ -96,7 +100,17 @@ static void report_event_done(void *ctx, const struct kube_answer *a)
         report_send(r);
         return;
     }
-    if (a->status == 200 || a->status == 201 || (ev->create && a->status == 409)) {
+    if (ev->create && a->status == 409) {
+        /* Not sent: sent again under a new name, after the one backoff. */
+        char msg[400];
+        snprintf(msg, sizeof msg, "the name %s is taken; sending it as another", ev->name);
+        kube_retry_failed(&r->failure, LOG_WARN, "fault report: event not sent", msg);
+        report_rename(r, ev);
+        report_unsend(r);
+        uv_timer_start(&r->retry, report_send_again, kube_retry_wait(&r->failure), 0);
+        return;
+    }
+    if (a->status == 200 || a->status == 201) {
         kube_retry_ok(&r->failure, "fault report", "events reach the API server again");
         report_sent(r, ev);
         report_send(r);
@@ -123,9 +137,9 @@ static void report_send(struct report *r)
     char path[320];
     report_event_json(ev, r->node, &body);
     if (ev->create)
-        snprintf(path, sizeof path, "/api/v1/namespaces/default/events");
+        snprintf(path, sizeof path, "/api/v1/namespaces/" REPORT_EVENTS_NAMESPACE "/events");
     else
-        snprintf(path, sizeof path, "/api/v1/namespaces/default/events/%s", ev->name);
+        snprintf(path, sizeof path, "/api/v1/namespaces/" REPORT_EVENTS_NAMESPACE "/events/%s", ev->name);
     r->call = kube_call(r->kc, &(struct kube_call_spec){
         .method = ev->create ? "POST" : "PATCH", .path = path,
         .content_type = ev->create ? "application/json" : "application/merge-patch+json",

@@ -76,9 +76,14 @@ int report_condition_patch(const json_t *node, const struct report_condition *c,
 int report_taint_patch(const json_t *node, const char *value, struct strbuf *patch, bool *foreign,
                        struct err *e);
 
+/* A core/v1 Event on the Node, in "default": the API server takes an
+ * Event about a cluster-scoped object in no other namespace (but
+ * kube-system, for events.k8s.io's new kind). */
+#define REPORT_EVENTS_NAMESPACE "default"
+
 /* A core/v1 Event on the Node. */
 struct report_event {
-    char name[160];                  /* <node>.<unique> */
+    char name[160];                  /* <node>.<hex>: time and serial */
     char type[16];                   /* Warning, Normal */
     char reason[32];                 /* GPUUnhealthy, GPUHealthy */
     char message[512];

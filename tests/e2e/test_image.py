@@ -133,6 +133,15 @@ def test_image_runs(cluster, image, node_root):
 OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [{deploy}]
+# another namespace, as docs/deploy.md says: the namespace, and the RBAC
+# subjects (kustomize leaves those of a service account not named default)
+namespace: {ns}
+transformers:
+  - |-
+    apiVersion: builtin
+    kind: NamespaceTransformer
+    metadata: {{name: gpulet, namespace: {ns}}}
+    setRoleBindingSubjects: allServiceAccounts
 images: [{{name: localhost/gpulet, newTag: test}}]
 configMapGenerator:
   - name: gpulet-config
@@ -203,16 +212,17 @@ def test_kubectl_apply_k(cluster, image, gpulet, node_root):
                              "jsonpath={.clusters[0].cluster.server}")
     host, port = server.removeprefix("https://").rsplit(":", 1)
     (overlay / "kustomization.yaml").write_text(
-        OVERLAY.format(deploy=deploy, base=cluster.base, api_host=host, api_port=port, root=node_root))
+        OVERLAY.format(deploy=deploy, base=cluster.base, api_host=host, api_port=port, root=node_root,
+                       ns=NS))
     # The label an operator puts on a GPU node NFD has not seen yet.
     cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node=true", "--overwrite")
     cluster.kubectl("apply", "-k", str(overlay))
     node = lambda: cluster.get("node", cluster.node)
     try:
         def ready():
-            pods = cluster.get("pods", "-n", "gpulet")["items"]
+            pods = cluster.get("pods", "-n", NS)["items"]
             return pods and all(c.get("ready") for p in pods for c in p["status"].get("containerStatuses", []))
-        wait(lambda: cluster.kubectl("describe", "ds,pods", "-n", "gpulet", check=False)[-3000:],
+        wait(lambda: cluster.kubectl("describe", "ds,pods", "-n", NS, check=False)[-3000:],
              ready)
         wait("nvidia.com/a100-deployed never became allocatable",
              lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "8")
@@ -221,33 +231,33 @@ def test_kubectl_apply_k(cluster, image, gpulet, node_root):
         text = urllib.request.urlopen("http://127.0.0.1:9400/metrics", timeout=5).read().decode()
         assert "DCGM_FI_DEV_GPU_TEMP{" in text and "A100" in text
         assert 'gpulet_config_info{config="default"} 1' in text
-        pod = cluster.get("pods", "-n", "gpulet")["items"][0]
+        pod = cluster.get("pods", "-n", NS)["items"][0]
         assert pod["spec"]["priorityClassName"] == "system-node-critical"
         assert pod["spec"]["hostPID"] is True
         # Per-node config: the label chooses ts2, applied live (no restart).
         cluster.kubectl("label", "node", cluster.node, "nvidia.com/device-plugin.config=ts2")
         wait(lambda: "the node's config ts2 was not applied: allocatable " +
              json.dumps(node()["status"]["allocatable"]) + "\n" +
-             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:] +
+             cluster.kubectl("logs", "-n", NS, "ds/gpulet", check=False)[-3000:] +
              kubelet_lines(cluster, "a100-deployed"),
              lambda: node()["status"]["allocatable"].get("nvidia.com/a100-deployed") == "16",
              timeout=30)
         wait(lambda: f"the replicas label did not follow: {node()['metadata']['labels']} " +
-             cluster.kubectl("logs", "-n", "gpulet", "ds/gpulet", check=False)[-3000:] +
+             cluster.kubectl("logs", "-n", NS, "ds/gpulet", check=False)[-3000:] +
              cluster.gpulet_log.read_text()[-3000:],
              lambda: node()["metadata"]["labels"].get("nvidia.com/gpu.replicas") == "2", timeout=30)
         name = pod["metadata"]["name"]
-        restarts = cluster.get("pod", name, "-n", "gpulet")["status"]["containerStatuses"][0]["restartCount"]
-        assert restarts == 0, (cluster.kubectl("logs", "-n", "gpulet", name, "--previous", check=False)[-4000:] +
-                               cluster.kubectl("describe", "pod", "-n", "gpulet", name, check=False)[-3000:])
-        logs = cluster.kubectl("logs", "-n", "gpulet", name)
+        restarts = cluster.get("pod", name, "-n", NS)["status"]["containerStatuses"][0]["restartCount"]
+        assert restarts == 0, (cluster.kubectl("logs", "-n", NS, name, "--previous", check=False)[-4000:] +
+                               cluster.kubectl("describe", "pod", "-n", NS, name, check=False)[-3000:])
+        logs = cluster.kubectl("logs", "-n", NS, name)
         assert "node config: applied 'ts2'" in logs
         # deploy/base/rbac.yaml's rights cover the fault report (condition, events).
         assert "fault report: the condition GPUUnhealthy" in logs
         assert "fault report not written" not in logs, logs
         # gpulet doctor in the pod, on the host's filesystem (this host has no
         # NVIDIA driver: the host checks fail; the node's side passes).
-        out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "--root",
+        out = cluster.kubectl("-n", NS, "exec", name, "--", "gpulet", "doctor", "--root",
                               "/driver-root", "-o", "json",
                               "--status-socket", f"{cluster.base}/deployed/status/status.sock",
                               "--pod-resources-kubelet-socket",
@@ -262,16 +272,28 @@ def test_kubectl_apply_k(cluster, image, gpulet, node_root):
         assert checks["node"]["status"] in ("PASS", "WARN"), checks["node"]
         assert f"Node {cluster.node}" in checks["node"]["message"]
         # deploy/confine/: its writes are the API server's to confine (issue 39).
-        assert checks["api-rights"]["status"] == "PASS", checks["api-rights"]
+        # deploy/ grants no read of the API server's /metrics: NodeRestriction,
+        # which the node claim rests on, is not confirmed (issue 50, item 9)...
+        assert checks["api-rights"]["status"] == "WARN", checks["api-rights"]
         assert f"confined to node {cluster.node}" in checks["api-rights"]["message"]
+        assert "NodeRestriction not confirmed" in checks["api-rights"]["message"]
+        # ...until the cluster's monitoring role lets doctor read it there.
+        cluster.kubectl("create", "clusterrolebinding", "gpulet-e2e-monitoring", "--clusterrole",
+                        "system:monitoring", f"--serviceaccount={NS}:gpulet")
+        try:
+            def rights():
+                out = cluster.kubectl("-n", NS, "exec", name, "--", "gpulet", "doctor", "-o", "json",
+                                      check=False)
+                return {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
+            seen = wait(lambda: f"doctor did not see NodeRestriction: {rights()}",
+                        lambda: (lambda r: r if r["status"] == "PASS" else None)(rights()), timeout=60)
+            assert "NodeRestriction on" in seen["message"], seen
+        finally:
+            cluster.kubectl("delete", "clusterrolebinding", "gpulet-e2e-monitoring", check=False)
         confined(cluster, name)
         # Without the Node policy's binding, doctor says the writes are open.
         cluster.kubectl("delete", "validatingadmissionpolicybinding", "gpulet-node")
-        try:
-            def rights():  # the API server takes a moment to drop a deleted binding
-                out = cluster.kubectl("-n", "gpulet", "exec", name, "--", "gpulet", "doctor", "-o", "json",
-                                      check=False)
-                return {c["id"]: c for c in json.loads(out)["checks"]}["api-rights"]
+        try:  # the API server takes a moment to drop a deleted binding
             open_ = wait(lambda: f"doctor did not see the writes open: {rights()}",
                          lambda: (lambda r: r if r["status"] == "FAIL" else None)(rights()), timeout=60)
             assert "NOT confined" in open_["message"], open_
@@ -281,12 +303,13 @@ def test_kubectl_apply_k(cluster, image, gpulet, node_root):
         cluster.kubectl("delete", "-k", str(overlay), "--wait=true", "--timeout=60s", check=False)
         cluster.kubectl("label", "node", cluster.node, "gpulet.io/gpu-node-",
                         "nvidia.com/device-plugin.config-", check=False)
-    wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", "gpulet")["items"]
-         if cluster.kubectl("get", "ns", "gpulet", check=False) else True)
+    wait("the gpulet pod did not go", lambda: not cluster.get("pods", "-n", NS)["items"]
+         if cluster.kubectl("get", "ns", NS, check=False) else True)
     restore_session_labels(cluster)
 
 
 OTHER = "gpulet-e2e-other"   # a second Node object, no kubelet behind it
+NS = "gpulet-e2e"            # deploy/ installed in another namespace than its own (issue 50)
 
 
 def confined(cluster, pod):
@@ -304,12 +327,21 @@ def confined(cluster, pod):
         ca = Path(cluster.base) / "e2e-ca.crt"
         ca.write_bytes(base64.b64decode(where["certificate-authority-data"]))
         trust = ["--certificate-authority", str(ca)]
-    bound = cluster.kubectl("-n", "gpulet", "create", "token", "gpulet", "--bound-object-kind", "Pod",
+    bound = cluster.kubectl("-n", NS, "create", "token", "gpulet", "--bound-object-kind", "Pod",
                             "--bound-object-name", pod).strip()
-    unbound = cluster.kubectl("-n", "gpulet", "create", "token", "gpulet").strip()
+    unbound = cluster.kubectl("-n", NS, "create", "token", "gpulet").strip()
     # The DRA policy and rights too, for the slices' rows.
-    cluster.kubectl("apply", "-f", str(SOURCE / "deploy/dra/confine.yaml"), "-f",
-                    str(SOURCE / "deploy/dra/rbac.yaml"))
+    dra_rbac = (SOURCE / "deploy/dra/rbac.yaml").read_text().replace("namespace: gpulet", f"namespace: {NS}")
+    cluster.kubectl("apply", "-f", str(SOURCE / "deploy/dra/confine.yaml"))
+    cluster.kubectl("apply", "-f", "-", stdin=dra_rbac)
+    # Every policy type-checks against every kind it matches (issue 50, item 7).
+    for p in cluster.get("validatingadmissionpolicies")["items"]:
+        if p["metadata"]["name"].startswith("gpulet-"):
+            seen = wait(f"policy {p['metadata']['name']} was not type-checked",
+                        lambda: (lambda x: x if x.get("status", {}).get("observedGeneration") ==
+                                 x["metadata"]["generation"] else None)(
+                            cluster.get("validatingadmissionpolicy", p["metadata"]["name"])))
+            assert not seen["status"].get("typeChecking", {}).get("expressionWarnings"), seen["status"]
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER}}))
 
@@ -337,20 +369,23 @@ def confined(cluster, pod):
         except urllib.error.HTTPError as e:
             return subprocess.CompletedProcess([], 1, "", e.read().decode())
 
-    def event(about):
-        return json.dumps({"apiVersion": "v1", "kind": "Event", "metadata": {
-            "generateName": "gpulet-e2e-", "namespace": "default"},
-            "involvedObject": {"kind": "Node", "name": about}, "reason": "GPUUnhealthy",
-            "message": "e2e", "type": "Warning"})
+    me = cluster.node
 
-    def slice_(node):
+    def event(about, ns="default", name=None, **more):
+        """An Event as gpulet writes it (name <node>.<hex>, its source), or changed."""
+        return json.dumps({"apiVersion": "v1", "kind": "Event", "metadata": {
+            "name": name or f"{me}.{os.urandom(6).hex()}", "namespace": ns},
+            "involvedObject": {"kind": "Node", "name": about}, "reason": "GPUUnhealthy",
+            "message": "e2e", "type": "Warning", "source": {"component": "gpulet", "host": me},
+            "reportingComponent": "gpulet", "reportingInstance": me, **more})
+
+    def slice_(node, name=None, pool=None):
         return json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                           "metadata": {"name": f"gpulet-e2e-{node}"}, "spec": {
+                           "metadata": {"name": name or f"{node}-gpu.nvidia.com-gpu-99"}, "spec": {
                                "driver": "gpu.nvidia.com", "nodeName": node,
-                               "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                               "pool": {"name": pool or node, "generation": 1, "resourceSliceCount": 1},
                                "devices": []}})
 
-    me = cluster.node
     status = '{"status":{"conditions":[{"type":"GPUUnhealthy","status":"True","reason":"XID79",' \
              '"message":"e2e"}]}}'
     taint = '{"spec":{"taints":[{"key":"gpulet.io/gpu-fault","value":"XID79","effect":"NoSchedule"}]}}'
@@ -380,6 +415,22 @@ def confined(cluster, pod):
         ("an annotation through nodes/status",
          ("status", me, '{"metadata":{"annotations":{"example.com/x":"1"}}}'), None,
          "gpulet changes no annotation through nodes/status"),
+        # issue 50: slices squatted or in another's pool; Events elsewhere, as another
+        ("a slice named as another node's", ["create", "-f", "-", dry],
+         slice_(me, name=f"{OTHER}-gpu.nvidia.com"),
+         f"names its ResourceSlices {me}-gpu.nvidia.com[-...] only, not {OTHER}-gpu.nvidia.com"),
+        ("a slice in another node's pool", ["create", "-f", "-", dry], slice_(me, pool=OTHER),
+         f"may publish in its own pool {me} only"),
+        # (the API server takes a Node's Event elsewhere once it names a namespace)
+        ("an Event in another namespace", ["create", "-f", "-", dry],
+         event(me, ns=NS, involvedObject={"kind": "Node", "name": me, "namespace": NS}),
+         f"may write Events in the namespace default only, not in {NS}"),
+        ("an Event under another node's name", ["create", "-f", "-", dry],
+         event(me, name=f"{OTHER}.1a2b"), f"names its Events {me}.<hex> only"),
+        ("an Event as another node's kubelet", ["create", "-f", "-", dry],
+         event(me, source={"component": "kubelet", "host": OTHER}), "reports as gpulet"),
+        ("an Event with a related object", ["create", "-f", "-", dry],
+         event(me, related={"kind": "Node", "name": OTHER}), "with no related object"),
         ("an owner through nodes/status",
          ("status", me, '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap",'
                         '"name":"gone","uid":"00000000-0000-0000-0000-000000000000"}]}}'), None,
@@ -399,6 +450,7 @@ def confined(cluster, pod):
         ("its taint on its own Node", ["patch", "node", me, "--type", "merge", "-p", taint, dry], None),
         ("its condition on its own Node", ("status", me), None),
         ("its own node's slice", ["create", "-f", "-", dry], slice_(me)),
+        ("its counter slice", ["create", "-f", "-", dry], slice_(me, name=f"{me}-gpu.nvidia.com-counters-1")),
         ("an Event about its own Node", ["create", "-f", "-", "-o", "name"], event(me)),
     ]
     made = []
@@ -411,8 +463,8 @@ def confined(cluster, pod):
     for x in made:
         cluster.kubectl("-n", "default", "delete", x, check=False)
     cluster.kubectl("delete", "node", OTHER, check=False)
-    cluster.kubectl("delete", "-f", str(SOURCE / "deploy/dra/confine.yaml"), "-f",
-                    str(SOURCE / "deploy/dra/rbac.yaml"), check=False)
+    cluster.kubectl("delete", "-f", str(SOURCE / "deploy/dra/confine.yaml"), check=False)
+    cluster.kubectl("delete", "-f", "-", stdin=dra_rbac, check=False)
 
 
 def restore_session_labels(cluster):
@@ -544,7 +596,7 @@ def replace_nvidia_node_by_node(cluster, image, root):
     host, port = server.removeprefix("https://").rsplit(":", 1)
     (overlay / "kustomization.yaml").write_text(OVERLAY.format(
         deploy=os.path.relpath(SOURCE / "deploy" / "replace-nvidia", overlay), base=cluster.base,
-        api_host=host, api_port=port, root=root))
+        api_host=host, api_port=port, root=root, ns="gpulet"))
     holder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holds-an-a100"},
               "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
                   "name": "c", "image": cluster.env["K8S_BUSYBOX_IMAGE"],

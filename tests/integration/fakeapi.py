@@ -39,7 +39,8 @@ class FakeAPI:
         self.slices = {}            # name -> ResourceSlice (as last applied)
         self.claims = {}            # (namespace, name) -> ResourceClaim
         self.pods = {}              # (namespace, name) -> Pod (GET only)
-        self.node_events = {}       # name -> core/v1 Event (namespace default)
+        self.node_events = {}       # name -> core/v1 Event (any namespace)
+        self.events_taken = 0       # this many creates of Events answered 409 (a name taken)
         self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
         # Who the credentials are (SelfSubjectReview): the node the token names (None: none,
         # as a token the kubelet did not issue), and whether writes are confined to it as
@@ -47,6 +48,7 @@ class FakeAPI:
         self.token_node = node
         self.confined = True
         self.open_policies = set()  # deploy/'s policies missing, unbound or Warn-only
+        self.node_restriction = True  # in the admission metrics; False: not; None: /metrics refused
         self.requests = []          # (method, path, content type)
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
@@ -104,8 +106,16 @@ class FakeAPI:
                     query = {k: v[0] for k, v in parse_qs(url.query).items()}
                     if method == "GET" and "fieldSelector" in query:
                         return self.list_or_watch(url.path, query)
-                    if url.path.startswith("/api/v1/namespaces/default/events"):
+                    if re.fullmatch(r"/api/v1/namespaces/[^/]+/events(/[^/]+)?", url.path):
                         return self.event(method, url.path, body, "dryRun" in query)
+                    if url.path == api.slices_path and method == "POST" and "dryRun" in query:
+                        obj = json.loads(body)
+                        me = api.node["metadata"]["name"]
+                        if api.confining("gpulet-resourceslices") and (
+                                obj["spec"]["pool"]["name"] != me or not obj["metadata"]["name"].startswith(me + "-")):
+                            return self.refused("gpulet-resourceslices", "resourceslices",
+                                                f"gpulet of node {me} may publish in its own pool {me} only")
+                        return self.answer(201, obj)
                     if url.path == api.dra and method == "GET":
                         return self.answer(200, {"kind": "APIResourceList", "groupVersion": api.dra[6:],
                                                  "resources": [{"name": "resourceslices"},
@@ -113,6 +123,22 @@ class FakeAPI:
                     if url.path.startswith(api.dra + "/") or re.fullmatch(
                             r"/api/v1/namespaces/[^/]+/pods/[^/]+", url.path):
                         return self.resource(method, url.path, body)
+                    if url.path == "/metrics" and method == "GET":
+                        # the API server's admission metrics, as far as doctor reads them
+                        if api.node_restriction is None:
+                            return self.answer(403, {"kind": "Status", "code": 403})
+                        names = ["NamespaceLifecycle"] + (["NodeRestriction"] if api.node_restriction else [])
+                        text = "".join(
+                            "apiserver_admission_controller_admission_duration_seconds_count{name=\"%s\","
+                            "operation=\"UPDATE\",rejected=\"false\",type=\"validate\"} 3\n" % n
+                            for n in names)
+                        data = text.encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/plain")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return
                     if url.path == "/apis/authentication.k8s.io/v1/selfsubjectreviews":
                         extra = {"authentication.kubernetes.io/node-name": [api.token_node]} \
                             if api.token_node else {}
@@ -176,8 +202,13 @@ class FakeAPI:
                                             "about its own Node only")
                     if dry:
                         return self.answer(201, ev)
-                    if ev["metadata"]["name"] in api.node_events:
+                    ns = path.split("/")[4]
+                    if ev["metadata"].get("namespace", ns) != ns:
+                        return self.answer(400, {"kind": "Status", "code": 400})
+                    if ev["metadata"]["name"] in api.node_events or api.events_taken:
+                        api.events_taken = max(0, api.events_taken - 1)
                         return self.answer(409, {"kind": "Status", "code": 409})
+                    ev["metadata"]["namespace"] = ns
                     api.node_events[ev["metadata"]["name"]] = ev
                     api.cond.notify_all()
                     return self.answer(201, ev)

@@ -448,7 +448,38 @@ def test_api_rights_confined(node):
     events = set(node.api.node_events)
     r = node.doctor()["by_id"]["api-rights"]
     assert r["status"] == "PASS" and "each of 3 dry-run writes refused by its own policy" in r["message"], r
+    assert "NodeRestriction on" in r["message"], r
     assert set(node.api.node_events) == events  # the probes were dry runs
+
+
+def test_api_rights_slices_and_node_restriction(node):
+    """With DRA, a slice named for another node, in its pool, is tried too;
+    the node a token names is only as good as NodeRestriction: FAIL where
+    the API server's admission metrics show it off, WARN (with why and how
+    to confirm) where gpulet may not read them (issue 50, items 8 and 9)."""
+    node.api.open_policies = {"gpulet-resourceslices"}
+    try:
+        r = node.doctor("--dra", "all")["by_id"]["api-rights"]
+        assert r["status"] == "FAIL" and "a slice named for another node, in its pool (policy " \
+            "gpulet-resourceslices missing" in r["message"], r
+    finally:
+        node.api.open_policies = set()
+    r = node.doctor("--dra", "all")["by_id"]["api-rights"]
+    assert r["status"] == "PASS" and "each of 4 dry-run writes" in r["message"], r
+    assert not node.api.slices  # a dry run
+    node.api.node_restriction = False
+    try:
+        fault(node, "api-rights", "FAIL", "the API server runs no NodeRestriction",
+              "--enable-admission-plugins")
+    finally:
+        node.api.node_restriction = True
+    node.api.node_restriction = None
+    try:
+        fault(node, "api-rights", "WARN", "NodeRestriction not confirmed: the API server's /metrics "
+              "answered HTTP 403 (gpulet's account may not read it: bind the ClusterRole "
+              "system:monitoring", "--enable-admission-plugins")
+    finally:
+        node.api.node_restriction = True
 
 
 def test_hung_gpu_has_a_time_limit(node):

@@ -158,11 +158,11 @@ def api():
     a.stop()
 
 
-def reported(plugin_agent, api, tmp_path, *args):
+def reported(plugin_agent, api, tmp_path, *args, env=None):
     kc = api.kubeconfig(tmp_path / "kubeconfig")
     a = plugin_agent("--simulate", "dgx-h100", "--kubeconfig", str(kc), "--node-name", "n1",
                      "--labels", "none", "--health-probe-ms", "200", "--xid-recovery-seconds", "0",
-                     *args)
+                     *args, env=env)
     api.wait_for(lambda: api.condition(), "the condition at start")
     return a
 
@@ -218,6 +218,26 @@ def test_flapping_gpu_is_aggregated_and_rate_limited(plugin_agent, kubelet, api,
     assert len(evs) == 2, evs
     assert sum(e["count"] for e in evs) <= 25
     assert posts == 2
+
+
+def test_event_name_taken_is_not_sent(plugin_agent, kubelet, api, sim_env, tmp_path):
+    """Events are named <node>.<hex> (the form deploy/'s policy keeps to the
+    node); a create answered 409 (the name taken by another writer) is not
+    counted as sent: the event goes again under another name (issue 50,
+    item 4). The namespace is default, whatever gpulet's own."""
+    a = reported(plugin_agent, api, tmp_path, env={**sim_env, "POD_NAMESPACE": "gpulet-ops"})
+    api.events_taken = 2
+    sim(sim_env, "xid", "3", "79")
+    ev = api.wait_for(lambda: events(api, "GPUUnhealthy"), "the event under another name",
+                      timeout=10)[0]
+    assert ev["metadata"]["namespace"] == "default"
+    assert re.fullmatch(r"n1\.[0-9a-f]+", ev["metadata"]["name"]), ev["metadata"]
+    assert (ev["source"], ev["reportingInstance"]) == ({"component": "gpulet", "host": "n1"}, "n1")
+    with api.cond:
+        posts = [p for m, p, _ in api.requests if m == "POST" and p.endswith("/events")]
+    assert posts == ["/api/v1/namespaces/default/events"] * 3, posts
+    assert "the name n1." in a.log() and "is taken" in a.log()
+    assert a.stop() == 0
 
 
 def test_api_server_down(plugin_agent, kubelet, api, sim_env, tmp_path):
