@@ -218,6 +218,7 @@ static void agent_shutdown(struct agent *a)
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&a->loop) != 0)
         log_warn("libuv loop closed with handles still open");
+    dra_loaded_free(&a->dra_loaded); /* read, where DRA never started */
     agent_status_free(a);
     agent_nodeconfig_free(a);
     agent_mig_free(a);
@@ -264,6 +265,7 @@ int agent_run(const struct config_args *args)
         goto out;
     }
     config_log(&a->cfg);
+    config_log_idle(&a->cfg, a->cfg.node_name[0] && (a->cfg.kubeconfig[0] || kube_in_cluster()));
     uv_loop_init(&a->loop);
     uv_timer_init(&a->loop, &a->restart_timer);
     a->restart_timer.data = a;

@@ -51,6 +51,60 @@ static struct writer *agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu
     return agent_mig_take(ctx, gpu, seen);
 }
 
+static void agent_dra_begin(struct agent *a)
+{
+    struct err e;
+    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig, .ctx = a};
+    struct dra_gpus gpus = {&a->nvml, a->lanes};
+    a->dra_read_done = false; /* a later start reads it again */
+    int rc = dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
+                       &a->dra_loaded, &e);
+    dra_loaded_free(&a->dra_loaded); /* what dra_start did not take */
+    if (rc == 0) {
+        agent_dra_holders(a); /* the checkpoint's */
+        agent_pods_soon(a, true); /* which GPUs pods of a device plugin still hold */
+    } else if (!a->dra_reload) {
+        /* An agent that cannot serve the GPUs it was told DRA serves
+         * would run and serve nothing: it stops, saying why. */
+        log_error("DRA: %s", e.msg);
+        a->exit_code = 1;
+        uv_stop(&a->loop);
+    } else {
+        log_error("DRA: %s; the GPUs are not served until the next reload", e.msg);
+    }
+}
+
+static void agent_dra_read_work(uv_work_t *w)
+{
+    struct agent *a = w->data;
+    dra_checkpoint_read(a->dra_path, &a->dra_loaded);
+}
+
+static void agent_dra_read_done(uv_work_t *w, int status)
+{
+    struct agent *a = w->data;
+    a->dra_reading = false;
+    a->dra_read_done = true;
+    if (status == UV_ECANCELED || a->stopping) {
+        dra_loaded_free(&a->dra_loaded);
+        return;
+    }
+    if (a->dra_waiting) {
+        a->dra_waiting = false;
+        agent_dra_begin(a);
+    }
+}
+
+void agent_dra_read(struct agent *a)
+{
+    if (a->cfg.dra != CONFIG_DRA_ALL || a->dra_reading || a->dra_read_done)
+        return;
+    dra_checkpoint_path(&a->cfg, a->dra_path, sizeof a->dra_path);
+    a->dra_reading = true;
+    a->dra_read.data = a;
+    uv_queue_work(&a->loop, &a->dra_read, agent_dra_read_work, agent_dra_read_done);
+}
+
 void agent_dra_start(struct agent *a, const struct config *old)
 {
     if (old && agent_dra_same(old, &a->cfg)) {
@@ -62,22 +116,17 @@ void agent_dra_start(struct agent *a, const struct config *old)
     agent_dra_stop(a, a->cfg.dra == CONFIG_DRA_ALL ? DRA_STOP_KEEP : DRA_STOP_WITHDRAW);
     if (a->cfg.dra != CONFIG_DRA_ALL)
         return;
-    struct err e;
-    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig, .ctx = a};
-    struct dra_gpus gpus = {&a->nvml, a->lanes};
-    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
-                  &e) == 0) {
-        agent_dra_holders(a); /* the checkpoint's */
-        agent_pods_soon(a, true); /* which GPUs pods of a device plugin still hold */
-    } else if (!old) {
-        /* An agent that cannot serve the GPUs it was told DRA serves
-         * would run and serve nothing: it stops, saying why. */
-        log_error("DRA: %s", e.msg);
-        a->exit_code = 1;
-        uv_stop(&a->loop);
-    } else {
-        log_error("DRA: %s; the GPUs are not served until the next reload", e.msg);
+    a->dra_reload = old != NULL;
+    if (old && a->dra_read_done) { /* the claims as the stopped driver left them: read again */
+        a->dra_read_done = false;
+        dra_loaded_free(&a->dra_loaded);
     }
+    if (a->dra_read_done) {
+        agent_dra_begin(a);
+        return;
+    }
+    a->dra_waiting = true; /* begun when the read is in */
+    agent_dra_read(a);
 }
 
 void agent_dra_refresh(struct agent *a)

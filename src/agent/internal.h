@@ -78,6 +78,12 @@ struct agent {
     struct labels_publisher *labels;     /* NULL when labels go nowhere */
     struct report *report;               /* NULL without the API server, or --fault-report none */
     struct dra *dra;                     /* NULL unless --dra all */
+    /* DRA's checkpoint, read off the loop (dra.c): from the start, beside
+     * NVML's; dra starts once both are in (dra_waiting: NVML's are) */
+    uv_work_t dra_read;
+    char dra_path[CONFIG_PATH_MAX + 96];
+    struct dra_loaded dra_loaded;        /* dra_read's, until dra_start takes it */
+    bool dra_reading, dra_read_done, dra_waiting, dra_reload;
     char *machine;                       /* the DMI product name, NULL when unreadable */
     bool machine_said;                   /* its absence logged (once a process) */
     struct label_set label_set;          /* the labels last computed */
@@ -217,6 +223,8 @@ void agent_report_stop(struct agent *a);
  * once the inventory's facts are in, and again after a reload that
  * changes it; told of every health change. */
 void agent_dra_start(struct agent *a, const struct config *old);
+/* The checkpoint read begun (at start, before NVML is up). */
+void agent_dra_read(struct agent *a);
 void agent_dra_refresh(struct agent *a);
 /* Tells metrics who holds the claims' devices (at a change, and once
  * metrics has started). */

@@ -322,6 +322,7 @@ int agent_start(struct agent *a)
     struct err e;
     double *t = a->start_ms;
     t[0] = nvml_clock_ms();
+    agent_dra_read(a); /* from the start, beside it all: DRA starts once both are in */
     int rc = agent_find_ids(a);
     if (rc != 0)
         return rc < 0 ? agent_start_without_gpus(a) : rc;

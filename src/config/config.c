@@ -473,6 +473,38 @@ static const char *config_choice(const char *flag, unsigned i)
     return config_options[config_index(flag)].choices[i];
 }
 
+/* Options that take no effect without another setting: said once at the
+ * agent's start, where one is given without it (config_log_idle). Those
+ * that need the API server to do anything at all (--config-map, --labels
+ * api, --dra all) are refused without it instead (agent_kube_check). */
+enum config_need { NEED_DRA, NEED_REPORT };
+static const struct {
+    const char *flag;
+    enum config_need need;
+} config_idle[] = {
+    {"dra-gpus", NEED_DRA},       {"dra-shares", NEED_DRA},   {"dra-mig", NEED_DRA},
+    {"dra-evict-on", NEED_DRA},   {"dra-plugin-dir", NEED_DRA},
+    {"fault-taint", NEED_REPORT}, {"fault-taint-on", NEED_REPORT},
+};
+
+void config_log_idle(const struct config *c, bool api)
+{
+    static const char *const why[] = {
+        [NEED_DRA] = "DRA is off (--dra all turns it on)",
+        [NEED_REPORT] = "the fault report is off (it needs the API server, and --fault-report auto)",
+    };
+    const bool missing[] = {
+        [NEED_DRA] = c->dra != CONFIG_DRA_ALL,
+        [NEED_REPORT] = !api || c->fault_report == CONFIG_REPORT_NONE,
+    };
+    for (size_t i = 0; i < sizeof config_idle / sizeof *config_idle; i++) {
+        size_t j = config_index(config_idle[i].flag);
+        if (c->given[j] && missing[config_idle[i].need])
+            log_warn("--%s (%s) takes no effect: %s", config_idle[i].flag, config_options[j].env,
+                     why[config_idle[i].need]);
+    }
+}
+
 void config_log(const struct config *c)
 {
     struct strbuf lists = {0};

@@ -306,4 +306,9 @@ bool config_cdi_wanted(const struct config *c);
 /* Logs the effective configuration, one line. */
 void config_log(const struct config *c);
 
+/* Warns, once each, of options given that take no effect without another
+ * setting (--dra-mig without --dra all; --fault-taint without the fault
+ * report, which needs the API server: api says whether there is one). */
+void config_log_idle(const struct config *c, bool api);
+
 #endif

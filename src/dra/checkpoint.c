@@ -19,6 +19,9 @@ void dra_prepared_free(struct dra_prepared *p)
     free(p->devs);
     p->devs = NULL;
     p->count = 0;
+    free(p->consumers);
+    p->consumers = NULL;
+    p->nconsumers = 0;
 }
 
 struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid)
@@ -29,17 +32,33 @@ struct dra_prepared *dra_prepared_find(const struct dra *d, const char *uid)
     return NULL;
 }
 
-struct dra_prepared *dra_claims_add(struct dra_claims *c)
+static struct dra_prepared *dra_claims_grow(struct dra_prepared **prepared, unsigned *n,
+                                            unsigned *cap)
 {
     /* Room doubles: a record is 6.7 KiB, and a restart reads them all in
      * one go (a realloc a claim copied them all each time: quadratic). */
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 16;
-        c->prepared = xrealloc(c->prepared, c->cap * sizeof *c->prepared);
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *prepared = xrealloc(*prepared, *cap * sizeof **prepared);
     }
-    struct dra_prepared *p = &c->prepared[c->n++];
+    struct dra_prepared *p = &(*prepared)[(*n)++];
     memset(p, 0, sizeof *p);
     return p;
+}
+
+struct dra_prepared *dra_claims_add(struct dra_claims *c)
+{
+    return dra_claims_grow(&c->prepared, &c->n, &c->cap);
+}
+
+/* The table the checkpoint held, taken over (l is left empty). */
+void dra_claims_adopt(struct dra_claims *c, struct dra_loaded *l)
+{
+    c->prepared = l->prepared;
+    c->n = l->n;
+    c->cap = l->cap;
+    l->prepared = NULL;
+    l->n = l->cap = 0;
 }
 
 static void dra_checkpoint_copy(json_t *o, const char *key, char *out, size_t len)
@@ -57,7 +76,10 @@ static unsigned long long dra_checkpoint_number(json_t *o, const char *key)
 static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
 {
     json_t *x;
-    size_t k;
+    size_t k, n = json_array_size(list);
+    if (!n)
+        return;
+    p->consumers = xcalloc(n < DRA_MAX_CONSUMERS ? n : DRA_MAX_CONSUMERS, sizeof *p->consumers);
     json_array_foreach(list, k, x) {
         if (p->nconsumers == DRA_MAX_CONSUMERS)
             break;
@@ -68,25 +90,42 @@ static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
     }
 }
 
-int dra_checkpoint_load(struct dra *d, struct err *e)
+static int dra_checkpoint_parse(const char *path, struct dra_loaded *out, struct err *e);
+
+/* Off the loop (any thread): it touches only the file and *out. */
+void dra_checkpoint_read(const char *path, struct dra_loaded *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rc = dra_checkpoint_parse(path, out, &out->err);
+}
+
+void dra_loaded_free(struct dra_loaded *l)
+{
+    for (unsigned i = 0; i < l->n; i++)
+        dra_prepared_free(&l->prepared[i]);
+    free(l->prepared);
+    memset(l, 0, sizeof *l);
+}
+
+static int dra_checkpoint_parse(const char *path, struct dra_loaded *out, struct err *e)
 {
     /* Read whole, then parsed: jansson's file reader takes a character a
      * call (three quarters of a 1,000-claim restart's time). */
     struct strbuf text = {0};
-    if (file_read(d->claims.checkpoint, &text) < 0) {
+    if (file_read(path, &text) < 0) {
         strbuf_free(&text);
         return errno == ENOENT ? 0 /* nothing prepared yet */
-                               : err_set(e, "%s: %s", d->claims.checkpoint, strerror(errno));
+                               : err_set(e, "%s: %s", path, strerror(errno));
     }
     json_error_t je;
     json_t *root = json_loadb(text.data ? text.data : "", text.len, 0, &je);
     strbuf_free(&text);
     if (!root)
-        return err_set(e, "%s: %s (line %d)", d->claims.checkpoint, je.text, je.line);
+        return err_set(e, "%s: %s (line %d)", path, je.text, je.line);
     json_t *claims = json_object_get(root, "claims"), *c;
     size_t i;
     json_array_foreach(claims, i, c) {
-        struct dra_prepared *p = dra_claims_add(&d->claims);
+        struct dra_prepared *p = dra_claims_grow(&out->prepared, &out->n, &out->cap);
         dra_checkpoint_copy(c, "uid", p->uid, sizeof p->uid);
         dra_checkpoint_copy(c, "namespace", p->ns, sizeof p->ns);
         dra_checkpoint_copy(c, "name", p->name, sizeof p->name);

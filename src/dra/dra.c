@@ -31,12 +31,29 @@ static void dra_read_pcie_roots(struct dra *d)
     }
 }
 
+static void dra_plugin_dir(const struct config *cfg, char *out, size_t len)
+{
+    if (cfg->dra_plugin_dir[0])
+        snprintf(out, len, "%s", cfg->dra_plugin_dir);
+    else
+        snprintf(out, len, "%s/plugins/" DRA_DRIVER, cfg->kubelet_root);
+}
+
+void dra_checkpoint_path(const struct config *cfg, char *out, size_t len)
+{
+    char dir[CONFIG_PATH_MAX + 64];
+    dra_plugin_dir(cfg, dir, sizeof dir);
+    snprintf(out, len, "%s/checkpoint.json", dir);
+}
+
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
               const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
-              const struct dra_hooks *hooks, struct err *e)
+              const struct dra_hooks *hooks, struct dra_loaded *loaded, struct err *e)
 {
     *out = NULL;
+    if (loaded->rc < 0)
+        return err_set(e, "%s", loaded->err.msg);
     if (!cfg->node_name[0])
         return err_usage(e, "--dra needs the Node's name: set NODE_NAME (from the downward API, "
                             "spec.nodeName) or --node-name");
@@ -61,12 +78,9 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     else
         snprintf(d->service.registry_socket, sizeof d->service.registry_socket,
                  "%s/plugins_registry/" DRA_DRIVER "-reg.sock", cfg->kubelet_root);
-    if (cfg->dra_plugin_dir[0])
-        snprintf(d->service.plugin_dir, sizeof d->service.plugin_dir, "%s", cfg->dra_plugin_dir);
-    else
-        snprintf(d->service.plugin_dir, sizeof d->service.plugin_dir, "%s/plugins/" DRA_DRIVER, cfg->kubelet_root);
+    dra_plugin_dir(cfg, d->service.plugin_dir, sizeof d->service.plugin_dir);
     snprintf(d->service.plugin_socket, sizeof d->service.plugin_socket, "%s/dra.sock", d->service.plugin_dir);
-    snprintf(d->claims.checkpoint, sizeof d->claims.checkpoint, "%s/checkpoint.json", d->service.plugin_dir);
+    dra_checkpoint_path(cfg, d->claims.checkpoint, sizeof d->claims.checkpoint);
     uv_timer_init(loop, &d->api.retry);
     uv_timer_init(loop, &d->claims.refresh);
     uv_timer_init(loop, &d->health.timer);
@@ -74,8 +88,10 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     d->handles = 3;
     dra_mig_start(d);
     dra_read_pcie_roots(d);
-    /* The checkpoint before the service: a repeated prepare must find it. */
-    if (dra_checkpoint_load(d, e) < 0 || dra_service_start(d, e) < 0) {
+    /* The checkpoint's claims before the service: a repeated prepare must
+     * find its claim. */
+    dra_claims_adopt(&d->claims, loaded);
+    if (dra_service_start(d, e) < 0) {
         dra_stop(d, DRA_STOP_KEEP);
         return -1;
     }

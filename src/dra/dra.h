@@ -280,6 +280,23 @@ unsigned dra_pod_consumers(const char *json, size_t len, const char *claim,
 struct dra;
 
 /* What the driver tells the agent, on the loop. */
+/* The prepared claims a checkpoint holds, read and parsed by
+ * dra_checkpoint_read on any thread (it touches only the file and *out),
+ * for dra_start to take over: a restart reads its file off the loop,
+ * beside NVML's start, and the DRA service serves once it is in. */
+struct dra_prepared;
+struct dra_loaded {
+    struct dra_prepared *prepared;        /* n of them, room for cap */
+    unsigned n, cap;
+    int rc;                               /* 0 (no file: no claims), or -1 with err */
+    struct err err;
+};
+
+/* Where cfg's DRA driver keeps its checkpoint. */
+void dra_checkpoint_path(const struct config *cfg, char *out, size_t len);
+void dra_checkpoint_read(const char *path, struct dra_loaded *out);
+void dra_loaded_free(struct dra_loaded *l);
+
 struct dra_hooks {
     void (*on_claims)(void *ctx);    /* prepared claims or their containers changed */
     /* GPU gpu's MIG devices changed (a claim's was made or destroyed): seen
@@ -307,11 +324,12 @@ void dra_holders(const struct dra *d,
 /* Starts publishing the slice and serving the kubelet's DRA plugin API for
  * the GPUs of inv, whose health is read in devs (the agent's records,
  * which outlive the driver), through the agent's API client kc and its
- * watch of the Node (the slice's owner). */
+ * watch of the Node (the slice's owner), with the claims its checkpoint
+ * held (loaded: taken over where it starts; its error fails the start). */
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
               const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
-              const struct dra_hooks *hooks, struct err *e);
+              const struct dra_hooks *hooks, struct dra_loaded *loaded, struct err *e);
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims

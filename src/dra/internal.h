@@ -20,8 +20,9 @@
  * and the containers that use them. Kept on disk (checkpoint.c) so that a
  * restarted gpulet answers the kubelet the same and restarts its MPS
  * daemon. devs (count of them) is the record's own, allocated to size: a
- * node may hold hundreds of claims (shares of its GPUs). Whoever holds the
- * record frees it with dra_prepared_free; a copy by value moves it. */
+ * node may hold hundreds of claims (shares of its GPUs), and so is
+ * consumers. Whoever holds the record frees it with dra_prepared_free; a
+ * copy by value moves it. */
 struct dra_prepared {
     char uid[64];
     char ns[256], name[256];
@@ -45,7 +46,9 @@ struct dra_prepared {
         bool mig_made;            /* made for the claim: destroyed at unprepare */
     } *devs;
     unsigned nconsumers;
-    struct dra_consumer consumers[DRA_MAX_CONSUMERS];
+    struct dra_consumer *consumers; /* nconsumers of them (at most DRA_MAX_CONSUMERS), the
+                                     * record's own like devs: a record stays small (a few
+                                     * hundred bytes), as a restart reads them all */
 };
 
 /* Frees p's devices (p itself is its holder's). */
@@ -312,7 +315,7 @@ void dra_mig_start(struct dra *d);
 void dra_mig_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
-int dra_checkpoint_load(struct dra *d, struct err *e);
+void dra_claims_adopt(struct dra_claims *c, struct dra_loaded *l);
 /* The prepared claims changed (a prepare, an unprepare, their containers):
  * the checkpoint is written on the worker pool (a failure is logged, once
  * until a write works again; dra_job_wait on d->claims.writer waits

@@ -124,6 +124,8 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
     *held = *p;
     p->devs = NULL; /* moved: the driver's record holds them now */
     p->count = 0;
+    p->consumers = NULL;
+    p->nconsumers = 0;
     p = held;
     *changed = true;
     log_info("DRA: prepared claim %s/%s (%s): %u device(s)%s%s, in %.1f ms", c->ns, c->name, c->uid,

@@ -43,10 +43,13 @@ static void dra_refresh_end(struct dra_refresh *r)
         struct dra_refresh_claim *c = &r->claims[i];
         struct dra_prepared *p = c->read && !d->stopping ? dra_prepared_find(d, c->uid) : NULL;
         if (p && !dra_refresh_same(p, c)) {
-            memset(p->consumers, 0, sizeof p->consumers);
-            if (c->nconsumers)
-                memcpy(p->consumers, c->consumers, c->nconsumers * sizeof *c->consumers);
+            free(p->consumers);
+            p->consumers = NULL;
             p->nconsumers = c->nconsumers;
+            if (c->nconsumers) { /* moved, cut to size */
+                p->consumers = xrealloc(c->consumers, c->nconsumers * sizeof *c->consumers);
+                c->consumers = NULL;
+            }
             changed = true;
         }
         free(c->consumers);

@@ -160,6 +160,8 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p)
     r->p = *p;
     r->p.devs = xmalloc((p->count + 1) * sizeof *p->devs); /* its own: p goes at unprepare */
     memcpy(r->p.devs, p->devs, p->count * sizeof *p->devs);
+    r->p.consumers = NULL; /* not its to free, nor needed */
+    r->p.nconsumers = 0;
     r->work.data = r;
     d->jobs.n++;
     uv_queue_work(d->loop, &r->work, dra_timeslice_reset_work, dra_timeslice_reset_done);

@@ -168,3 +168,23 @@ def test_values_gpulet_cannot_take(gpulet, tmp_path, args, error):
     p = gpulet("agent", *common(tmp_path), *args)
     assert p.returncode == 2, p.stderr
     assert error in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_options_that_take_no_effect_say_so(agent, sim_env, tmp_path):
+    """An option given without the setting it needs is said once at start,
+    naming it and why (issue 49, item 8); the same options with what they
+    need say nothing."""
+    env = dict(sim_env, GPULET_FAULT_TAINT_ON="xid")
+    a = agent(*common(tmp_path), "--dra-mig", "0", "--dra-evict-on", "xid", "--fault-taint", env=env)
+    a.wait_log("agent running")
+    log = a.log()
+    for flag, var, why in [("dra-mig", "GPULET_DRA_MIG", "DRA is off"),
+                           ("dra-evict-on", "GPULET_DRA_EVICT_ON", "DRA is off"),
+                           ("fault-taint", "GPULET_FAULT_TAINT", "the fault report is off"),
+                           ("fault-taint-on", "GPULET_FAULT_TAINT_ON", "the fault report is off")]:
+        assert log.count(f"--{flag} ({var}) takes no effect: {why}") == 1, (flag, log)
+    assert log.count("takes no effect") == 4, log
+    assert a.stop() == 0
+    b = agent(*common(tmp_path))
+    b.wait_log("agent running")
+    assert "takes no effect" not in b.log()
