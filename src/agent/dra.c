@@ -51,27 +51,49 @@ static struct writer *agent_dra_on_mig(void *ctx, unsigned gpu, const struct gpu
     return agent_mig_take(ctx, gpu, seen);
 }
 
+/* DRA could not start, or not take its claims: an agent that cannot serve
+ * the GPUs it was told DRA serves would run and serve nothing, so it stops,
+ * saying why; after a reload, the GPUs wait for the next. */
+static void agent_dra_failed(struct agent *a, const struct err *e)
+{
+    agent_dra_stop(a, DRA_STOP_KEEP);
+    if (!a->dra_reload) {
+        log_error("DRA: %s", e->msg);
+        a->exit_code = 1;
+        uv_stop(&a->loop);
+    } else {
+        log_error("DRA: %s; the GPUs are not served until the next reload", e->msg);
+    }
+}
+
+/* The checkpoint's claims, read, to the driver that waits for them. */
+static void agent_dra_claims(struct agent *a)
+{
+    struct err e;
+    int rc = dra_claims_in(a->dra, &a->dra_loaded, &e);
+    dra_loaded_free(&a->dra_loaded); /* what it did not take */
+    a->dra_read_done = false;        /* a later start reads it again */
+    if (rc < 0)
+        agent_dra_failed(a, &e);
+    else
+        agent_dra_holders(a);
+}
+
 static void agent_dra_begin(struct agent *a)
 {
     struct err e;
     struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig, .ctx = a};
     struct dra_gpus gpus = {&a->nvml, a->lanes};
-    a->dra_read_done = false; /* a later start reads it again */
-    int rc = dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
-                       &a->dra_loaded, &e);
-    dra_loaded_free(&a->dra_loaded); /* what dra_start did not take */
-    if (rc == 0) {
-        agent_dra_holders(a); /* the checkpoint's */
-        agent_pods_soon(a, true); /* which GPUs pods of a device plugin still hold */
-    } else if (!a->dra_reload) {
-        /* An agent that cannot serve the GPUs it was told DRA serves
-         * would run and serve nothing: it stops, saying why. */
-        log_error("DRA: %s", e.msg);
-        a->exit_code = 1;
-        uv_stop(&a->loop);
-    } else {
-        log_error("DRA: %s; the GPUs are not served until the next reload", e.msg);
+    if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
+                  NULL, &e) < 0) {
+        agent_dra_failed(a, &e);
+        return;
     }
+    agent_pods_soon(a, true); /* which GPUs pods of a device plugin still hold */
+    if (a->dra_read_done)
+        agent_dra_claims(a);
+    else
+        a->dra_waiting = true; /* the read brings them */
 }
 
 static void agent_dra_read_work(uv_work_t *w)
@@ -91,7 +113,7 @@ static void agent_dra_read_done(uv_work_t *w, int status)
     }
     if (a->dra_waiting) {
         a->dra_waiting = false;
-        agent_dra_begin(a);
+        agent_dra_claims(a);
     }
 }
 
@@ -121,12 +143,8 @@ void agent_dra_start(struct agent *a, const struct config *old)
         a->dra_read_done = false;
         dra_loaded_free(&a->dra_loaded);
     }
-    if (a->dra_read_done) {
-        agent_dra_begin(a);
-        return;
-    }
-    a->dra_waiting = true; /* begun when the read is in */
-    agent_dra_read(a);
+    agent_dra_read(a); /* where not read, nor being read */
+    agent_dra_begin(a);
 }
 
 void agent_dra_refresh(struct agent *a)
@@ -140,5 +158,6 @@ void agent_dra_stop(struct agent *a, enum dra_stop_mode mode)
         return;
     dra_stop(a->dra, mode);
     a->dra = NULL;
+    a->dra_waiting = false; /* a read in flight keeps its claims for the next start */
     metrics_on_claims(a->metrics, NULL, 0);
 }

@@ -46,13 +46,45 @@ void dra_checkpoint_path(const struct config *cfg, char *out, size_t len)
     snprintf(out, len, "%s/checkpoint.json", dir);
 }
 
+/* What waits for the claims: their MPS daemons (and the sweep of those of
+ * no claim), the slice (shares and placements they hold), their refresh,
+ * and the calls parked meanwhile. */
+static void dra_claims_begin(struct dra *d)
+{
+    if (d->claims.n)
+        log_info("DRA: %u prepared claim(s) from %s", d->claims.n, d->claims.checkpoint);
+    for (unsigned i = 0; i < d->claims.n; i++) {
+        struct err me;
+        if (dra_mps_start(d, &d->claims.prepared[i], NULL, &me) < 0)
+            log_error("DRA: claim %s/%s (%s): %s", d->claims.prepared[i].ns, d->claims.prepared[i].name,
+                      d->claims.prepared[i].uid, me.msg);
+    }
+    dra_mps_sweep(d);
+    dra_api_search(d); /* then the slice */
+    uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
+    dra_health_send(d);
+    dra_service_unpark(d);
+}
+
+int dra_claims_in(struct dra *d, struct dra_loaded *loaded, struct err *e)
+{
+    if (!d || !d->claims.loading)
+        return 0;
+    if (loaded->rc < 0)
+        return err_set(e, "%s", loaded->err.msg);
+    dra_claims_adopt(&d->claims, loaded);
+    d->claims.loading = false;
+    dra_claims_begin(d);
+    return 0;
+}
+
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
               const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
               const struct dra_hooks *hooks, struct dra_loaded *loaded, struct err *e)
 {
     *out = NULL;
-    if (loaded->rc < 0)
+    if (loaded && loaded->rc < 0)
         return err_set(e, "%s", loaded->err.msg);
     if (!cfg->node_name[0])
         return err_usage(e, "--dra needs the Node's name: set NODE_NAME (from the downward API, "
@@ -88,24 +120,15 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     d->handles = 3;
     dra_mig_start(d);
     dra_read_pcie_roots(d);
-    /* The checkpoint's claims before the service: a repeated prepare must
-     * find its claim. */
-    dra_claims_adopt(&d->claims, loaded);
+    /* Served at once; a prepare or unprepare waits until the checkpoint's
+     * claims are in (a repeated prepare must find its claim). */
+    d->claims.loading = true;
     if (dra_service_start(d, e) < 0) {
         dra_stop(d, DRA_STOP_KEEP);
         return -1;
     }
-    if (d->claims.n)
-        log_info("DRA: %u prepared claim(s) from %s", d->claims.n, d->claims.checkpoint);
-    for (unsigned i = 0; i < d->claims.n; i++) {
-        struct err me;
-        if (dra_mps_start(d, &d->claims.prepared[i], NULL, &me) < 0)
-            log_error("DRA: claim %s/%s (%s): %s", d->claims.prepared[i].ns, d->claims.prepared[i].name,
-                      d->claims.prepared[i].uid, me.msg);
-    }
-    dra_mps_sweep(d);
-    dra_api_search(d); /* then the slice */
-    uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_MS, DRA_REFRESH_MS);
+    if (loaded)
+        dra_claims_in(d, loaded, NULL);
     *out = d;
     return 0;
 }

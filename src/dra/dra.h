@@ -325,11 +325,17 @@ void dra_holders(const struct dra *d,
  * the GPUs of inv, whose health is read in devs (the agent's records,
  * which outlive the driver), through the agent's API client kc and its
  * watch of the Node (the slice's owner), with the claims its checkpoint
- * held (loaded: taken over where it starts; its error fails the start). */
+ * held (loaded: taken over where it starts; its error fails the start).
+ * loaded NULL: they are not read yet, and dra_claims_in brings them;
+ * meanwhile the service is up, and prepares and unprepares wait. */
 int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
               const struct gpu_inventory *inv, const struct gpu_device *devs,
               const struct dra_gpus *gpus, struct kube_client *kc, struct kube_watch *node,
               const struct dra_hooks *hooks, struct dra_loaded *loaded, struct err *e);
+
+/* The claims read after dra_start (loaded, taken over); -1 (e) where the
+ * checkpoint could not be read. 0 with nothing to do where d has them. */
+int dra_claims_in(struct dra *d, struct dra_loaded *loaded, struct err *e);
 
 /* The status socket's "dra" line: the driver, its socket, registered or
  * unregistered (the kubelet's word), the devices in the slice, the claims

@@ -98,7 +98,14 @@ struct dra_service {
     struct grpc_method registration_methods[2], plugin_methods[5]; /* v1 and v1beta1, health */
     char plugin_paths[4][80];
     bool registered;                      /* the kubelet said so */
+    /* prepares and unprepares that came before the checkpoint's claims
+     * were in (d->claims.loading): answered in order once they are */
+    struct dra_parked *parked, **parked_tail;
 };
+
+/* The service parks a call while the claims load, and lets them all go
+ * (dra_service_unpark) once they are in, or ends them at a stop. */
+void dra_service_unpark(struct dra *d);
 
 /* The pool's slices on the API server (publish.c), each kept in step by
  * kube/sync.c from its watch; and the devices a device plugin's pod holds
@@ -120,6 +127,7 @@ struct dra_pool {
  * containers, checkpoint.c writes them), the MPS daemons (claim_mps.c)
  * and the MIG devices made (claim_mig.c). */
 struct dra_claims {
+    bool loading;                         /* the checkpoint's claims are not in yet (dra_claims_in) */
     struct dra_prepared *prepared;        /* n of them, room for cap (dra_claims_add) */
     unsigned n, cap;
     char checkpoint[CONFIG_PATH_MAX + 96];

@@ -6,11 +6,75 @@
  * devices' health stream (health.c), which kubelets of 1.34 on open. */
 #include "dra/internal.h"
 
+#include <stdlib.h>
+#include <string.h>
 
 #include "dra.pb-c.h"
 #include "pluginregistration.pb-c.h"
 #include "util/dirs.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
+
+/* A call that came while the claims were loading. */
+struct dra_parked {
+    struct dra_parked *next;
+    struct grpc_call *call;               /* NULL once the kubelet gave up on it */
+    bool unprepare;
+    size_t len;
+    uint8_t msg[];
+};
+
+static void dra_parked_cancelled(struct grpc_call *call, void *ctx)
+{
+    (void)call;
+    struct dra_parked *p = ctx;
+    p->call = NULL;
+}
+
+/* A repeated prepare must find its claim, and an unprepare the claim to
+ * undo: until the checkpoint's claims are in, both wait (a few ms). */
+static bool dra_park(struct dra *d, struct grpc_call *call, const uint8_t *msg, size_t len,
+                     bool unprepare)
+{
+    if (!d->claims.loading)
+        return false;
+    struct dra_parked *p = xmalloc(sizeof *p + len);
+    p->next = NULL;
+    p->call = call;
+    p->unprepare = unprepare;
+    p->len = len;
+    if (len)
+        memcpy(p->msg, msg, len);
+    if (!d->service.parked_tail)
+        d->service.parked_tail = &d->service.parked;
+    *d->service.parked_tail = p;
+    d->service.parked_tail = &p->next;
+    grpc_call_on_cancel(call, dra_parked_cancelled, p);
+    return true;
+}
+
+/* Each parked call answered in order (d->claims.loading false), or ended
+ * (d stopping). */
+void dra_service_unpark(struct dra *d)
+{
+    struct dra_parked *p = d->service.parked;
+    d->service.parked = NULL;
+    d->service.parked_tail = NULL;
+    while (p) {
+        struct dra_parked *next = p->next;
+        if (p->call) {
+            grpc_call_on_cancel(p->call, NULL, NULL);
+            if (d->stopping)
+                grpc_call_finish(p->call, GRPC_UNAVAILABLE, "gpulet is stopping; ask again");
+            else if (p->unprepare)
+                dra_unprepare(d, p->call, p->msg, p->len);
+            else
+                dra_prepare(d, p->call, p->msg, p->len);
+        }
+        free(p);
+        p = next;
+    }
+}
 
 static void rpc_get_info(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
 {
@@ -50,7 +114,8 @@ static void rpc_status(struct grpc_call *call, const uint8_t *msg, size_t len, v
 
 static void rpc_prepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
 {
-    dra_prepare(ctx, call, msg, len);
+    if (!dra_park(ctx, call, msg, len, false))
+        dra_prepare(ctx, call, msg, len);
 }
 
 static void rpc_watch_health(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
@@ -62,7 +127,8 @@ static void rpc_watch_health(struct grpc_call *call, const uint8_t *msg, size_t 
 
 static void rpc_unprepare(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)
 {
-    dra_unprepare(ctx, call, msg, len);
+    if (!dra_park(ctx, call, msg, len, true))
+        dra_unprepare(ctx, call, msg, len);
 }
 
 int dra_service_start(struct dra *d, struct err *e)
@@ -99,6 +165,7 @@ int dra_service_start(struct dra *d, struct err *e)
 
 void dra_service_stop(struct dra *d)
 {
+    dra_service_unpark(d); /* d->stopping: each ended */
     /* The registration socket first: removing it deregisters the driver. */
     grpc_server_close(d->service.registration);
     d->service.registration = NULL;

@@ -9,6 +9,7 @@ NodeUnprepareResources, through either version; NVIDIA's TimeSlicing
 interval set for a claim's life; and all of it under valgrind."""
 import importlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -954,5 +955,45 @@ def test_dra_answers_once_its_files_are_on_disk(agent, sim_env, slow_fsync, tmp_
         t.join(timeout=30)
         assert done and not done[0].error and "u2" in known()
         assert a.stop() == 0
+    finally:
+        api.stop()
+
+
+def test_dra_serves_while_its_checkpoint_loads(agent, sim_env, tmp_path):
+    """A restart serves at once: the checkpoint is read off the loop, and a
+    prepare that comes before its claims are in waits for them and answers
+    as the checkpoint says (issue 49, item 2). The checkpoint here is a FIFO,
+    so that the test says when the read ends."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    plugins = tmp_path / "k" / "plugins" / "gpu.nvidia.com"
+    plugins.mkdir(parents=True)
+    fifo = plugins / "checkpoint.json"
+    os.mkfifo(fifo)
+    gpus = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], env=sim_env,
+                                capture_output=True, text=True, check=True).stdout)
+    try:
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"))
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        answer = {}
+        t = threading.Thread(target=lambda: answer.setdefault(
+            "r", prepare_one(plugins / "dra.sock", pb, "u7", "c7")))
+        t.start()
+        t.join(0.5)
+        assert not answer, answer  # the claims are not in yet
+        # The claim was prepared before the restart: it is not on the API
+        # server now, so only the checkpoint can answer it.
+        with open(fifo, "w") as f:
+            json.dump({"claims": [{"uid": "u7", "namespace": "ns", "name": "c7", "devices": [
+                {"request": "gpu", "device": "gpu-3", "uuid": gpus[3]}]}]}, f)
+        t.join(30)
+        r = answer["r"]
+        assert not r.error, r.error
+        assert [d.device_name for d in r.devices] == ["gpu-3"]
+        a.wait_log("DRA: 1 prepared claim(s) from")
+        assert ("GET", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c7", None) not in api.requests
     finally:
         api.stop()
