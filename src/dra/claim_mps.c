@@ -32,6 +32,47 @@ struct dra_mps {
     bool up;
 };
 
+static void dra_mps_spec_name(const char *uid, char *out, size_t len)
+{
+    snprintf(out, len, DRA_DRIVER "-claim_%s.json", uid);
+}
+
+/* A claim's CDI spec's one writer. */
+struct dra_spec {
+    char uid[64];
+    struct writer *w;
+};
+
+/* The writers of claims no longer prepared whose writes have ended go. */
+static void dra_specs_trim(struct dra *d)
+{
+    for (unsigned i = 0; i < d->claims.nspecs;) {
+        struct dra_spec *s = &d->claims.specs[i];
+        if (!d->stopping && (dra_prepared_find(d, s->uid) || writer_busy(s->w))) {
+            i++;
+            continue;
+        }
+        writer_close(s->w); /* freed once its writes have ended */
+        *s = d->claims.specs[--d->claims.nspecs];
+    }
+}
+
+/* Claim uid's spec's writer, made the first time. */
+static struct writer *dra_spec_writer(struct dra *d, const char *uid)
+{
+    dra_specs_trim(d);
+    for (unsigned i = 0; i < d->claims.nspecs; i++)
+        if (!strcmp(d->claims.specs[i].uid, uid))
+            return d->claims.specs[i].w;
+    char name[160];
+    dra_mps_spec_name(uid, name, sizeof name);
+    d->claims.specs = xrealloc(d->claims.specs, (d->claims.nspecs + 1) * sizeof *d->claims.specs);
+    struct dra_spec *s = &d->claims.specs[d->claims.nspecs++];
+    snprintf(s->uid, sizeof s->uid, "%s", uid);
+    s->w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);
+    return s->w;
+}
+
 bool dra_prepared_mps(const struct dra_prepared *p)
 {
     for (unsigned k = 0; k < p->count; k++)
@@ -74,11 +115,6 @@ static void dra_mps_state(void *ctx, bool up)
     dra_health_send(m->d);  /* its claims' devices, in the pods' status */
 }
 
-static void dra_mps_spec_name(const char *uid, char *out, size_t len)
-{
-    snprintf(out, len, DRA_DRIVER "-claim_%s.json", uid);
-}
-
 /* The claim's CDI device (mps_client: what its containers need to reach
  * the daemon, and a share's limits: what it consumed of its GPU, the sum
  * where the claim has several shares of it); written on the worker pool,
@@ -101,13 +137,10 @@ static void dra_mps_spec(struct dra *d, const struct dra_prepared *p, const stru
     mps_client(d->cfg, m->name, DRA_MPS_PIPE, compute, mib ? pinned : NULL, &edits);
     struct strbuf text = {0};
     cdi_edits_spec(DRA_CLAIM_CDI_KIND, p->uid, &edits, &text);
-    char name[160];
-    dra_mps_spec_name(p->uid, name, sizeof name);
-    struct writer *w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);
+    struct writer *w = dra_spec_writer(d, p->uid);
     writer_put(w, &text);
     if (j)
         dra_job_wait(j, w);
-    writer_close(w);
 }
 
 /* What the claim's daemon serves: its MPS devices, each a whole GPU; a
@@ -211,12 +244,9 @@ void dra_mps_stop(struct dra *d, const char *uid)
     const struct dra_prepared *p = dra_prepared_find(d, uid);
     if (!p || !dra_prepared_mps(p))
         return;
-    char key[112], name[160];
+    char key[112];
     dra_mps_key(p, key, sizeof key);
-    dra_mps_spec_name(uid, name, sizeof name);
-    struct writer *w = cdi_spec_writer(d->loop, d->cfg->cdi_spec_dir, name);
-    writer_remove(w); /* the claim's CDI device */
-    writer_close(w);
+    writer_remove(dra_spec_writer(d, uid)); /* the claim's CDI device, after its writes */
     struct dra_mps **at = dra_mps_find(d, key);
     if (at && !dra_mps_used(d, key, uid)) /* a share's GPU's daemon: after its last share */
         dra_mps_end(d, at, true);
@@ -239,4 +269,7 @@ void dra_mps_stop_all(struct dra *d)
         dra_mps_end(d, &d->claims.mps[0], false);
     free(d->claims.mps);
     d->claims.mps = NULL;
+    dra_specs_trim(d); /* d->stopping: all, each once its writes have ended */
+    free(d->claims.specs);
+    d->claims.specs = NULL;
 }

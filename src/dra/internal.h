@@ -138,6 +138,10 @@ struct dra_claims {
     bool refreshing;                      /* refresh.c's: one is in flight */
     struct dra_mps **mps;                 /* claim_mps.c's: a daemon per claim shared through MPS */
     unsigned nmps;
+    struct dra_spec *specs;               /* claim_mps.c's: one writer per claim's CDI spec, kept
+                                           * while the claim is prepared or a write of it runs, so
+                                           * that its writes and its removal stay in order */
+    unsigned nspecs;
     uv_async_t mig_done;                  /* claim_mig.c's: a lane is done with a make or destroy */
     struct dra_mig_op *mig_ops;           /* claim_mig.c's: those in flight */
 };
@@ -147,6 +151,9 @@ struct dra_claims {
 struct dra_jobs {
     struct dra_job *api;                  /* read.c's: prepares waiting for the first search */
     struct dra_job *daemons;              /* prepare.c's: those answered once their daemons are up */
+    struct dra_job *active;               /* prepare.c's: every prepare not yet freed, oldest first
+                                           * (by active_next): one claim's state is found here while
+                                           * it is in flight, and in d->claims once prepared */
     unsigned n;                           /* not yet freed: d is freed after the last */
 };
 
@@ -220,6 +227,7 @@ struct dra_job_claim {
     char error[1024];
     struct dra_prepared p;            /* mapped to the node's devices (on the loop) */
     bool timeslice_set;               /* the second pass set p's intervals */
+    bool cancelled;                   /* unprepared before it settled: what it made is undone */
 };
 
 /* A prepare's stages, in the order dra_job_next (prepare.c) runs them; a
@@ -244,6 +252,10 @@ struct dra_job {
     unsigned n;
     struct dra_job_claim *claims;
     struct dra_job *next;             /* in d->jobs.daemons, or d->jobs.api */
+    struct dra_job *active_next;      /* in d->jobs.active */
+    bool blocked;                     /* not begun: an earlier prepare of one of its claims is
+                                       * still before its files (it answers from theirs) */
+    char write_error[256];            /* a file its answer waited for was not written */
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     enum dra_stage stage;             /* the next to run (prepare.c) */

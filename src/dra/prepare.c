@@ -77,7 +77,7 @@ static bool dra_job_map_all(struct dra *d, struct dra_job *j)
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         char why[512];
-        if (c->known || c->error[0] || !c->alloc || dra_prepared_find(d, c->uid))
+        if (c->known || c->cancelled || c->error[0] || !c->alloc || dra_prepared_find(d, c->uid))
             continue;
         if (!dra_map(d, c->uid, c->ns, c->name, c->alloc, &c->p, why, sizeof why))
             snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
@@ -109,7 +109,7 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
 {
     struct dra_prepared *p = &c->p;
     struct err e;
-    if (c->known) /* its allocation was not read: the checkpoint had it */
+    if (c->known || c->cancelled) /* known: not read, the checkpoint had it */
         snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
     else if (!c->error[0] && dra_mps_start(d, p, j, &e) < 0)
         snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, e.msg);
@@ -154,8 +154,11 @@ static void dra_job_reply(struct dra_job *j)
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         const struct dra_prepared *p = c->error[0] ? NULL : dra_prepared_find(d, c->uid);
-        if (!c->error[0] && !p)
+        if (!c->error[0] && (!p || c->cancelled))
             snprintf(c->error, sizeof c->error, "claim %s was unprepared while being prepared", c->uid);
+        else if (p && j->write_error[0])
+            snprintf(c->error, sizeof c->error, "claim %s/%s is prepared, but a file it needs was not "
+                     "written (%s); gpulet writes it again: ask again", c->ns, c->name, j->write_error);
         else if (p && !dra_mps_ready(d, c->uid))
             snprintf(c->error, sizeof c->error, "the MPS daemon of claim %s/%s is not up after %d s "
                      "(gpulet's log says why); it keeps trying", c->ns, c->name, DRA_MPS_WAIT_MS / 1000);
@@ -169,9 +172,49 @@ static void dra_job_reply(struct dra_job *j)
     arena_free(&a);
 }
 
+static void dra_job_begin(struct dra_job *j);
+
+/* Whether a prepare before j, not yet past its files, has one of j's
+ * claims: j then waits, and answers from what that one recorded. */
+static bool dra_job_behind(const struct dra_job *j)
+{
+    for (const struct dra_job *k = j->d->jobs.active; k && k != j; k = k->active_next) {
+        if (k->blocked || k->stage > DRA_FILES)
+            continue;
+        for (unsigned a = 0; a < k->n; a++)
+            for (unsigned b = 0; b < j->n; b++)
+                if (!strcmp(k->claims[a].uid, j->claims[b].uid))
+                    return true;
+    }
+    return false;
+}
+
+/* Begins each prepare that waited behind another and need not now (the
+ * list is read again after each: a begun one may end at once). */
+static void dra_jobs_unblock(struct dra *d)
+{
+    for (bool again = true; again;) {
+        again = false;
+        for (struct dra_job *j = d->jobs.active; j; j = j->active_next)
+            if (j->blocked && !dra_job_behind(j)) {
+                j->blocked = false;
+                dra_job_begin(j);
+                again = true;
+                break;
+            }
+    }
+}
+
 static void dra_job_freed(struct dra_job *j)
 {
     struct dra *d = j->d;
+    struct dra_job **at = &d->jobs.active;
+    while (*at && *at != j)
+        at = &(*at)->active_next;
+    if (*at)
+        *at = j->active_next;
+    if (!d->stopping)
+        dra_jobs_unblock(d);
     for (unsigned i = 0; i < j->n; i++) {
         dra_prepared_free(&j->claims[i].p); /* a claim not settled: its mapping */
         free(j->claims[i].alloc);
@@ -232,13 +275,19 @@ void dra_prepare_stop(struct dra *d)
         dra_job_unwait(j);
         dra_job_free(j);
     }
+    for (struct dra_job *j = d->jobs.active, *next; j; j = next) {
+        next = j->active_next;
+        if (j->blocked) /* never begun: nothing of it elsewhere */
+            dra_job_free(j);
+    }
 }
 
 static void dra_job_written(void *ctx, const struct err *e, bool written)
 {
-    (void)e; /* the file's owner says what failed */
     (void)written;
     struct dra_job *j = ctx;
+    if (e) /* the file's owner logs it; the answer says it */
+        snprintf(j->write_error, sizeof j->write_error, "%.255s", e->msg);
     if (--j->writes)
         return;
     if (j->freeing)
@@ -267,12 +316,12 @@ static void dra_job_settle_all(struct dra *d, struct dra_job *j)
     for (unsigned i = 0; i < j->n; i++)
         if (!dra_prepared_find(d, j->claims[i].uid))
             dra_job_settle(d, j, &j->claims[i], &changed);
-    if (!changed)
-        return;
-    dra_claims_changed(d);
-    dra_job_wait(j, d->claims.writer);
-    /* their containers, once they are there */
-    uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
+    if (changed || d->claims.failing) /* a failed write: this prepare writes it again */
+        dra_claims_changed(d);
+    if (d->claims.writer) /* the answer waits for the checkpoint that holds its claims */
+        dra_job_wait(j, d->claims.writer);
+    if (changed) /* their containers, once they are there */
+        uv_timer_start(&d->claims.refresh, dra_refresh, DRA_REFRESH_SOON_MS, DRA_REFRESH_MS);
 }
 
 /* Waits for the claims' MPS daemons (dra_prepare_wake, or the timeout,
@@ -328,6 +377,7 @@ void dra_job_next(struct dra_job *j)
             if (j->writes) /* back here from dra_job_written */
                 return;
             j->stage = DRA_DAEMONS;
+            dra_jobs_unblock(d); /* a repeated prepare behind it answers from its files */
             break;
         case DRA_DAEMONS:
             j->stage = DRA_ANSWER;
@@ -369,11 +419,41 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
         snprintf(jc->ns, sizeof jc->ns, "%s", c->namespace_ ? c->namespace_ : "");
         snprintf(jc->name, sizeof jc->name, "%s", c->name ? c->name : "");
         snprintf(jc->uid, sizeof jc->uid, "%s", c->uid ? c->uid : "");
-        jc->known = dra_prepared_find(d, jc->uid) != NULL;
     }
     drav1beta1__node_prepare_resources_request__free_unpacked(req, NULL);
     grpc_call_on_cancel(call, dra_job_cancelled, j);
-    dra_job_queue(d, j);
+    d->jobs.n++; /* d outlives it */
+    struct dra_job **at = &d->jobs.active;
+    while (*at)
+        at = &(*at)->active_next;
+    *at = j;
+    if (dra_job_behind(j))
+        j->blocked = true; /* begun once the earlier one's files are on disk */
+    else
+        dra_job_begin(j);
+}
+
+/* A prepare begins: its claims prepared before (the checkpoint, or an
+ * earlier prepare) are answered the same; the others are read. */
+static void dra_job_begin(struct dra_job *j)
+{
+    for (unsigned i = 0; i < j->n; i++)
+        j->claims[i].known = dra_prepared_find(j->d, j->claims[i].uid) != NULL;
+    dra_job_queue(j->d, j);
+}
+
+/* The claim uid in a prepare not yet settled: cancelled, so that it is
+ * never recorded, and what it made (MIG devices, a time slice) is undone
+ * where it settles; that prepare answers it with an error. */
+static void dra_prepare_cancel(struct dra *d, const char *uid)
+{
+    for (struct dra_job *j = d->jobs.active; j; j = j->active_next)
+        for (unsigned i = 0; j->stage < DRA_FILES && i < j->n; i++)
+            if (!strcmp(j->claims[i].uid, uid) && !j->claims[i].cancelled) {
+                j->claims[i].cancelled = true;
+                log_info("DRA: claim %s/%s (%s) unprepared while being prepared: it is not kept",
+                         j->claims[i].ns, j->claims[i].name, uid);
+            }
 }
 
 /* An unprepare's answer, sent once the checkpoint without its claims is
@@ -394,11 +474,15 @@ static void dra_unprepare_cancelled(struct grpc_call *call, void *ctx)
 
 static void dra_unprepare_written(void *ctx, const struct err *e, bool written)
 {
-    (void)e; /* the checkpoint's owner says what failed */
     (void)written;
     struct dra_unprepared *u = ctx;
     struct dra *d = u->d;
-    if (u->call && !d->stopping) {
+    if (u->call && !d->stopping && e) { /* not done: a gpulet restarted now would keep them */
+        char why[700];
+        snprintf(why, sizeof why, "the checkpoint without these claims was not written (%.500s); "
+                 "gpulet writes it again: ask again", e->msg);
+        grpc_call_finish(u->call, GRPC_UNAVAILABLE, why);
+    } else if (u->call && !d->stopping) {
         grpc_call_send(u->call, u->buf, u->len);
         grpc_call_finish(u->call, GRPC_OK, NULL);
     }
@@ -423,6 +507,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
     for (size_t i = 0; i < req->n_claims; i++) {
         const char *uid = req->claims[i]->uid ? req->claims[i]->uid : "";
         struct dra_prepared *p = dra_prepared_find(d, uid);
+        dra_prepare_cancel(d, uid);
         if (p) {
             log_info("DRA: unprepared claim %s/%s (%s)", req->claims[i]->namespace_,
                      req->claims[i]->name, uid);
@@ -441,7 +526,7 @@ void dra_unprepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, si
         resp.claims[resp.n_claims++] = entry;
     }
     drav1beta1__node_unprepare_resources_request__free_unpacked(req, NULL);
-    if (!changed) {
+    if (!changed && !d->claims.failing) {
         dra_reply(call, &resp.base);
         arena_free(&a);
         return;

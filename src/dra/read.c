@@ -70,7 +70,6 @@ static void dra_read(struct dra_job *j)
 
 void dra_job_queue(struct dra *d, struct dra_job *j)
 {
-    d->jobs.n++;
     if (!d->api.version && !d->api.error[0]) {
         j->next = d->jobs.api; /* the first search is on */
         d->jobs.api = j;

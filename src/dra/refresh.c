@@ -108,6 +108,8 @@ static void dra_refresh_claim(void *ctx, const struct kube_answer *a)
 void dra_refresh(uv_timer_t *t)
 {
     struct dra *d = t->data;
+    if (d->claims.failing && !d->stopping && !writer_busy(d->claims.writer))
+        dra_claims_changed(d); /* the last checkpoint failed: written again, each round */
     if (d->claims.refreshing || !d->claims.n || d->stopping || !d->api.version)
         return; /* no version yet: the next round reads them */
     struct dra_refresh *r = xcalloc(1, sizeof *r + d->claims.n * sizeof *r->claims);

@@ -156,10 +156,12 @@ def slow_fsync(tmp_path_factory):
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(SOURCE / "tests/shim/slow_fsync.c"),
                     "-ldl"], check=True, timeout=60)
 
-    def env(base, ms, gate=None):
+    def env(base, ms, gate=None, full=None):
         e = dict(base, GPULET_SLOW_FSYNC_MS=str(ms))
         if gate:
             e["GPULET_FSYNC_GATE"] = str(gate)
+        if full:  # fsync fails with ENOSPC while this file exists
+            e["GPULET_FSYNC_FAIL"] = str(full)
         e["LD_PRELOAD"] = " ".join(filter(None, [base.get("LD_PRELOAD"), str(lib)]))
         # ASan's runtime would insist on coming first among preloaded libraries.
         e["ASAN_OPTIONS"] = ":".join(filter(None, [base.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))

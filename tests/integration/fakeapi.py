@@ -40,6 +40,7 @@ class FakeAPI:
         self.claims = {}            # (namespace, name) -> ResourceClaim
         self.pods = {}              # (namespace, name) -> Pod (GET only)
         self.node_events = {}       # name -> core/v1 Event (any namespace)
+        self.arrived = []          # (method, path) of each request as it came, before api.hold
         self.events_taken = 0       # this many creates of Events answered 409 (a name taken)
         self.forbidden = set()      # (verb, resource[/subresource]) a SelfSubjectAccessReview denies
         # Who the credentials are (SelfSubjectReview): the node the token names (None: none,
@@ -95,6 +96,9 @@ class FakeAPI:
             def handle_one(self, method):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                with api.cond:
+                    api.arrived.append((method, self.path))  # before any hold
+                    api.cond.notify_all()
                 if api.hold:
                     time.sleep(api.hold)
                 with api.cond:

@@ -997,3 +997,94 @@ def test_dra_serves_while_its_checkpoint_loads(agent, sim_env, tmp_path):
         assert ("GET", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c7", None) not in api.requests
     finally:
         api.stop()
+
+
+@pytest.fixture
+def lifecycle(agent, sim_env, slow_fsync, tmp_path):
+    """An agent whose disk the test can hang (gate) or fill (full), with
+    three claims on the stand-in API server, and a stand-in kubelet that
+    interleaves calls (issue 51, items 1-3)."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
+    gate, full = tmp_path / "disk-goes-on", tmp_path / "disk-full"
+    gate.touch()
+    for i in range(3):
+        api.claims[("ns", f"c-u{i}")] = claim(f"u{i}", f"gpu-{i}")
+
+    class L:
+        pass
+    x = L()
+    x.api, x.pb, x.sock, x.gate, x.full = api, pb, sock, gate, full
+    x.known = lambda: {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]} \
+        if checkpoint.exists() else set()
+
+    def later(uid):
+        out = []
+        t = threading.Thread(target=lambda: out.append(prepare_one(sock, pb, uid)))
+        t.start()
+        return t, out
+    x.later = later
+    x.agent = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                    "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                    "--labels", "none", "--no-metrics", "--fault-report", "none",
+                    "--status-socket", str(tmp_path / "s.sock"),
+                    env=slow_fsync(sim_env, 0, gate, full))
+    x.agent.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+    yield x
+    api.stop()
+
+
+def test_dra_repeated_prepare_waits_for_the_files(lifecycle):
+    """The disk hangs; the first prepare is recorded and waits for it; the
+    same claim asked again waits too, rather than answering from memory
+    before the checkpoint holds it (issue 51, item 2)."""
+    x = lifecycle
+    x.gate.unlink()
+    t1, first = x.later("u0")
+    x.agent.wait_log("DRA: prepared claim ns/c-u0")
+    t2, again = x.later("u0")
+    t2.join(0.5)
+    assert not first and not again, (first, again)
+    x.gate.touch()
+    t1.join(30)
+    t2.join(30)
+    assert not first[0].error and not again[0].error, (first, again)
+    assert "u0" in x.known()
+    assert x.agent.stop() == 0
+
+
+def test_dra_unprepare_cancels_a_prepare_in_flight(lifecycle):
+    """The API server holds the claim's read; the kubelet unprepares it
+    meanwhile: the prepare answers an error, and nothing of the claim is
+    kept (issue 51, item 1)."""
+    x = lifecycle
+    x.api.hold = 1.0
+    t, cancelled = x.later("u1")
+    x.api.wait_for(lambda: any(p.endswith("/resourceclaims/c-u1") for _, p in x.api.arrived),
+                   "the claim's read", timeout=30)
+    unprepare_one(x.sock, x.pb, "u1")
+    x.api.hold = 0
+    t.join(30)
+    assert "unprepared while being prepared" in cancelled[0].error, cancelled
+    x.agent.wait_log("DRA: claim ns/c-u1 (u1) unprepared while being prepared")
+    assert "u1" not in x.known()
+    assert "prepared claim ns/c-u1" not in x.agent.log()
+    assert x.agent.stop() == 0
+
+
+def test_dra_failed_write_fails_the_answer(lifecycle):
+    """The disk is full (ENOSPC): the prepare's answer says so; once it is
+    not, the kubelet's retry is answered and the checkpoint holds the claim
+    (issue 51, item 3)."""
+    x = lifecycle
+    x.full.touch()
+    r = prepare_one(x.sock, x.pb, "u2")
+    assert "a file it needs was not written" in r.error and "No space left" in r.error, r.error
+    assert "u2" not in x.known()
+    x.full.unlink()
+    r = prepare_one(x.sock, x.pb, "u2")
+    assert not r.error, r.error
+    assert "u2" in x.known()
+    assert x.agent.stop() == 0

@@ -1,11 +1,13 @@
 /* LD_PRELOAD shim: fsync and fdatasync take GPULET_SLOW_FSYNC_MS (500 by
  * default) longer, as on a node whose disk is busy pulling an image; where
  * GPULET_FSYNC_GATE names a file, they wait until it exists (a disk that
- * hangs until the test says). The tests and bench/slow_disk.py load it into
+ * hangs until the test says); while GPULET_FSYNC_FAIL names a file that
+ * exists, they fail with ENOSPC (a full disk). The tests and bench/slow_disk.py load it into
  * gpulet, whose only dynamic library is glibc, so these calls reach the
  * shim first. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,13 +25,24 @@ static void slow_sleep(void)
         ;
 }
 
+/* A full disk, while the test says so. */
+static int slow_full(void)
+{
+    const char *full = getenv("GPULET_FSYNC_FAIL");
+    if (full && access(full, F_OK) == 0) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return 0;
+}
+
 int fsync(int fd)
 {
     static int (*real)(int);
     if (!real)
         real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     slow_sleep();
-    return real(fd);
+    return slow_full() < 0 ? -1 : real(fd);
 }
 
 int fdatasync(int fd)
@@ -38,5 +51,5 @@ int fdatasync(int fd)
     if (!real)
         real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     slow_sleep();
-    return real(fd);
+    return slow_full() < 0 ? -1 : real(fd);
 }
