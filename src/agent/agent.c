@@ -109,7 +109,7 @@ void agent_release(struct agent *a, const char *by)
     agent_dra_stop(a, DRA_STOP_KEEP);
     agent_mig_stop(a);
     agent_nodeconfig_stop(a);
-    agent_status_stop(a);
+    /* the status socket stays until the last write has ended (answer.c) */
 }
 
 static void agent_on_signal(uv_signal_t *s, int signum)

@@ -153,11 +153,19 @@ static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
 
 /* "hand-over PID": a new agent (a rolling update's, --take-over) takes
  * this one's place: everything this one serves is let go of, as at its
- * stop (the MPS daemons and the slices stay), and it answers "released". */
+ * stop (the MPS daemons and the slices stay), and it answers "released"
+ * once its last write has ended (the checkpoint, the CDI specs), else
+ * "releasing": the new one asks again, and never reads a file this one
+ * is still writing. */
 static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *out)
 {
-    agent_release(a, arg);
-    strbuf_printf(out, "released %d\n", (int)getpid());
+    if (!a->released)
+        agent_release(a, arg);
+    a->released = true;
+    bool writing = writer_pending() > 0;
+    if (!writing)
+        agent_status_stop(a); /* this answer still goes */
+    strbuf_printf(out, "%s %d\n", writing ? "releasing" : "released", (int)getpid());
 }
 
 static const struct agent_request {

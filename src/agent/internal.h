@@ -45,6 +45,7 @@ struct agent {
     char no_gpu[sizeof(struct err)];     /* failOnInitError=false and NVML did not start: why */
     double start_ms[3];                  /* start-up phases, for the log */
     bool stopping;
+    bool released;                       /* handed over to another agent (answer.c) */
     int exit_code;                       /* for a failure after start-up */
     struct gpu_device *devs;             /* the one model of each GPU: written only here */
     struct health_policy policy;

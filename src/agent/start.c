@@ -322,7 +322,6 @@ int agent_start(struct agent *a)
     struct err e;
     double *t = a->start_ms;
     t[0] = nvml_clock_ms();
-    agent_dra_read(a); /* from the start, beside it all: DRA starts once both are in */
     int rc = agent_find_ids(a);
     if (rc != 0)
         return rc < 0 ? agent_start_without_gpus(a) : rc;
@@ -339,6 +338,8 @@ int agent_start(struct agent *a)
         return 1;
     }
     t[2] = nvml_clock_ms();
+    /* after the status socket: an agent handed over has written its last */
+    agent_dra_read(a); /* beside NVML's start: DRA starts once both are in */
     a->nvml_work.data = a;
     uv_queue_work(&a->loop, &a->nvml_work, agent_nvml_work, agent_nvml_done);
     return 0;

@@ -155,6 +155,12 @@ static int agent_status_take_over(const char *path, const char *pid, struct err 
     snprintf(request, sizeof request, "hand-over %d\n", (int)getpid());
     struct err why;
     int rc = unixsock_request(path, request, reply, sizeof reply, &why);
+    /* "releasing": its last writes are still under way; asked again. */
+    for (unsigned waited = 0; rc == 0 && !strncmp(reply, "releasing", 9) && waited < STATUS_GONE_MS;
+         waited += 20) {
+        usleep(20 * 1000);
+        rc = unixsock_request(path, request, reply, sizeof reply, &why);
+    }
     if ((rc < 0 && (errno == ENOENT || errno == ECONNREFUSED)) ||
         (rc == 0 && !reply[0] && agent_status_gone(path))) {
         log_info("the gpulet agent (PID %s) on %s stopped before it handed over: nothing to take "
@@ -168,6 +174,9 @@ static int agent_status_take_over(const char *path, const char *pid, struct err 
         return err_set(e, "the gpulet agent (PID %s) on %s did not hand over: it gave no answer "
                           "and still serves there", pid, path);
     reply[strcspn(reply, "\n")] = '\0';
+    if (!strncmp(reply, "releasing", 9))
+        return err_set(e, "the gpulet agent (PID %s) on %s is still writing its files after %u s: "
+                          "its disk hangs", pid, path, STATUS_GONE_MS / 1000);
     if (strncmp(reply, "released", 8))
         return err_set(e, "the gpulet agent (PID %s) on %s does not hand over (it answered '%s'): "
                           "stop it first", pid, path, reply);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "util/dirs.h"
@@ -280,8 +281,10 @@ void cdi_edits_spec(const char *kind, const char *name, const struct cdi_edits *
 
 struct writer *cdi_spec_writer(uv_loop_t *loop, const char *dir, const char *name)
 {
-    char path[CONFIG_PATH_MAX + 128], tmp[CONFIG_PATH_MAX + 144];
+    char path[CONFIG_PATH_MAX + 128], tmp[CONFIG_PATH_MAX + 160];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name); /* they read *.json and *.yaml only */
+    /* they read *.json and *.yaml only; the process's own, as an agent
+     * handing over may still write its own */
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d.tmp", dir, name, (int)getpid());
     return writer_new(loop, path, tmp, 0644, WRITER_MKDIR | WRITER_KEEP_SAME);
 }

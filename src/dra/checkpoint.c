@@ -4,11 +4,15 @@
  * a repeated prepare the same and unprepares what it prepared. */
 #include "dra/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "util/dirs.h"
 #include "util/file.h"
 #include "util/jsonx.h"
 #include "util/log.h"
@@ -92,10 +96,39 @@ static void dra_checkpoint_consumers(json_t *list, struct dra_prepared *p)
 
 static int dra_checkpoint_parse(const char *path, struct dra_loaded *out, struct err *e);
 
-/* Off the loop (any thread): it touches only the file and *out. */
+/* The temporary checkpoints (<path>.<pid>.tmp) of gpulets that are gone:
+ * one killed while it wrote left its own behind. A live one's is its own
+ * (an agent handing over may be writing it). */
+static void dra_checkpoint_sweep(const char *path)
+{
+    char dir[CONFIG_PATH_MAX + 96];
+    dirs_parent(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(base);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    for (struct dirent *de; (de = readdir(dp));) {
+        char *end;
+        if (strncmp(de->d_name, base, n) || de->d_name[n] != '.')
+            continue;
+        long pid = strtol(de->d_name + n + 1, &end, 10);
+        if (pid <= 0 || strcmp(end, ".tmp") || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char stale[sizeof dir + 256];
+        snprintf(stale, sizeof stale, "%s/%s", dir, de->d_name);
+        if (unlink(stale) == 0)
+            log_info("DRA: removed %s, left by a gpulet that is gone", stale);
+    }
+    closedir(dp);
+}
+
+/* Off the loop (any thread): it touches only the file, its stale
+ * temporaries and *out. */
 void dra_checkpoint_read(const char *path, struct dra_loaded *out)
 {
     memset(out, 0, sizeof *out);
+    dra_checkpoint_sweep(path);
     out->rc = dra_checkpoint_parse(path, out, &out->err);
 }
 
@@ -238,8 +271,9 @@ static void dra_checkpoint_save(struct dra *d)
     jsonx_dump(root, JSON_COMPACT, &text);
     json_decref(root);
     if (!d->claims.writer) {
-        char tmp[sizeof d->claims.checkpoint + 8];
-        snprintf(tmp, sizeof tmp, "%s.tmp", d->claims.checkpoint);
+        char tmp[sizeof d->claims.checkpoint + 24];
+        /* its own: an agent handing over may still write its own */
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", d->claims.checkpoint, (int)getpid());
         d->claims.writer = writer_new(d->loop, d->claims.checkpoint, tmp, 0600, 0);
     }
     writer_put(d->claims.writer, &text);

@@ -41,6 +41,15 @@ struct writer {
     bool closing, telling;      /* telling: inside after_work's callbacks */
 };
 
+/* Writes put and not yet ended, of every writer (the loop's own count: a
+ * hand-over answers only once none is left). */
+static unsigned writer_jobs;
+
+unsigned writer_pending(void)
+{
+    return writer_jobs;
+}
+
 static void writer_free(struct writer *w)
 {
     free(w->path);
@@ -50,6 +59,7 @@ static void writer_free(struct writer *w)
 
 static void writer_job_free(struct writer_job *j)
 {
+    writer_jobs--;
     strbuf_free(&j->text);
     free(j->waiters);
     free(j);
@@ -132,6 +142,7 @@ static struct writer_job *writer_next(struct writer *w)
     if (!w->next) {
         w->next = xcalloc(1, sizeof *w->next);
         w->next->w = w;
+        writer_jobs++;
     }
     return w->next;
 }

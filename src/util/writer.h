@@ -49,6 +49,10 @@ const char *writer_path(const struct writer *w);
 /* Whether a write is under way or waiting. */
 bool writer_busy(const struct writer *w);
 
+/* How many writes, of every writer, are put and not yet ended (the loop's
+ * to ask). */
+unsigned writer_pending(void);
+
 /* Lets go of w: it is freed once its writes have ended (they are not
  * abandoned; their waiters are still told). */
 void writer_close(struct writer *w);

@@ -1088,3 +1088,44 @@ def test_dra_failed_write_fails_the_answer(lifecycle):
     assert not r.error, r.error
     assert "u2" in x.known()
     assert x.agent.stop() == 0
+
+
+def test_dra_hand_over_waits_for_the_last_write(agent, sim_env, slow_fsync, tmp_path):
+    """A rolling update while a prepare writes: the old agent answers the
+    new one's hand-over with "releasing" until its checkpoint write has
+    ended (the disk hangs here until the test lets it go), so the new one
+    reads a whole checkpoint that holds the claim; each writes through a
+    temporary file of its own (issue 51, item 5)."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    plugins = tmp_path / "k" / "plugins" / "gpu.nvidia.com"
+    gate = tmp_path / "disk-goes-on"
+    api.claims[("ns", "c-u0")] = claim("u0", "gpu-0")
+    args = ["--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+            "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+            "--labels", "none", "--no-metrics", "--fault-report", "none",
+            "--status-socket", str(tmp_path / "s.sock")]
+    try:
+        old = agent(*args, env=slow_fsync(sim_env, 0, gate))
+        old.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        def ask():  # the old agent's answer never comes: it hands over first
+            try:
+                prepare_one(plugins / "dra.sock", pb, "u0")
+            except grpc.RpcError:
+                pass
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        old.wait_log("DRA: prepared claim ns/c-u0")
+        new = agent(*args, "--take-over")
+        time.sleep(0.5)
+        assert "serving on" not in new.log(), new.log()  # it waits for the old one's write
+        assert list(plugins.glob("checkpoint.json.*.tmp")) == [plugins / f"checkpoint.json.{old.proc.pid}.tmp"]
+        gate.touch()
+        new.wait_log("DRA: 1 prepared claim(s) from", timeout=30)
+        assert [c["uid"] for c in json.loads((plugins / "checkpoint.json").read_text())["claims"]] == ["u0"]
+        r = prepare_one(plugins / "dra.sock", pb, "u0")  # the kubelet asks the new one again
+        assert not r.error and [d.device_name for d in r.devices] == ["gpu-0"]
+        assert not list(plugins.glob("*.tmp"))
+        assert new.stop() == 0
+    finally:
+        api.stop()
