@@ -36,7 +36,7 @@ struct agent_nodeconfig {
     struct nodeconfig_choice refused; /* the last one that failed: not tried again */
     char last_error[768];            /* reported once until it changes */
     bool starting;                   /* waiting for both watches' first answers, */
-    uv_timer_t deadline;             /* for this long */
+    uv_timer_t deadline;             /* for this long; then: a change applied soon */
     bool deadline_on, late;
 };
 
@@ -64,6 +64,20 @@ static void nodeconfig_set(struct nodeconfig_choice *c, const struct config_name
 
 static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first);
 
+static void nodeconfig_soon(uv_timer_t *t)
+{
+    nodeconfig_apply(t->data, false);
+}
+
+/* Applied on the loop's next turn, never inside the watch's callback: a
+ * reload stops and starts what listens on that same watch. At start it is
+ * applied after the first answers (agent_nodeconfig_start). */
+static void nodeconfig_changed(struct agent_nodeconfig *nc)
+{
+    if (!nc->starting && nc->deadline_on)
+        uv_timer_start(&nc->deadline, nodeconfig_soon, 0, 0);
+}
+
 static void nodeconfig_on_node(void *ctx, struct kube_watch *w)
 {
     struct agent_nodeconfig *nc = ctx;
@@ -75,7 +89,7 @@ static void nodeconfig_on_node(void *ctx, struct kube_watch *w)
     if (!strcmp(label, nc->label))
         return; /* the Node changed, not its label */
     snprintf(nc->label, sizeof nc->label, "%s", label);
-    nodeconfig_apply(nc, false);
+    nodeconfig_changed(nc);
 }
 
 static void nodeconfig_on_map(void *ctx, struct kube_watch *w)
@@ -88,7 +102,7 @@ static void nodeconfig_on_map(void *ctx, struct kube_watch *w)
         config_named_parse(&nc->set, cm, &e);
     nc->map_exists = cm != NULL;
     snprintf(nc->map_error, sizeof nc->map_error, "%s", e.msg);
-    nodeconfig_apply(nc, false);
+    nodeconfig_changed(nc);
 }
 
 /* --- on the loop ------------------------------------------------------------------- */

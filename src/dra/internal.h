@@ -256,6 +256,7 @@ struct dra_job {
     bool blocked;                     /* not begun: an earlier prepare of one of its claims is
                                        * still before its files (it answers from theirs) */
     char write_error[256];            /* a file its answer waited for was not written */
+    struct config *cfg;               /* the worker's copy, for its time slices */
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     enum dra_stage stage;             /* the next to run (prepare.c) */
@@ -316,10 +317,12 @@ bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *n
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len);
 
 /* TimeSlicing intervals (timeslice.c): whether p sets one; sets p's on
- * its GPUs (on a worker thread; those set go back on a failure); sets them
+ * its GPUs (on a worker thread, with its own copy of the configuration;
+ * those set go back on a failure); sets them
  * back to Default (after an unprepare, on the worker pool). */
 bool dra_timeslice_wanted(const struct dra_prepared *p);
-int dra_timeslice_set(const struct dra *d, const struct dra_prepared *p, char *error, size_t len);
+int dra_timeslice_set(const struct config *cfg, const struct dra_prepared *p, char *error,
+                      size_t len);
 void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
 
 /* MIG devices made per claim (claim_mig.c): j's placements made on their

@@ -96,7 +96,7 @@ static void dra_job_timeslice(uv_work_t *w)
         char why[768];
         if (c->known || c->error[0] || !dra_timeslice_wanted(&c->p))
             continue;
-        if (dra_timeslice_set(j->d, &c->p, why, sizeof why) < 0)
+        if (dra_timeslice_set(j->cfg, &c->p, why, sizeof why) < 0)
             snprintf(c->error, sizeof c->error, "%.100s/%.100s: %s", c->ns, c->name, why);
         else
             c->timeslice_set = true;
@@ -220,6 +220,7 @@ static void dra_job_freed(struct dra_job *j)
         free(j->claims[i].alloc);
     }
     free(j->claims);
+    free(j->cfg);
     free(j);
     d->jobs.n--;
     dra_maybe_free(d);
@@ -360,6 +361,8 @@ void dra_job_next(struct dra_job *j)
         case DRA_MAP:
             j->stage = DRA_MIG;
             if (dra_job_map_all(d, j)) { /* and their time slices, on the worker */
+                j->cfg = xmalloc(sizeof *j->cfg); /* its own: a reload replaces d's meanwhile */
+                *j->cfg = *d->cfg;
                 uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_timesliced);
                 return;
             }

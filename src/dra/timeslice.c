@@ -81,20 +81,20 @@ static int dra_run(char *const argv[], char *out, size_t len)
 }
 
 /* Sets one GPU's interval (0: Default). */
-static int dra_timeslice_one(const struct dra *d, const char *uuid, unsigned interval, char *error,
-                             size_t len)
+static int dra_timeslice_one(const struct config *cfg, const char *uuid, unsigned interval,
+                             char *error, size_t len)
 {
     char smi[CONFIG_PATH_MAX + 64], root[CONFIG_PATH_MAX], inside[CONFIG_PATH_MAX + 64];
     char self[CONFIG_PATH_MAX], value[8], out[512];
     struct err e;
-    if (config_find_tool(d->cfg, "nvidia-smi", smi, sizeof smi, &e) < 0) {
+    if (config_find_tool(cfg, "nvidia-smi", smi, sizeof smi, &e) < 0) {
         snprintf(error, len, "a TimeSlicing interval needs the driver's %s", e.msg);
         return -1;
     }
     snprintf(value, sizeof value, "%u", interval);
     /* In a container, nvidia-smi runs on the driver root's files (its
      * loader and libraries, not gpulet's image): through mps-exec. */
-    config_tool_place(d->cfg, smi, root, sizeof root, inside, sizeof inside);
+    config_tool_place(cfg, smi, root, sizeof root, inside, sizeof inside);
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     self[n > 0 ? n : 0] = '\0';
     char *direct[] = {smi, "compute-policy", "-i", (char *)uuid, "--set-timeslice", value, NULL};
@@ -107,16 +107,17 @@ static int dra_timeslice_one(const struct dra *d, const char *uuid, unsigned int
     return -1;
 }
 
-int dra_timeslice_set(const struct dra *d, const struct dra_prepared *p, char *error, size_t len)
+int dra_timeslice_set(const struct config *cfg, const struct dra_prepared *p, char *error,
+                      size_t len)
 {
     for (unsigned k = 0; k < p->count; k++) {
-        if (!p->devs[k].timeslice || dra_timeslice_one(d, p->devs[k].uuid, p->devs[k].timeslice,
+        if (!p->devs[k].timeslice || dra_timeslice_one(cfg, p->devs[k].uuid, p->devs[k].timeslice,
                                                         error, len) == 0)
             continue;
         char ignored[512];
         while (k-- > 0) /* the devices set before it go back */
             if (p->devs[k].timeslice)
-                dra_timeslice_one(d, p->devs[k].uuid, 0, ignored, sizeof ignored);
+                dra_timeslice_one(cfg, p->devs[k].uuid, 0, ignored, sizeof ignored);
         return -1;
     }
     return 0;
@@ -126,6 +127,7 @@ int dra_timeslice_set(const struct dra *d, const struct dra_prepared *p, char *e
 struct dra_timeslice_reset {
     uv_work_t work;
     struct dra *d;
+    struct config cfg;          /* its own: a reload replaces the agent's meanwhile */
     struct dra_prepared p;
     char error[1024];
 };
@@ -135,7 +137,7 @@ static void dra_timeslice_reset_work(uv_work_t *w)
     struct dra_timeslice_reset *r = w->data;
     for (unsigned k = 0; k < r->p.count; k++)
         if (r->p.devs[k].timeslice &&
-            dra_timeslice_one(r->d, r->p.devs[k].uuid, 0, r->error, sizeof r->error) < 0)
+            dra_timeslice_one(&r->cfg, r->p.devs[k].uuid, 0, r->error, sizeof r->error) < 0)
             log_error("DRA: claim %s/%s: the time slice of GPU %s stays as the claim set it: %s",
                       r->p.ns, r->p.name, r->p.devs[k].uuid, r->error);
 }
@@ -157,6 +159,7 @@ void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p)
         return;
     struct dra_timeslice_reset *r = xcalloc(1, sizeof *r);
     r->d = d;
+    r->cfg = *d->cfg;
     r->p = *p;
     r->p.devs = xmalloc((p->count + 1) * sizeof *p->devs); /* its own: p goes at unprepare */
     memcpy(r->p.devs, p->devs, p->count * sizeof *p->devs);
