@@ -213,6 +213,7 @@ static void agent_shutdown(struct agent *a)
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
     uv_close((uv_handle_t *)&a->restart_timer, NULL);
+    uv_close((uv_handle_t *)&a->lag_timer, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT); /* close callbacks, a probe in flight */
     uv_walk(&a->loop, agent_close_walk, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -277,6 +278,7 @@ int agent_run(const struct config_args *args)
         sigs[i]->data = a;
         uv_signal_start(sigs[i], agent_on_signal, signums[i]);
     }
+    agent_lag_start(a);
     agent_config_applied(a, NULL);
     /* The API server that a setting needs cannot be had: exit 1. */
     if (agent_kube_start(a, &e) < 0) {

@@ -46,6 +46,10 @@ struct agent {
     double start_ms[3];                  /* start-up phases, for the log */
     bool stopping;
     bool released;                       /* handed over to another agent (answer.c) */
+    /* the loop's lag (lag.c) */
+    uv_timer_t lag_timer;
+    uint64_t lag_due_ns, lag_window_ns;
+    double lag_worst, lag_last_window;   /* seconds: this window's worst, the last one's */
     int exit_code;                       /* for a failure after start-up */
     struct gpu_device *devs;             /* the one model of each GPU: written only here */
     struct health_policy policy;
@@ -241,6 +245,10 @@ void agent_pods_stop(struct agent *a);
 /* Another agent takes this one's place (by: its PID): what this one serves
  * is let go of; it waits for its stop. */
 void agent_release(struct agent *a, const char *by);
+
+/* The loop's lag, measured from start to stop (lag.c; agent_shutdown
+ * closes its timer). */
+void agent_lag_start(struct agent *a);
 
 /* Starts the status socket, making its directory (recorded in a->made);
  * fails, naming the path and its owner, when it cannot. */

@@ -66,6 +66,7 @@ struct metrics_state {
     unsigned long long podres_errors;
     double podres_last_ok;           /* wall seconds of the last good List; 0 never */
     struct metrics_config config;
+    double loop_lag;                 /* seconds: the agent's loop, the worst of its window */
 };
 
 /* One GPU's reading: value per collector, and whether it has one. */

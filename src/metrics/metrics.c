@@ -99,6 +99,7 @@ void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
     d->podres_errors = s->podres_errors;
     d->podres_last_ok = s->podres_last_ok;
     d->config = s->config;
+    d->loop_lag = s->loop_lag;
 }
 
 /* --- the sampler thread --------------------------------------------------- */
@@ -256,6 +257,15 @@ void metrics_on_config(struct metrics *m, const struct metrics_config *c)
         return;
     uv_mutex_lock(&m->lock);
     m->state.config = *c;
+    uv_mutex_unlock(&m->lock);
+}
+
+void metrics_on_loop_lag(struct metrics *m, double seconds)
+{
+    if (!m)
+        return;
+    uv_mutex_lock(&m->lock);
+    m->state.loop_lag = seconds;
     uv_mutex_unlock(&m->lock);
 }
 

@@ -74,6 +74,10 @@ struct metrics_config {
  * be NULL). */
 void metrics_on_config(struct metrics *m, const struct metrics_config *c);
 
+/* The loop's lag, in seconds: the worst of the last window (loop thread;
+ * m may be NULL). */
+void metrics_on_loop_lag(struct metrics *m, double seconds);
+
 /* Stops the sampler thread and the endpoint; frees once libuv is done. */
 void metrics_stop(struct metrics *m);
 

@@ -303,6 +303,11 @@ static void rows_config(struct strbuf *out, const struct metrics_frame *f)
     strbuf_puts(out, "} 1\n");
 }
 
+static void rows_loop_lag(struct strbuf *out, const struct metrics_frame *f)
+{
+    strbuf_printf(out, "gpulet_loop_lag_seconds %.6f\n", f->state->loop_lag);
+}
+
 static const struct {
     const char *name, *type, *help;
     render_rows_fn rows;
@@ -340,6 +345,9 @@ static const struct {
     {"gpulet_config_reload_failures_total", "counter",
      "Configuration changes refused (the running configuration was kept).", rows_reload_failures},
     {"gpulet_config_info", "gauge", "The named config in use (empty: none).", rows_config},
+    {"gpulet_loop_lag_seconds", "gauge",
+     "How late the agent's event loop ran a timer due every 250 ms, the worst of the last 10 s: "
+     "how long anything it serves (gRPC, HTTP, the API server) waited for it.", rows_loop_lag},
 };
 
 static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)

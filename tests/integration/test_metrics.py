@@ -192,6 +192,24 @@ ALLOWED_LINT = ("should be written in 'snake_case' not 'camelCase'",
 
 
 @tool("promtool")
+def test_loop_lag_is_measured(metrics_agent):
+    """gpulet_loop_lag_seconds: small while the loop is free; a loop held
+    for a second (the process stopped) shows it at the next sample
+    (issue 51: a stalled loop on a dashboard, not only in a benchmark)."""
+    import signal
+    a, url = metrics_agent("--simulate", "t4")
+
+    def lag():
+        rows = parse(get(url + "/metrics")[2]).get("gpulet_loop_lag_seconds")
+        return rows[0][1] if rows else None
+    assert wait_for(lambda: lag() is not None and lag() < 0.2), lag()
+    a.proc.send_signal(signal.SIGSTOP)
+    time.sleep(1.0)
+    a.proc.send_signal(signal.SIGCONT)
+    assert wait_for(lambda: (lag() or 0) >= 0.5), lag()  # 1 s less up to one period
+    assert a.stop() == 0
+
+
 def test_promtool_check_metrics(metrics_agent):
     a, url = metrics_agent("--simulate", "a100-2x4")
     body = get(url + "/metrics")[2]
