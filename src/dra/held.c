@@ -66,6 +66,8 @@ void dra_on_pods(struct dra *d, const V1__ListPodResourcesResponse *r)
         log_info("DRA: no pod of the device plugin holds a GPU any more");
     if (changed || first) /* the slice waits for the first answer */
         dra_publish(d);
+    if (r)
+        dra_consumers_from_pods(d, r);
 }
 
 bool dra_waits_for_pods(const struct dra *d)

@@ -51,6 +51,11 @@ struct dra_prepared {
                                      * hundred bytes), as a restart reads them all */
 };
 
+/* The claims' containers from the kubelet's PodResources List (refresh.c),
+ * once it has reported a claim of this driver; the API refresh stops. */
+struct V1__ListPodResourcesResponse;
+void dra_consumers_from_pods(struct dra *d, const struct V1__ListPodResourcesResponse *r);
+
 /* Frees p's devices (p itself is its holder's). */
 void dra_prepared_free(struct dra_prepared *p);
 
@@ -136,6 +141,8 @@ struct dra_claims {
     bool failing;                         /* the last write failed (logged once until it works) */
     uv_timer_t refresh;                   /* refresh.c's: the claims' containers, read again */
     bool refreshing;                      /* refresh.c's: one is in flight */
+    bool from_pods;                       /* refresh.c's: PodResources reports claims: no refresh */
+    bool said_api;                        /* refresh.c's: the API fallback logged */
     struct dra_mps **mps;                 /* claim_mps.c's: a daemon per claim shared through MPS */
     unsigned nmps;
     struct dra_spec *specs;               /* claim_mps.c's: one writer per claim's CDI spec, kept

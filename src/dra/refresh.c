@@ -1,4 +1,6 @@
-/* The claims' containers, read again (the refresh timer): a pod that
+/* The claims' containers: from the kubelet's PodResources List where it
+ * reports DRA claims (no request at all: dra_consumers_from_pods, below);
+ * else read again (the refresh timer): a pod that
  * joins a shared claim later is not prepared for again, so each prepared
  * claim's reservedFor, then its pods, are read every DRA_REFRESH_MS, and
  * DRA_REFRESH_SOON_MS after a prepare. Their containers go to metrics'
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "podresources.pb-c.h"
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 struct dra_refresh_claim {
@@ -110,8 +114,16 @@ void dra_refresh(uv_timer_t *t)
     struct dra *d = t->data;
     if (d->claims.failing && !d->stopping && !writer_busy(d->claims.writer))
         dra_claims_changed(d); /* the last checkpoint failed: written again, each round */
-    if (d->claims.refreshing || !d->claims.n || d->stopping || !d->api.version)
-        return; /* no version yet: the next round reads them */
+    if (d->claims.refreshing || !d->claims.n || d->stopping || !d->api.version ||
+        d->claims.from_pods)
+        return; /* no version yet: the next round reads them; from_pods: the kubelet says */
+    if (!d->claims.said_api) {
+        d->claims.said_api = true;
+        log_info("DRA: the claims' containers are read from the API server every %d s (a GET of "
+                 "each claim and of its pods): the kubelet's PodResources List has reported no "
+                 "claim of " DRA_DRIVER " (KubeletPodResourcesDynamicResources, on by default "
+                 "from Kubernetes 1.34)", DRA_REFRESH_MS / 1000);
+    }
     struct dra_refresh *r = xcalloc(1, sizeof *r + d->claims.n * sizeof *r->claims);
     r->d = d;
     r->n = d->claims.n;
@@ -130,4 +142,84 @@ void dra_refresh(uv_timer_t *t)
         dra_refresh_get(r, path, dra_refresh_claim, c);
     }
     dra_refresh_answered(r);
+}
+
+/* --- from the kubelet's PodResources List, where it reports DRA claims ------------- */
+
+static int dra_consumer_cmp(const void *a, const void *b)
+{
+    const struct dra_consumer *x = a, *y = b;
+    int c = strcmp(x->ns, y->ns);
+    if (!c)
+        c = strcmp(x->pod, y->pod);
+    return c ? c : strcmp(x->container, y->container);
+}
+
+/* Whether container ct uses claim p through this driver. */
+static bool dra_container_uses(const V1__ContainerResources *ct, const struct dra_prepared *p)
+{
+    for (size_t k = 0; k < ct->n_dynamic_resources; k++) {
+        const V1__DynamicResource *dr = ct->dynamic_resources[k];
+        if (strcmp(dr->claim_namespace, p->ns) || strcmp(dr->claim_name, p->name))
+            continue;
+        for (size_t x = 0; x < dr->n_claim_resources; x++)
+            if (!strcmp(dr->claim_resources[x]->driver_name, DRA_DRIVER))
+                return true;
+    }
+    return false;
+}
+
+/* Whether the List reports any claim of this driver: a kubelet that does
+ * (KubeletPodResourcesDynamicResources, on by default from Kubernetes
+ * 1.34) says every claim's containers, so no request is needed. */
+static bool dra_pods_report_claims(const V1__ListPodResourcesResponse *r)
+{
+    for (size_t i = 0; i < r->n_pod_resources; i++)
+        for (size_t c = 0; c < r->pod_resources[i]->n_containers; c++) {
+            const V1__ContainerResources *ct = r->pod_resources[i]->containers[c];
+            for (size_t k = 0; k < ct->n_dynamic_resources; k++)
+                for (size_t x = 0; x < ct->dynamic_resources[k]->n_claim_resources; x++)
+                    if (!strcmp(ct->dynamic_resources[k]->claim_resources[x]->driver_name, DRA_DRIVER))
+                        return true;
+        }
+    return false;
+}
+
+void dra_consumers_from_pods(struct dra *d, const V1__ListPodResourcesResponse *r)
+{
+    if (!d->claims.from_pods && dra_pods_report_claims(r)) {
+        d->claims.from_pods = true;
+        log_info("DRA: the claims' containers come from the kubelet's PodResources List: no "
+                 "request to the API server for them");
+    }
+    if (!d->claims.from_pods || d->claims.loading)
+        return;
+    bool changed = false;
+    struct dra_consumer found[DRA_MAX_CONSUMERS];
+    for (unsigned i = 0; i < d->claims.n; i++) {
+        struct dra_prepared *p = &d->claims.prepared[i];
+        unsigned n = 0;
+        for (size_t k = 0; k < r->n_pod_resources && n < DRA_MAX_CONSUMERS; k++) {
+            const V1__PodResources *pod = r->pod_resources[k];
+            for (size_t c = 0; c < pod->n_containers && n < DRA_MAX_CONSUMERS; c++)
+                if (dra_container_uses(pod->containers[c], p)) {
+                    snprintf(found[n].pod, sizeof found[n].pod, "%s", pod->name);
+                    snprintf(found[n].ns, sizeof found[n].ns, "%s", pod->namespace_);
+                    snprintf(found[n].container, sizeof found[n].container, "%s",
+                             pod->containers[c]->name);
+                    n++;
+                }
+        }
+        qsort(found, n, sizeof *found, dra_consumer_cmp);
+        if (n == p->nconsumers && (!n || !memcmp(found, p->consumers, n * sizeof *found)))
+            continue;
+        free(p->consumers);
+        p->consumers = n ? xmalloc(n * sizeof *found) : NULL;
+        if (n)
+            memcpy(p->consumers, found, n * sizeof *found);
+        p->nconsumers = n;
+        changed = true;
+    }
+    if (changed)
+        dra_claims_changed(d);
 }

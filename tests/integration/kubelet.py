@@ -123,6 +123,7 @@ class FakePodResources:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.pb, self.pb_grpc = pb, pb_grpc
         self.pods = []
+        self.claims = []            # (pod, namespace, container, claim namespace, claim name, driver, device)
         self.calls = 0
         self.fail = None            # (grpc.StatusCode, message): List answers this
         self.server = None
@@ -141,6 +142,11 @@ class FakePodResources:
                     p = out.pod_resources.add(name=pod, namespace=ns)
                     c = p.containers.add(name=container)
                     c.devices.add(resource_name=resource, device_ids=ids)
+                for pod, ns, container, claim_ns, claim, driver, device in fake.claims:
+                    p = out.pod_resources.add(name=pod, namespace=ns)
+                    c = p.containers.add(name=container)
+                    r = c.dynamic_resources.add(claim_name=claim, claim_namespace=claim_ns)
+                    r.claim_resources.add(driver_name=driver, pool_name="n1", device_name=device)
                 return out
 
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

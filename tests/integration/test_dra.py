@@ -1129,3 +1129,65 @@ def test_dra_hand_over_waits_for_the_last_write(agent, sim_env, slow_fsync, tmp_
         assert new.stop() == 0
     finally:
         api.stop()
+
+
+def test_dra_claims_containers_from_podresources(agent, sim_env, tmp_path):
+    """Nothing at rest, with work (issue 53): where the kubelet's
+    PodResources List reports DRA claims, a claim's containers come from it:
+    a pod that joins a shared claim shows in the checkpoint (and metrics'
+    labels) with no GET of claims or pods after the prepare's own read.
+    Where the List reports none, the API fallback is said."""
+    from kubelet import FakePodResources, load_podresources_stubs
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    prpb, prpbg = load_podresources_stubs(tmp_path / "prstubs")
+    pods = FakePodResources(tmp_path / "k", prpb, prpbg)
+    pods.start()
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
+    api.claims[("ns", "c-u0")] = claim("u0", "gpu-0")
+
+    def consumers():
+        cs = json.loads(checkpoint.read_text())["claims"] if checkpoint.exists() else []
+        return [x["consumers"] for x in cs]
+
+    def start():
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"), "--pod-resources-interval-ms", "1000")
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        return a
+    try:
+        pods.claims = [("p1", "ns", "main", "ns", "c-u0", "gpu.nvidia.com", "gpu-0")]
+        a = start()
+        assert not prepare_one(sock, pb, "u0").error
+        a.wait_log("DRA: the claims' containers come from the kubelet's PodResources List")
+        assert wait_until(lambda: consumers() == [[{"pod": "p1", "namespace": "ns", "container": "main"}]])
+        reads = lambda: [p for m, p, _ in api.requests if m == "GET" and ("/resourceclaims/" in p or "/pods/" in p)]
+        before = reads()
+        pods.claims.append(("p2", "ns", "side", "ns", "c-u0", "gpu.nvidia.com", "gpu-0"))  # joins the claim
+        assert wait_until(lambda: len(consumers()[0]) == 2), consumers()
+        time.sleep(0.5)
+        assert reads() == before, reads()  # no claim or pod read for it
+        assert "read from the API server every" not in a.log()
+        assert a.stop() == 0
+        # A kubelet whose List has no DRA claims: the fallback, said once.
+        pods.claims = []
+        api.claims[("ns", "c-u1")] = claim("u1", "gpu-1")
+        a = start()
+        assert not prepare_one(sock, pb, "u1").error  # its containers are read 2 s after
+        a.wait_log("DRA: the claims' containers are read from the API server every 30 s", timeout=20)
+        assert a.stop() == 0
+    finally:
+        pods.stop()
+        api.stop()
+
+
+def wait_until(fn, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.05)
+    return False
