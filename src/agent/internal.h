@@ -246,6 +246,9 @@ void agent_pods_stop(struct agent *a);
  * is let go of; it waits for its stop. */
 void agent_release(struct agent *a, const char *by);
 
+/* The API client's request counts to metrics (kube.c). */
+void agent_kube_report(struct agent *a);
+
 /* The loop's lag, measured from start to stop (lag.c; agent_shutdown
  * closes its timer). */
 void agent_lag_start(struct agent *a);

@@ -54,6 +54,14 @@ int agent_kube_start(struct agent *a, struct err *e)
     return 0;
 }
 
+void agent_kube_report(struct agent *a)
+{
+    unsigned n;
+    const struct kube_request_row *rows = kube_client_requests(a->kube, &n);
+    if (n)
+        metrics_on_api(a->metrics, rows, n);
+}
+
 void agent_kube_stop(struct agent *a)
 {
     kube_watch_stop(a->node);

@@ -2,7 +2,8 @@
  * worst of the last AGENT_LAG_WINDOW_MS, handed to metrics
  * (gpulet_loop_lag_seconds). Everything the agent serves waits for the
  * loop, so a loop kept busy (a slow call where none belongs) shows on a
- * dashboard, not only in a benchmark. */
+ * dashboard, not only in a benchmark. The API client's request counts go
+ * to metrics on the same beat. */
 #include "agent/internal.h"
 
 #define AGENT_LAG_MS 250
@@ -23,6 +24,7 @@ static void agent_lag_tick(uv_timer_t *t)
     a->lag_due_ns = now + AGENT_LAG_MS * 1000000ull;
     metrics_on_loop_lag(a->metrics, a->lag_last_window > a->lag_worst ? a->lag_last_window
                                                                       : a->lag_worst);
+    agent_kube_report(a); /* the API client's counts, on the same beat */
 }
 
 void agent_lag_start(struct agent *a)

@@ -32,6 +32,8 @@ struct kube_call {
     const void *owner;
     char curl_err[CURL_ERROR_SIZE];
     struct kube_call *prev, *next;  /* in kc->calls */
+    uint64_t begun_ns;              /* for the request's row */
+    char method[8], resource[64];
 };
 
 struct kube_client {
@@ -43,6 +45,8 @@ struct kube_client {
     struct kube_call *calls;
     struct kube_socket *sockets;
     struct kube_client_stats stats;
+    struct kube_request_row *rows;  /* by method, resource and code */
+    unsigned nrows;
     unsigned handles;               /* the timer and the sockets' polls, not yet closed */
     bool closing;
 };
@@ -95,6 +99,7 @@ static void kube_maybe_free(struct kube_client *kc)
     if (kc->handles)
         return;
     kube_creds_free(&kc->creds);
+    free(kc->rows);
     free(kc);
 }
 
@@ -152,6 +157,66 @@ static bool kube_deliver(struct kube_call *c, struct strbuf *lines)
     return go_on && !c->stopped;
 }
 
+const double kube_latency_bounds[KUBE_LATENCY_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1,
+                                                          0.25, 0.5, 1, 2.5, 10};
+
+void kube_path_resource(const char *path, char *out, size_t len)
+{
+    char seg[8][64];
+    unsigned n = 0;
+    for (const char *p = path; *p && *p != '?' && n < 8;) {
+        while (*p == '/')
+            p++;
+        size_t k = strcspn(p, "/?");
+        if (!k)
+            break;
+        snprintf(seg[n++], sizeof seg[0], "%.*s", (int)k, p);
+        p += k;
+    }
+    /* /api/v1/... or /apis/<group>/<version>/..., then namespaces/<ns>/ */
+    unsigned i = n && !strcmp(seg[0], "api") ? 2 : n && !strcmp(seg[0], "apis") ? 3 : n;
+    if (i + 2 < n && !strcmp(seg[i], "namespaces"))
+        i += 2;
+    if (i >= n) { /* /api, /apis/<group>/<version>: what the server serves */
+        snprintf(out, len, "discovery");
+        return;
+    }
+    snprintf(out, len, "%s%s%s", seg[i], i + 2 < n ? "/" : "", i + 2 < n ? seg[i + 2] : "");
+}
+
+static void kube_count(struct kube_client *kc, const struct kube_call *c, long code)
+{
+    struct kube_request_row *r = NULL;
+    for (unsigned i = 0; i < kc->nrows && !r; i++)
+        if (kc->rows[i].code == code && !strcmp(kc->rows[i].method, c->method) &&
+            !strcmp(kc->rows[i].resource, c->resource))
+            r = &kc->rows[i];
+    if (!r) {
+        kc->rows = xrealloc(kc->rows, (kc->nrows + 1) * sizeof *kc->rows);
+        r = memset(&kc->rows[kc->nrows++], 0, sizeof *r);
+        snprintf(r->method, sizeof r->method, "%s", c->method);
+        snprintf(r->resource, sizeof r->resource, "%s", c->resource);
+        r->code = code;
+    }
+    r->count++;
+    if (c->stream)
+        return;
+    double s = (double)(uv_hrtime() - c->begun_ns) / 1e9;
+    unsigned b = 0;
+    while (b < KUBE_LATENCY_BUCKETS - 1 && s > kube_latency_bounds[b])
+        b++;
+    if (s <= kube_latency_bounds[b])
+        r->bucket[b]++;
+    r->timed++;
+    r->seconds += s;
+}
+
+const struct kube_request_row *kube_client_requests(const struct kube_client *kc, unsigned *n)
+{
+    *n = kc ? kc->nrows : 0;
+    return kc ? kc->rows : NULL;
+}
+
 static void kube_finish(struct kube_call *c, CURLcode rc)
 {
     struct kube_client *kc = c->kc;
@@ -180,6 +245,8 @@ static void kube_finish(struct kube_call *c, CURLcode rc)
         a.error = error;
         kc->stats.failures += !c->stopped;
     }
+    if (!c->stopped)
+        kube_count(kc, c, a.status);
     if (!c->body.data)
         strbuf_append(&c->body, "", 0);
     a.body = c->stream ? "" : c->body.data;
@@ -415,6 +482,9 @@ struct kube_call *kube_call(struct kube_client *kc, const struct kube_call_spec 
     c->ctx = s->ctx;
     c->owner = s->owner;
     snprintf(c->what, sizeof c->what, "%s %.300s%.250s", s->method, kc->creds.server, s->path);
+    snprintf(c->method, sizeof c->method, "%s", s->method);
+    kube_path_resource(s->path, c->resource, sizeof c->resource);
+    c->begun_ns = uv_hrtime();
     struct err e = {.msg = ""};
     c->h = kube_easy(&kc->creds, s->method, s->path, s->content_type, s->body, &c->headers,
                      c->curl_err, &e);

@@ -146,6 +146,28 @@ bool kube_policy_refused(const char *text);
 uv_loop_t *kube_client_loop(const struct kube_client *kc);
 struct kube_client_stats kube_client_stats(const struct kube_client *kc);
 
+/* The client's requests since start by method, resource and code, as
+ * client-go's rest_client metrics count them, with their latency (a
+ * watch's stream is counted, not timed). Loop thread; the rows are the
+ * client's. */
+#define KUBE_LATENCY_BUCKETS 10
+extern const double kube_latency_bounds[KUBE_LATENCY_BUCKETS]; /* seconds, ascending */
+struct kube_request_row {
+    char method[8];                 /* GET, POST, PATCH, PUT, DELETE */
+    char resource[64];              /* nodes, nodes/status, events, resourceslices... */
+    long code;                      /* HTTP status; 0: no answer */
+    unsigned long long count;
+    unsigned long long timed;       /* of them, not streams: in the latency below */
+    double seconds;                 /* their latencies' sum */
+    unsigned long long bucket[KUBE_LATENCY_BUCKETS]; /* timed ones up to each bound (not cumulative) */
+};
+const struct kube_request_row *kube_client_requests(const struct kube_client *kc, unsigned *n);
+
+/* The resource a path names (its subresource after a slash), as the rows
+ * above say it: /api/v1/nodes/n/status -> nodes/status; a group's own
+ * path (what it serves) -> discovery. */
+void kube_path_resource(const char *path, char *out, size_t len);
+
 /* Sends a request; its done comes later, on the loop, also for a request
  * that could not be sent. The call belongs to the client: the pointer is
  * only for kube_call_cancel, until done. */

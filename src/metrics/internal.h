@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "gpu/device.h"
 #include "gpu/lane.h"
+#include "kube/kube.h"
 #include "metrics/collectors.h"
 #include "metrics/metrics.h"
 #include "util/strbuf.h"
@@ -67,6 +68,8 @@ struct metrics_state {
     double podres_last_ok;           /* wall seconds of the last good List; 0 never */
     struct metrics_config config;
     double loop_lag;                 /* seconds: the agent's loop, the worst of its window */
+    struct kube_request_row *api;    /* the API client's requests (metrics_on_api) */
+    unsigned napi;
 };
 
 /* One GPU's reading: value per collector, and whether it has one. */

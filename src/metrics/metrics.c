@@ -76,6 +76,7 @@ void metrics_state_free(struct metrics_state *s)
     free(s->mig_owned);
     free(s->mig_owner);
     free(s->shares);
+    free(s->api);
     memset(s, 0, sizeof *s);
 }
 
@@ -100,6 +101,11 @@ void metrics_state_copy(struct metrics_state *d, const struct metrics_state *s)
     d->podres_last_ok = s->podres_last_ok;
     d->config = s->config;
     d->loop_lag = s->loop_lag;
+    if (d->napi != s->napi)
+        d->api = xrealloc(d->api, (s->napi + 1) * sizeof *s->api);
+    if (s->napi)
+        memcpy(d->api, s->api, s->napi * sizeof *s->api);
+    d->napi = s->napi;
 }
 
 /* --- the sampler thread --------------------------------------------------- */
@@ -257,6 +263,19 @@ void metrics_on_config(struct metrics *m, const struct metrics_config *c)
         return;
     uv_mutex_lock(&m->lock);
     m->state.config = *c;
+    uv_mutex_unlock(&m->lock);
+}
+
+void metrics_on_api(struct metrics *m, const struct kube_request_row *rows, unsigned n)
+{
+    if (!m)
+        return;
+    uv_mutex_lock(&m->lock);
+    if (n != m->state.napi)
+        m->state.api = xrealloc(m->state.api, (n + 1) * sizeof *rows);
+    if (n)
+        memcpy(m->state.api, rows, n * sizeof *rows);
+    m->state.napi = n;
     uv_mutex_unlock(&m->lock);
 }
 

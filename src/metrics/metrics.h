@@ -74,6 +74,11 @@ struct metrics_config {
  * be NULL). */
 void metrics_on_config(struct metrics *m, const struct metrics_config *c);
 
+/* The API client's requests since start (loop thread; m may be NULL): the
+ * rows are copied. */
+struct kube_request_row;
+void metrics_on_api(struct metrics *m, const struct kube_request_row *rows, unsigned n);
+
 /* The loop's lag, in seconds: the worst of the last window (loop thread;
  * m may be NULL). */
 void metrics_on_loop_lag(struct metrics *m, double seconds);

@@ -303,6 +303,71 @@ static void rows_config(struct strbuf *out, const struct metrics_frame *f)
     strbuf_puts(out, "} 1\n");
 }
 
+static void rows_api_requests(struct strbuf *out, const struct metrics_frame *f)
+{
+    for (unsigned i = 0; i < f->state->napi; i++) {
+        const struct kube_request_row *r = &f->state->api[i];
+        char code[16];
+        snprintf(code, sizeof code, "%ld", r->code);
+        strbuf_puts(out, "gpulet_api_requests_total{");
+        render_label(out, "method", r->method, true);
+        render_label(out, "resource", r->resource, false);
+        render_label(out, "code", r->code ? code : "<error>", false);
+        strbuf_printf(out, "} %llu\n", r->count);
+    }
+}
+
+/* One histogram per method and resource: its rows of every code summed. */
+static void rows_api_latency(struct strbuf *out, const struct metrics_frame *f)
+{
+    const struct kube_request_row *rows = f->state->api;
+    for (unsigned i = 0; i < f->state->napi; i++) {
+        bool seen = false;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = !strcmp(rows[j].method, rows[i].method) && !strcmp(rows[j].resource, rows[i].resource);
+        if (seen)
+            continue;
+        unsigned long long bucket[KUBE_LATENCY_BUCKETS] = {0}, timed = 0;
+        double sum = 0;
+        for (unsigned j = i; j < f->state->napi; j++) {
+            if (strcmp(rows[j].method, rows[i].method) || strcmp(rows[j].resource, rows[i].resource))
+                continue;
+            for (unsigned b = 0; b < KUBE_LATENCY_BUCKETS; b++)
+                bucket[b] += rows[j].bucket[b];
+            timed += rows[j].timed;
+            sum += rows[j].seconds;
+        }
+        if (!timed)
+            continue; /* streams only */
+        unsigned long long upto = 0;
+        for (unsigned b = 0; b <= KUBE_LATENCY_BUCKETS; b++) {
+            char le[32];
+            if (b < KUBE_LATENCY_BUCKETS) {
+                upto += bucket[b];
+                snprintf(le, sizeof le, "%g", kube_latency_bounds[b]);
+            } else {
+                upto = timed;
+                snprintf(le, sizeof le, "+Inf");
+            }
+            strbuf_puts(out, "gpulet_api_request_duration_seconds_bucket{");
+            render_label(out, "method", rows[i].method, true);
+            render_label(out, "resource", rows[i].resource, false);
+            render_label(out, "le", le, false);
+            strbuf_printf(out, "} %llu\n", upto);
+        }
+        const char *suffix[] = {"sum", "count"};
+        for (unsigned k = 0; k < 2; k++) {
+            strbuf_printf(out, "gpulet_api_request_duration_seconds_%s{", suffix[k]);
+            render_label(out, "method", rows[i].method, true);
+            render_label(out, "resource", rows[i].resource, false);
+            if (k)
+                strbuf_printf(out, "} %llu\n", timed);
+            else
+                strbuf_printf(out, "} %.6f\n", sum);
+        }
+    }
+}
+
 static void rows_loop_lag(struct strbuf *out, const struct metrics_frame *f)
 {
     strbuf_printf(out, "gpulet_loop_lag_seconds %.6f\n", f->state->loop_lag);
@@ -348,6 +413,12 @@ static const struct {
     {"gpulet_loop_lag_seconds", "gauge",
      "How late the agent's event loop ran a timer due every 250 ms, the worst of the last 10 s: "
      "how long anything it serves (gRPC, HTTP, the API server) waited for it.", rows_loop_lag},
+    {"gpulet_api_requests_total", "counter",
+     "Requests gpulet made to the API server, by HTTP method, resource and code (<error>: no "
+     "answer), as client-go's rest_client_requests_total counts them.", rows_api_requests},
+    {"gpulet_api_request_duration_seconds", "histogram",
+     "How long the API server took to answer gpulet's requests (watches' streams not timed).",
+     rows_api_latency},
 };
 
 static void render_gpulet(struct strbuf *out, const struct metrics_frame *f)

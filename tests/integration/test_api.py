@@ -192,3 +192,37 @@ def test_api_outage_delays_no_allocate(plugin_agent, kubelet, api, tmp_path, sim
         channel.close()
     api.wait_for(lambda: api.condition()["status"] == "True", "the fault after the outage",
                  timeout=40)
+
+
+def test_api_requests_on_metrics(agent, api, tmp_path):
+    """The bill on a dashboard (issue 53): each request gpulet made to the
+    API server counted by method, resource and code, and timed, as client-go's
+    rest_client metrics are; the counts match what the API server saw."""
+    from test_metrics import parse
+    port = free_port()
+    a = start_dra(agent, api, tmp_path, "--metrics-listen", f"127.0.0.1:{port}",
+                  "--metrics-interval-ms", "200")
+    settled(api)
+    quiet(api)
+    with api.cond:
+        patches = sum(1 for m, p, _ in api.requests if m == "PATCH" and p.startswith("/api/v1/nodes/n1/status"))
+
+    def rows():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        return parse(text)
+    for _ in range(50):
+        got = rows().get("gpulet_api_requests_total", [])
+        status = [v for l, v, _ in got if l == {"method": "PATCH", "resource": "nodes/status", "code": "200"}]
+        if status and status[0] == patches:
+            break
+        time.sleep(0.1)
+    assert status == [patches], got
+    r = rows()
+    assert any(l["resource"] == "resourceslices" and l["method"] in ("PATCH", "POST")
+               for l, _, _ in r["gpulet_api_requests_total"]), r["gpulet_api_requests_total"]
+    count = [v for l, v, _ in r["gpulet_api_request_duration_seconds_count"]
+             if l == {"method": "PATCH", "resource": "nodes/status"}]
+    inf = [v for l, v, _ in r["gpulet_api_request_duration_seconds_bucket"]
+           if l == {"method": "PATCH", "resource": "nodes/status", "le": "+Inf"}]
+    assert count == inf == [patches], (count, inf)
+    assert a.stop() == 0

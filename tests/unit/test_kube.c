@@ -211,10 +211,33 @@ static void test_explain(void **state)
     assert_string_equal(out, "connection refused");
 }
 
+/* The resource a request's path names, for gpulet_api_requests_total. */
+static void test_path_resource(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"/api/v1/nodes/n1", "nodes"},
+        {"/api/v1/nodes/n1/status", "nodes/status"},
+        {"/api/v1/nodes?fieldSelector=metadata.name%3Dn1&watch=1", "nodes"},
+        {"/api/v1/namespaces/default/events", "events"},
+        {"/api/v1/namespaces/default/events/n1.1a", "events"},
+        {"/apis/resource.k8s.io/v1/resourceslices/n1-gpu.nvidia.com", "resourceslices"},
+        {"/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c", "resourceclaims"},
+        {"/apis/resource.k8s.io/v1", "discovery"},
+        {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "selfsubjectaccessreviews"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[64];
+        kube_path_resource(cases[i][0], out, sizeof out);
+        assert_string_equal(out, cases[i][1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kubeconfig),
+        cmocka_unit_test(test_path_resource),
         cmocka_unit_test(test_kubeconfig_errors),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_service_account),
