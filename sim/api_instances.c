@@ -10,6 +10,21 @@
 /* NVML_COMPUTE_INSTANCE_PROFILE_* by slices: 1, 2, 3, 4, 7 (8 and 6 unused). */
 static const unsigned ci_profile_slices[] = {1, 2, 3, 4, 7};
 
+/* The handle of GPU instance gi of GPU gpu, and of its compute instance. */
+static nvmlGpuInstance_t sim_gi_handle(unsigned gpu, unsigned gi)
+{
+    struct sim_mig_handle *h = &sim_state.gi_handles[gpu][SIM_GI_SLOT(gi)];
+    *h = (struct sim_mig_handle){gpu, 0, gi};
+    return (nvmlGpuInstance_t)(void *)h;
+}
+
+static nvmlComputeInstance_t sim_ci_handle(unsigned gpu, unsigned gi)
+{
+    struct sim_mig_handle *h = &sim_state.ci_handles[gpu][SIM_GI_SLOT(gi)];
+    *h = (struct sim_mig_handle){gpu, 0, gi};
+    return (nvmlComputeInstance_t)(void *)h;
+}
+
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                                   nvmlGpuInstance_t *gpuInstance)
 {
@@ -19,9 +34,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned 
     for (unsigned k = 0; k < device->desc.nmig; k++) {
         if (device->desc.mig[k].gi != id)
             continue;
-        struct sim_mig_handle *h = &sim_state.gi_handles[device->desc.index][k];
-        *h = (struct sim_mig_handle){device->desc.index, k};
-        *gpuInstance = (nvmlGpuInstance_t)(void *)h;
+        *gpuInstance = sim_gi_handle(device->desc.index, id);
         return sim_leave(NVML_SUCCESS);
     }
     return sim_leave(NVML_ERROR_NOT_FOUND);
@@ -42,10 +55,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpu
     SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, computeInstance);
     if (id != m->ci || m->bare)
         return sim_leave(NVML_ERROR_NOT_FOUND);
-    const struct sim_mig_handle *gi = (const void *)gpuInstance;
-    struct sim_mig_handle *h = &sim_state.ci_handles[gi->gpu][gi->k];
-    *h = *gi;
-    *computeInstance = (nvmlComputeInstance_t)(void *)h;
+    *computeInstance = sim_ci_handle(g->desc.index, m->gi);
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -62,9 +72,7 @@ SIM_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t compute
                                                    nvmlComputeInstanceInfo_t *info)
 {
     SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, info);
-    const struct sim_mig_handle *ci = (const void *)computeInstance;
-    nvmlGpuInstance_t gi = (nvmlGpuInstance_t)(void *)&sim_state.gi_handles[ci->gpu][ci->k];
-    sim_state.gi_handles[ci->gpu][ci->k] = *ci;
+    nvmlGpuInstance_t gi = sim_gi_handle(g->desc.index, m->gi);
     *info = (nvmlComputeInstanceInfo_t){g, gi, m->ci, ci_profile_of(m->profile->slices),
                                         {0, m->profile->slices}};
     return sim_leave(NVML_SUCCESS);
@@ -134,12 +142,9 @@ SIM_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (sim_mig_room(g, m, placement->start))
         return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
-    unsigned k = g->nmig++;
-    g->mig[k] = (struct sim_mig_device){m, placement->start, gi_free_id(g), 0,
-                                        ++g->mig_generation, true};
-    struct sim_mig_handle *h = &sim_state.gi_handles[g->index][k];
-    *h = (struct sim_mig_handle){g->index, k};
-    *gpuInstance = (nvmlGpuInstance_t)(void *)h;
+    unsigned id = gi_free_id(g); /* before the new slot counts */
+    g->mig[g->nmig++] = (struct sim_mig_device){m, placement->start, id, 0, ++g->mig_generation, true};
+    *gpuInstance = sim_gi_handle(g->index, id);
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -153,20 +158,17 @@ SIM_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuI
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
     if (!m->bare)
         return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
-    const struct sim_mig_handle *gi = (const void *)gpuInstance;
-    g->desc.mig[gi->k].bare = false;
-    g->desc.mig[gi->k].ci = 0;
-    struct sim_mig_handle *h = &sim_state.ci_handles[gi->gpu][gi->k];
-    *h = *gi;
-    *computeInstance = (nvmlComputeInstance_t)(void *)h;
+    struct sim_mig_device *made = &g->desc.mig[m - g->desc.mig];
+    made->bare = false;
+    made->ci = 0;
+    *computeInstance = sim_ci_handle(g->desc.index, m->gi);
     return sim_leave(NVML_SUCCESS);
 }
 
 SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
     SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, computeInstance);
-    const struct sim_mig_handle *ci = (const void *)computeInstance;
-    g->desc.mig[ci->k].bare = true;
+    g->desc.mig[m - g->desc.mig].bare = true;
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -175,9 +177,9 @@ SIM_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, gpuInstance);
     if (!m->bare)
         return sim_leave(NVML_ERROR_IN_USE); /* its compute instance first */
-    const struct sim_mig_handle *gi = (const void *)gpuInstance;
     struct sim_gpu *d = &g->desc;
-    memmove(&d->mig[gi->k], &d->mig[gi->k + 1], (d->nmig - gi->k - 1) * sizeof *d->mig);
+    size_t k = (size_t)(m - d->mig);
+    memmove(&d->mig[k], &d->mig[k + 1], (d->nmig - k - 1) * sizeof *d->mig);
     d->nmig--;
     return sim_leave(NVML_SUCCESS);
 }

@@ -33,15 +33,21 @@ nvmlReturn_t sim_enter_handle(const void *h, struct sim_mig_handle (*table)[SIM_
     const struct sim_mig_handle *x = h;
     struct nvmlDevice_st *g = &sim_state.gpus[x->gpu];
     /* A handle kept across a reconfiguration that removed its device. */
-    if (x->gpu >= sim_state.sc.count || !g->desc.mig_enabled || x->k >= g->desc.nmig)
+    if (x->gpu >= sim_state.sc.count || !g->desc.mig_enabled)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
+    unsigned k = x->k;
+    if (table != sim_state.mig_handles) /* an instance: found by its GPU instance's ID */
+        for (k = 0; k < g->desc.nmig && g->desc.mig[k].gi != x->gi; k++)
+            ;
+    if (k >= g->desc.nmig)
         return sim_leave(NVML_ERROR_NOT_FOUND);
     if (g->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);
     /* A bare GPU instance is no MIG device and has no compute instance. */
-    if (g->desc.mig[x->k].bare && table != sim_state.gi_handles)
+    if (g->desc.mig[k].bare && table != sim_state.gi_handles)
         return sim_leave(NVML_ERROR_NOT_FOUND);
     *gpu = g;
-    *mig = &g->desc.mig[x->k];
+    *mig = &g->desc.mig[k];
     return NVML_SUCCESS;
 }
 

@@ -68,8 +68,14 @@ struct nvmlEventSet_st {
 /* A MIG device's handle: what nvmlDeviceGetMigDeviceHandleByIndex gives.
  * NVML uses one handle type for GPUs and MIG devices; ours point here. */
 struct sim_mig_handle {
-    unsigned gpu, k;                    /* the GPU, and its k-th MIG device */
+    unsigned gpu, k;                    /* the GPU, and its k-th MIG device (a MIG device's handle) */
+    unsigned gi;                        /* a GPU or compute instance's handle: its GPU instance's
+                                         * ID, which stays while others come and go (the slot k
+                                         * moves when an instance before it is destroyed) */
 };
+
+/* Where the handle of GPU (or compute) instance gi of a GPU lives: by ID. */
+#define SIM_GI_SLOT(gi) (((gi) + SIM_MIG_MAX - 1) % SIM_MIG_MAX)
 
 struct sim {
     pthread_mutex_t lock;

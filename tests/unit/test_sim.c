@@ -272,6 +272,42 @@ static void test_processes(void **state)
     assert_int_equal(n, 0);
 }
 
+/* GPU instances made and destroyed through NVML (issue 52's simulator
+ * bugs): a handle keeps naming its own instance when one before it goes,
+ * and a new instance takes the lowest free ID. */
+static void test_instances_keep_their_handles(void **state)
+{
+    (void)state;
+    struct nvml m;
+    nvml_close(&nv); /* this test's own node: a MIG H100 with no instance */
+    testutil_sim_start(&m, "h100-mig-empty");
+    nvmlDevice_t d = NULL;
+    assert_int_equal(m.DeviceGetHandleByIndex(0, &d), NVML_SUCCESS);
+    nvmlGpuInstanceProfileInfo_t p;
+    assert_int_equal(m.DeviceGetGpuInstanceProfileInfo(d, NVML_GPU_INSTANCE_PROFILE_1_SLICE, &p),
+                     NVML_SUCCESS);
+    nvmlGpuInstance_t gi[3];
+    for (unsigned k = 0; k < 3; k++) {
+        nvmlGpuInstancePlacement_t at = {k, 1};
+        assert_int_equal(m.DeviceCreateGpuInstanceWithPlacement(d, p.id, &at, &gi[k]), NVML_SUCCESS);
+    }
+    nvmlGpuInstanceInfo_t info;
+    assert_int_equal(m.GpuInstanceDestroy(gi[0]), NVML_SUCCESS);
+    for (unsigned k = 1; k < 3; k++) {
+        assert_int_equal(m.GpuInstanceGetInfo(gi[k], &info), NVML_SUCCESS);
+        assert_int_equal(info.id, k + 1);   /* not the one after it */
+        assert_int_equal(info.placement.start, k);
+    }
+    assert_int_equal(m.GpuInstanceGetInfo(gi[0], &info), NVML_ERROR_NOT_FOUND);
+    nvmlGpuInstance_t again;
+    nvmlGpuInstancePlacement_t at = {0, 1};
+    assert_int_equal(m.DeviceCreateGpuInstanceWithPlacement(d, p.id, &at, &again), NVML_SUCCESS);
+    assert_int_equal(m.GpuInstanceGetInfo(again, &info), NVML_SUCCESS);
+    assert_int_equal(info.id, 1); /* the lowest free */
+    nvml_close(&m);
+    testutil_sim_start(&nv, "dgx-h100");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_identity),       cmocka_unit_test(test_live_values),
         cmocka_unit_test(test_events_and_faults), cmocka_unit_test(test_control_errors),
         cmocka_unit_test(test_topology),        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_instances_keep_their_handles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
