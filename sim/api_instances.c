@@ -126,6 +126,22 @@ static unsigned gi_free_id(const struct sim_gpu *g)
     }
 }
 
+static const struct sim_mig_profile *gi_profile(const struct sim_gpu *g, unsigned id)
+{
+    for (const struct sim_mig_profile *x = g->product->mig; x && x->name; x++)
+        if (x->id == id)
+            return x;
+    return NULL;
+}
+
+/* A bare GPU instance of profile m at start (the lock held). */
+static nvmlGpuInstance_t gi_make(struct sim_gpu *g, const struct sim_mig_profile *m, unsigned start)
+{
+    unsigned id = gi_free_id(g); /* before the new slot counts */
+    g->mig[g->nmig++] = (struct sim_mig_device){m, start, id, 0, ++g->mig_generation, true};
+    return sim_gi_handle(g->index, id);
+}
+
 SIM_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
     nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,
     nvmlGpuInstance_t *gpuInstance)
@@ -134,17 +150,79 @@ SIM_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
     struct sim_gpu *g = &device->desc;
     if (!g->product->mig_capable || !g->mig_enabled)
         return sim_leave(NVML_ERROR_NOT_SUPPORTED);
-    const struct sim_mig_profile *m = NULL;
-    for (const struct sim_mig_profile *x = g->product->mig; x && x->name && !m; x++)
-        if (x->id == profileId)
-            m = x;
+    const struct sim_mig_profile *m = gi_profile(g, profileId);
     if (!m || !placement || placement->size != m->size)
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (sim_mig_room(g, m, placement->start))
         return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
-    unsigned id = gi_free_id(g); /* before the new slot counts */
-    g->mig[g->nmig++] = (struct sim_mig_device){m, placement->start, id, 0, ++g->mig_generation, true};
-    *gpuInstance = sim_gi_handle(g->index, id);
+    *gpuInstance = gi_make(g, m, placement->start);
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* Without a placement: the first of the profile's that has room, as the
+ * driver picks (mig-parted's way). */
+SIM_API nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                                 nvmlGpuInstance_t *gpuInstance)
+{
+    SIM_ENTER_DEVICE(device, gpuInstance);
+    struct sim_gpu *g = &device->desc;
+    if (!g->product->mig_capable || !g->mig_enabled)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    const struct sim_mig_profile *m = gi_profile(g, profileId);
+    if (!m)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned k = 0; k < SIM_MIG_UNITS; k++)
+        if (m->starts >> k & 1 && !sim_mig_room(g, m, k)) {
+            *gpuInstance = gi_make(g, m, k);
+            return sim_leave(NVML_SUCCESS);
+        }
+    return sim_leave(NVML_ERROR_INSUFFICIENT_RESOURCES);
+}
+
+/* The GPU instances of a profile, by ID. */
+SIM_API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                               nvmlGpuInstance_t *gpuInstances, unsigned int *count)
+{
+    SIM_ENTER_DEVICE(device, count);
+    struct sim_gpu *g = &device->desc;
+    if (!g->product->mig_capable || !g->mig_enabled)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (!gi_profile(g, profileId) || !gpuInstances)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    unsigned n = 0;
+    for (unsigned k = 0; k < g->nmig; k++)
+        if (g->mig[k].profile->id == profileId)
+            gpuInstances[n++] = sim_gi_handle(g->index, g->mig[k].gi);
+    *count = n;
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* The MIG mode: on Hopper and later it changes at once (no process may
+ * run, no instance may be left); on Ampere at the next reset (pending). */
+SIM_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
+                                          nvmlReturn_t *activationStatus)
+{
+    SIM_ENTER_DEVICE(device, activationStatus);
+    struct sim_gpu *g = &device->desc;
+    if (!g->product->mig_capable)
+        return sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (mode != NVML_DEVICE_MIG_ENABLE && mode != NVML_DEVICE_MIG_DISABLE)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    bool on = mode == NVML_DEVICE_MIG_ENABLE;
+    if (on == g->mig_enabled && !device->mig_pending) {
+        *activationStatus = NVML_SUCCESS;
+        return sim_leave(NVML_SUCCESS);
+    }
+    if (g->nmig)
+        return sim_leave(NVML_ERROR_IN_USE); /* its instances first */
+    if (g->product->arch < NVML_DEVICE_ARCH_HOPPER) {
+        device->mig_pending = on != g->mig_enabled;
+        *activationStatus = device->mig_pending ? NVML_ERROR_RESET_REQUIRED : NVML_SUCCESS;
+        return sim_leave(NVML_SUCCESS);
+    }
+    g->mig_enabled = on;
+    device->mig_pending = false;
+    *activationStatus = NVML_SUCCESS;
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -162,6 +240,22 @@ SIM_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuI
     made->bare = false;
     made->ci = 0;
     *computeInstance = sim_ci_handle(g->desc.index, m->gi);
+    return sim_leave(NVML_SUCCESS);
+}
+
+/* The compute instances of a GPU instance, of one profile: the one that
+ * spans it, where it has one. */
+SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
+                                                        unsigned int profileId,
+                                                        nvmlComputeInstance_t *computeInstances,
+                                                        unsigned int *count)
+{
+    SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, count);
+    if (!computeInstances)
+        return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *count = 0;
+    if (!m->bare && profileId == ci_profile_of(m->profile->slices))
+        computeInstances[(*count)++] = sim_ci_handle(g->desc.index, m->gi);
     return sim_leave(NVML_SUCCESS);
 }
 

@@ -429,6 +429,17 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
                                                   unsigned int profileId,
                                                   nvmlComputeInstance_t *computeInstance);
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance);
+/* What NVIDIA's mig-parted calls besides (the simulator serves them; gpulet
+ * does not call them yet). */
+nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                         nvmlGpuInstance_t *gpuInstance);
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                       nvmlGpuInstance_t *gpuInstances, unsigned int *count);
+nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                                nvmlComputeInstance_t *computeInstances,
+                                                unsigned int *count);
+nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
+                                  nvmlReturn_t *activationStatus);
 nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance);
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
                                                    nvmlEnableState_t *isPending);

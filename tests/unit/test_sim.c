@@ -304,6 +304,39 @@ static void test_instances_keep_their_handles(void **state)
     assert_int_equal(m.DeviceCreateGpuInstanceWithPlacement(d, p.id, &at, &again), NVML_SUCCESS);
     assert_int_equal(m.GpuInstanceGetInfo(again, &info), NVML_SUCCESS);
     assert_int_equal(info.id, 1); /* the lowest free */
+    /* mig-parted's calls: without a placement the first with room; the
+     * instances of a profile; compute instances; the mode. */
+    nvmlGpuInstance_t fourth, list[8];
+    assert_int_equal(SYM(&m, nvmlDeviceCreateGpuInstance)(d, p.id, &fourth), NVML_SUCCESS);
+    assert_int_equal(m.GpuInstanceGetInfo(fourth, &info), NVML_SUCCESS);
+    assert_int_equal(info.placement.start, 3);
+    assert_int_equal(info.id, 4);
+    unsigned n = 8;
+    assert_int_equal(SYM(&m, nvmlDeviceGetGpuInstances)(d, p.id, list, &n), NVML_SUCCESS);
+    assert_int_equal(n, 4);
+    nvmlComputeInstanceProfileInfo_t cp;
+    assert_int_equal(m.GpuInstanceGetComputeInstanceProfileInfo(fourth, 0 /* 1 slice */, 0, &cp),
+                     NVML_SUCCESS);
+    nvmlComputeInstance_t ci, cis[2];
+    assert_int_equal(m.GpuInstanceCreateComputeInstance(fourth, cp.id, &ci), NVML_SUCCESS);
+    n = 2;
+    assert_int_equal(SYM(&m, nvmlGpuInstanceGetComputeInstances)(fourth, cp.id, cis, &n), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    nvmlReturn_t activation;
+    assert_int_equal(SYM(&m, nvmlDeviceSetMigMode)(d, NVML_DEVICE_MIG_DISABLE, &activation),
+                     NVML_ERROR_IN_USE); /* instances left */
+    assert_int_equal(m.ComputeInstanceDestroy(ci), NVML_SUCCESS);
+    assert_int_equal(m.GpuInstanceDestroy(fourth), NVML_SUCCESS);
+    for (unsigned k = 1; k < 3; k++)
+        assert_int_equal(m.GpuInstanceDestroy(gi[k]), NVML_SUCCESS);
+    assert_int_equal(m.GpuInstanceDestroy(again), NVML_SUCCESS);
+    assert_int_equal(SYM(&m, nvmlDeviceSetMigMode)(d, NVML_DEVICE_MIG_DISABLE, &activation),
+                     NVML_SUCCESS);
+    assert_int_equal(activation, NVML_SUCCESS); /* Hopper: at once */
+    unsigned cur, pend;
+    assert_int_equal(m.DeviceGetMigMode(d, &cur, &pend), NVML_SUCCESS);
+    assert_int_equal(cur, NVML_DEVICE_MIG_DISABLE);
+    assert_int_equal(pend, NVML_DEVICE_MIG_DISABLE);
     nvml_close(&m);
     testutil_sim_start(&nv, "dgx-h100");
 }
