@@ -65,6 +65,11 @@ static const struct grpc_method methods[] = {
     {"/test.Svc/Silent", silent, NULL},
 };
 
+/* The deadline of a call that must be answered: long enough for any loaded
+ * machine under valgrind (a first call there once took over a second
+ * beside two busy threads); it bounds a failure, and a pass is not slowed. */
+#define ANSWER_MS 30000
+
 static void done(void *ctx, enum grpc_status status, const char *message, const uint8_t *resp,
                  size_t len)
 {
@@ -109,13 +114,13 @@ static void test_unary_echo(void **state)
 {
     (void)state;
     struct result r = {0};
-    grpc_client_unary(&loop, sock, "/test.Svc/Echo", (const uint8_t *)"hello", 5, 1000, done, &r);
+    grpc_client_unary(&loop, sock, "/test.Svc/Echo", (const uint8_t *)"hello", 5, ANSWER_MS, done, &r);
     run_until(&r);
     assert_int_equal(r.status, GRPC_OK);
     assert_int_equal(r.len, 5);
     assert_memory_equal(r.body, "hello", 5);
     struct result empty = {0};
-    grpc_client_unary(&loop, sock, "/test.Svc/Echo", NULL, 0, 1000, done, &empty);
+    grpc_client_unary(&loop, sock, "/test.Svc/Echo", NULL, 0, ANSWER_MS, done, &empty);
     run_until(&empty);
     assert_int_equal(empty.status, GRPC_OK);
     assert_int_equal(empty.len, 0);
@@ -125,12 +130,12 @@ static void test_errors(void **state)
 {
     (void)state;
     struct result r = {0};
-    grpc_client_unary(&loop, sock, "/test.Svc/Refuse", (const uint8_t *)"x", 1, 1000, done, &r);
+    grpc_client_unary(&loop, sock, "/test.Svc/Refuse", (const uint8_t *)"x", 1, ANSWER_MS, done, &r);
     run_until(&r);
     assert_int_equal(r.status, GRPC_INVALID_ARGUMENT);
     assert_string_equal(r.message, "unknown device ID 'GPU-x' (100%)"); /* percent-encoded on the wire */
     struct result u = {0};
-    grpc_client_unary(&loop, sock, "/test.Svc/Nope", NULL, 0, 1000, done, &u);
+    grpc_client_unary(&loop, sock, "/test.Svc/Nope", NULL, 0, ANSWER_MS, done, &u);
     run_until(&u);
     assert_int_equal(u.status, GRPC_UNIMPLEMENTED);
     assert_contains(u.message, "/test.Svc/Nope");
@@ -181,7 +186,7 @@ static void test_no_server(void **state)
 {
     (void)state;
     struct result r = {0};
-    grpc_client_unary(&loop, "/tmp/gpulet-no-such.sock", "/test.Svc/Echo", NULL, 0, 1000, done, &r);
+    grpc_client_unary(&loop, "/tmp/gpulet-no-such.sock", "/test.Svc/Echo", NULL, 0, ANSWER_MS, done, &r);
     run_until(&r);
     assert_int_equal(r.status, GRPC_UNAVAILABLE);
     assert_contains(r.message, "cannot connect to /tmp/gpulet-no-such.sock");
@@ -364,7 +369,7 @@ static void test_refused_requests(void **state)
     assert_int_not_equal(r.rst, NGHTTP2_NO_ERROR);
     /* The server still answers. */
     struct result ok = {0};
-    grpc_client_unary(&loop, sock, "/test.Svc/Echo", (const uint8_t *)"x", 1, 1000, done, &ok);
+    grpc_client_unary(&loop, sock, "/test.Svc/Echo", (const uint8_t *)"x", 1, ANSWER_MS, done, &ok);
     run_until(&ok);
     assert_int_equal(ok.status, GRPC_OK);
 }
