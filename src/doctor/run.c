@@ -188,6 +188,10 @@ static bool doctor_one(struct doctor *d, unsigned k, struct doctor_result *r)
     return false;
 }
 
+/* A run whose check was left running: kept, so that a leak checker sees it
+ * held, not lost. */
+static struct doctor *doctor_kept;
+
 void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
 {
     memset(rep, 0, sizeof *rep);
@@ -222,7 +226,10 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *rep)
     rep->seconds = doctor_now() - t0;
     if (gpu_lanes_stop(d->lanes, 0))
         rep->abandoned = true; /* a GPU that hangs still holds its thread */
-    /* A check left running may still use what d holds: then it stays. */
+    /* A check left running may still use what d holds: then it stays,
+     * reachable (the process ends soon after), else it is freed. */
+    if (rep->abandoned)
+        doctor_kept = d;
     if (!rep->abandoned) {
         free(d->gpu_jobs);
         free(d->agent_gpus);
