@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from limits import limit
+
 SOURCE = Path(os.environ.get("GPULET_SOURCE", Path(__file__).resolve().parents[2]))
 BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
 GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
@@ -174,7 +176,7 @@ def gpulet(sim_env):
     """Runs gpulet with args; returns the CompletedProcess (text)."""
     def run(*args, env=None, timeout=30):
         p = subprocess.run([GPULET, *args], capture_output=True, text=True,
-                           env=env or sim_env, timeout=timeout)
+                           env=env or sim_env, timeout=limit(timeout))
         check_clean(p.stderr)
         return p
     return run
@@ -193,7 +195,7 @@ class Agent:
         return Path(self.log_path).read_text()
 
     def wait_log(self, text, timeout=10.0):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit(timeout)
         while time.monotonic() < deadline:
             if text in self.log():
                 return
@@ -205,7 +207,7 @@ class Agent:
     def stop(self, sig=signal.SIGTERM, timeout=10):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=timeout)
+            self.proc.wait(timeout=limit(timeout))
         self.log_file.close()
         check_clean(self.log())
         return self.proc.returncode

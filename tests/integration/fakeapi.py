@@ -15,6 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from limits import limit
+
 
 def merge(target, patch):
     """RFC 7386 JSON merge patch."""
@@ -395,7 +397,7 @@ class FakeAPI:
 
     def wait_for(self, pred, what, timeout=5.0):
         """Waits until pred() (called with the lock held) is true."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit(timeout)
         with self.cond:
             while not (value := pred()):
                 left = deadline - time.monotonic()
@@ -410,8 +412,7 @@ class FakeAPI:
             return dict(self.node["metadata"].get("labels", {}))
 
     def wait(self, pred, timeout=5.0):
-        import time
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit(timeout)
         with self.cond:
             while not pred(self.node["metadata"].get("labels", {})):
                 left = deadline - time.monotonic()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grpc
 
+from limits import limit
+
 SOURCE = Path(__file__).resolve().parents[2]
 
 
@@ -81,7 +83,7 @@ class FakeKubelet:
         self.start(wipe=True)
 
     def wait_registrations(self, n, timeout=10.0):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit(timeout)
         with self.cond:
             while len(self.registrations) < n:
                 left = deadline - time.monotonic()

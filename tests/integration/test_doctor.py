@@ -18,6 +18,7 @@ import pytest
 
 from conftest import GPULET, SANITIZED, SIM_LIB, check_clean, needs
 from fakeapi import FakeAPI
+from limits import limit
 from test_procfs import fake_procfs
 
 ROOT_USER = os.geteuid() == 0
@@ -540,7 +541,7 @@ def test_valgrind_doctor(node):
                         "/var/lib/kubelet", "--status-socket", "/run/gpulet/status.sock",
                         "--kubeconfig", str(node.kubeconfig), "--node-name", "n1",
                         "--device-list-strategy", "cdi-cri"],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=limit(120))
     assert p.returncode in (1, 2), p.stderr
     assert "==" not in p.stderr, p.stderr
 
