@@ -16,58 +16,23 @@
 #include "util/log.h"
 #include "util/xmalloc.h"
 
-/* One make or destroy: the loop's but between post and done. */
-struct dra_mig_op {
-    struct gpu_lane_job job;      /* first: the lane hands it back */
-    struct dra *d;
-    struct dra_job *j;            /* the prepare waiting for it; NULL for a destroy */
-    unsigned claim, dev;          /* its device in j */
-    bool destroy;
-    unsigned profile, start;      /* make: the placement */
-    unsigned gi, ci;              /* destroy: the device, where its UUID is still uuid */
-    char uuid[96];
-    struct nvml *nvml;
-    unsigned gpu;
-    struct gpu_info seen;         /* the GPU, its MIG devices read again after */
-    unsigned made;                /* make: the new device's index in seen */
-    int rc;
-    char error[512];
-    struct dra_mig_op *next;      /* in d->claims.mig_ops */
-};
-
-/* On the GPU's lane. */
-static void dra_mig_run(struct gpu_lane_job *job)
+/* On the GPU's lane (lane.c). */
+void dra_mig_run(struct dra_lane_op *op)
 {
-    struct dra_mig_op *op = (struct dra_mig_op *)job;
     struct err e = {0};
-    op->rc = op->destroy ? gpu_mig_destroy(op->nvml, &op->seen, op->gi, op->ci, op->uuid, &e)
-                         : gpu_mig_create(op->nvml, &op->seen, op->profile, op->start, &op->made, &e);
+    op->rc = op->kind == DRA_LANE_DESTROY
+                 ? gpu_mig_destroy(op->nvml, &op->seen, op->gi, op->ci, op->uuid, &e)
+                 : gpu_mig_create(op->nvml, &op->seen, op->profile, op->start, &op->made, &e);
     snprintf(op->error, sizeof op->error, "%s", op->rc < 0 ? e.msg : "");
 }
 
-static struct dra_mig_op *dra_mig_op_new(struct dra *d, unsigned gpu)
+static struct dra_lane_op *dra_mig_op_new(struct dra *d, enum dra_lane_kind kind, unsigned gpu)
 {
-    struct dra_mig_op *op = xcalloc(1, sizeof *op);
-    op->d = d;
-    op->gpu = gpu;
+    struct dra_lane_op *op = dra_lane_op_new(d, kind, gpu);
     op->nvml = d->gpus.nvml;
     op->seen = d->inv->gpus[gpu];
     op->seen.handle = d->devs[gpu].handle;
-    op->job.run = dra_mig_run;
-    op->job.notify = &d->claims.mig_done;
     return op;
-}
-
-/* Hands op to its GPU's lane; false (op freed) when the lanes are gone. */
-static bool dra_mig_post(struct dra *d, struct dra_mig_op *op)
-{
-    if (!d->gpus.lanes || d->stopping || !gpu_lanes_post(d->gpus.lanes, op->gpu, &op->job)) {
-        free(op);
-        return false;
-    }
-    op->next = d->claims.mig_ops;
-    d->claims.mig_ops = op;
-    return true;
 }
 
 unsigned dra_mig_make(struct dra *d, struct dra_job *j)
@@ -79,20 +44,20 @@ unsigned dra_mig_make(struct dra *d, struct dra_job *j)
             const struct dra_prepared_device *pd = &jc->p.devs[k];
             if (!pd->placement || pd->uuid[0])
                 continue; /* not a placement, or adopted */
-            struct dra_mig_op *op = dra_mig_op_new(d, pd->gpu);
+            struct dra_lane_op *op = dra_mig_op_new(d, DRA_LANE_MAKE, pd->gpu);
             op->j = j;
             op->claim = c;
             op->dev = k;
             op->profile = pd->mig_profile;
             op->start = pd->mig_start;
-            if (dra_mig_post(d, op))
+            if (dra_lane_post(d, op))
                 posted++;
             else
                 snprintf(jc->error, sizeof jc->error, "%.200s/%.200s: device %s: gpulet is "
                          "stopping", jc->ns, jc->name, pd->device);
         }
     }
-    j->making = posted;
+    j->making += posted;
     return posted;
 }
 
@@ -102,12 +67,11 @@ void dra_mig_unmake(struct dra *d, const struct dra_prepared *p)
         const struct dra_prepared_device *pd = &p->devs[k];
         if (!pd->mig_made || pd->gpu >= d->inv->count)
             continue;
-        struct dra_mig_op *op = dra_mig_op_new(d, pd->gpu);
-        op->destroy = true;
+        struct dra_lane_op *op = dra_mig_op_new(d, DRA_LANE_DESTROY, pd->gpu);
         op->gi = pd->gi;
         op->ci = pd->ci;
         snprintf(op->uuid, sizeof op->uuid, "%s", pd->uuid);
-        if (!dra_mig_post(d, op))
+        if (!dra_lane_post(d, op))
             log_warn("DRA: MIG device %s of claim %s/%s not destroyed: gpulet is stopping", pd->uuid,
                      p->ns, p->name);
     }
@@ -125,8 +89,8 @@ char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96]
             }
     /* One being destroyed is still a claim's: its slices come free, not
      * taken by another first (the slice would change twice). */
-    for (const struct dra_mig_op *op = d->claims.mig_ops; op; op = op->next)
-        if (op->destroy) {
+    for (const struct dra_lane_op *op = d->claims.lane_ops; op; op = op->next)
+        if (op->kind == DRA_LANE_DESTROY) {
             made = xrealloc(made, (*n + 1) * sizeof *made);
             snprintf(made[(*n)++], sizeof *made, "%s", op->uuid);
         }
@@ -134,13 +98,13 @@ char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96]
 }
 
 /* A make back: its device is the claim's now, or the claim fails. */
-static void dra_mig_made(struct dra_mig_op *op)
+static void dra_mig_made(struct dra_lane_op *op)
 {
     struct dra_job_claim *jc = &op->j->claims[op->claim];
     struct dra_prepared_device *pd = &jc->p.devs[op->dev];
     if (op->rc < 0) {
         if (!jc->error[0])
-            snprintf(jc->error, sizeof jc->error, "%.200s/%.200s: device %s: %s", jc->ns, jc->name,
+            snprintf(jc->error, sizeof jc->error, "%.200s/%.200s: device %s: %.500s", jc->ns, jc->name,
                      pd->device, op->error);
     } else {
         const struct gpu_mig *m = &op->seen.mig[op->made];
@@ -155,58 +119,19 @@ static void dra_mig_made(struct dra_mig_op *op)
         dra_job_next(op->j);
 }
 
-/* The lanes' notification: every op that is done. Once stopping, the ops
- * are only freed, and the handle closes after the last. */
-static void dra_mig_done(uv_async_t *h)
+/* A make or destroy back, on the loop: the agent reads the GPU's MIG
+ * devices again, and the prepare that waits for it goes on. */
+void dra_mig_done(struct dra_lane_op *op)
 {
-    struct dra *d = h->data;
-    for (struct dra_mig_op **at = &d->claims.mig_ops, *op; (op = *at);) {
-        if (gpu_lane_job_busy(&op->job)) {
-            at = &op->next;
-            continue;
-        }
-        *at = op->next;
-        if (!d->stopping) {
-            struct writer *cdi =
-                d->hooks.on_mig ? d->hooks.on_mig(d->hooks.ctx, op->gpu, &op->seen) : NULL;
-            if (cdi && op->j && !op->destroy) /* the answer names the device: its spec first */
-                dra_job_wait(op->j, cdi);
-            if (op->destroy && op->rc < 0)
-                log_error("DRA: %s; its memory slices stay out of the slice until it goes",
-                          op->error);
-            else if (op->destroy)
-                log_info("DRA: destroyed MIG device %s", op->uuid);
-            if (op->j)
-                dra_mig_made(op);
-        }
-        free(op);
-    }
-    if (d->stopping && !d->claims.mig_ops && !uv_is_closing((uv_handle_t *)h))
-        uv_close((uv_handle_t *)h, dra_closed);
-    else if (!d->stopping) {
-        dra_publish(d);     /* the MIG devices no claim made keep their slices out */
-        dra_health_send(d); /* the placements claims hold now */
-    }
-}
-
-void dra_mig_start(struct dra *d)
-{
-    uv_async_init(d->loop, &d->claims.mig_done, dra_mig_done);
-    d->claims.mig_done.data = d;
-    d->handles++;
-}
-
-void dra_mig_stop(struct dra *d)
-{
-    /* The prepares waiting for a make end with the driver (dra_job_next
-     * frees them once stopping); the ops a lane still runs stay until it
-     * is done with them (a reload's stop), then the handle closes. */
-    for (struct dra_mig_op *op = d->claims.mig_ops; op; op = op->next)
-        if (op->j) {
-            struct dra_job *j = op->j;
-            op->j = NULL;
-            if (--j->making == 0)
-                dra_job_next(j);
-        }
-    dra_mig_done(&d->claims.mig_done);
+    struct dra *d = op->d;
+    bool destroy = op->kind == DRA_LANE_DESTROY;
+    struct writer *cdi = d->hooks.on_mig ? d->hooks.on_mig(d->hooks.ctx, op->gpu, &op->seen) : NULL;
+    if (cdi && op->j && !destroy) /* the answer names the device: its spec first */
+        dra_job_wait(op->j, cdi);
+    if (destroy && op->rc < 0)
+        log_error("DRA: %s; its memory slices stay out of the slice until it goes", op->error);
+    else if (destroy)
+        log_info("DRA: destroyed MIG device %s", op->uuid);
+    if (op->j)
+        dra_mig_made(op);
 }

@@ -118,7 +118,7 @@ int dra_start(struct dra **out, uv_loop_t *loop, const struct config *cfg,
     uv_timer_init(loop, &d->health.timer);
     d->api.retry.data = d->claims.refresh.data = d->health.timer.data = d;
     d->handles = 3;
-    dra_mig_start(d);
+    dra_lane_start(d);
     dra_read_pcie_roots(d);
     /* Served at once; a prepare or unprepare waits until the checkpoint's
      * claims are in (a repeated prepare must find its claim). */
@@ -169,7 +169,7 @@ void dra_stop(struct dra *d, enum dra_stop_mode mode)
     d->stopping = true;
     dra_service_stop(d);
     dra_prepare_stop(d);
-    dra_mig_stop(d);
+    dra_lane_stop(d);
     dra_mps_stop_all(d);
     kube_client_cancel(d->kc, d); /* the claims being read, the API's version */
     dra_job_api(d);               /* prepares waiting for it end (d->stopping) */

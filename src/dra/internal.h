@@ -6,6 +6,7 @@
 
 #include "dra/dra.h"
 #include "grpc/client.h"
+#include "gpu/lane.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
 #include "util/writer.h"
@@ -149,8 +150,8 @@ struct dra_claims {
                                            * while the claim is prepared or a write of it runs, so
                                            * that its writes and its removal stay in order */
     unsigned nspecs;
-    uv_async_t mig_done;                  /* claim_mig.c's: a lane is done with a make or destroy */
-    struct dra_mig_op *mig_ops;           /* claim_mig.c's: those in flight */
+    uv_async_t lane_done;                 /* lane.c's: a lane is done with an op */
+    struct dra_lane_op *lane_ops;         /* lane.c's: those in flight */
 };
 
 /* The jobs in flight: prepares (read.c, prepare.c), refreshes, an
@@ -242,8 +243,9 @@ struct dra_job_claim {
  * dra_job_next again. */
 enum dra_stage {
     DRA_READ,      /* the claims' allocations, from the API server (read.c) */
-    DRA_MAP,       /* mapped to the node's devices (map.c); time slices set on the worker pool */
-    DRA_MIG,       /* MIG devices made for placements, on their GPUs' lanes (claim_mig.c) */
+    DRA_MAP,       /* mapped to the node's devices (map.c) */
+    DRA_LANES,     /* on their GPUs' lanes (lane.c): MIG devices made for placements
+                    * (claim_mig.c), time slices set (timeslice.c) */
     DRA_SETTLE,    /* recorded: MPS daemons started, CDI specs and the checkpoint written */
     DRA_FILES,     /* waiting until those files are on disk (dra_job_wait) */
     DRA_DAEMONS,   /* waiting for the claims' MPS daemons, DRA_MPS_WAIT_MS at most */
@@ -251,7 +253,6 @@ enum dra_stage {
 };
 
 struct dra_job {
-    uv_work_t work;
     uv_timer_t timer;                 /* waiting for MPS daemons */
     bool timer_used;
     struct dra *d;
@@ -263,11 +264,10 @@ struct dra_job {
     bool blocked;                     /* not begun: an earlier prepare of one of its claims is
                                        * still before its files (it answers from theirs) */
     char write_error[256];            /* a file its answer waited for was not written */
-    struct config *cfg;               /* the worker's copy, for its time slices */
     unsigned pending;                 /* requests in flight */
     uint64_t begun_ns;                /* the kubelet's request came (uv_hrtime) */
     enum dra_stage stage;             /* the next to run (prepare.c) */
-    unsigned making;                  /* MIG devices asked for, not yet back */
+    unsigned making;                  /* lane ops it waits for (lane.c) */
     unsigned writes;                  /* files its answer waits for (dra_job_wait) */
     bool freeing;                     /* freed once writes is 0 */
 };
@@ -323,26 +323,59 @@ void dra_prepare_stop(struct dra *d);
 bool dra_map(const struct dra *d, const char *uid, const char *ns, const char *name,
              const struct dra_allocation *al, struct dra_prepared *p, char *why, size_t len);
 
-/* TimeSlicing intervals (timeslice.c): whether p sets one; sets p's on
- * its GPUs (on a worker thread, with its own copy of the configuration;
- * those set go back on a failure); sets them
- * back to Default (after an unprepare, on the worker pool). */
+/* Work on a GPU's lane (lane.c): the loop's, but between dra_lane_post
+ * and its done. An op with j counts in j->making; its done goes on with j
+ * once the last is back. */
+enum dra_lane_kind { DRA_LANE_MAKE, DRA_LANE_DESTROY, DRA_LANE_SLICE };
+struct dra_lane_op {
+    struct gpu_lane_job job;      /* first: the lane hands it back */
+    enum dra_lane_kind kind;
+    struct dra *d;
+    struct dra_job *j;            /* the prepare waiting for it; NULL: none waits */
+    unsigned claim, dev;          /* its device in j */
+    unsigned gpu;
+    char uuid[96];                /* destroy: the MIG device; slice: the GPU */
+    /* make and destroy (claim_mig.c) */
+    unsigned profile, start;      /* make: the placement */
+    unsigned gi, ci;              /* destroy: the device, where its UUID is still uuid */
+    unsigned made;                /* make: the new device's index in seen */
+    struct nvml *nvml;
+    struct gpu_info seen;         /* the GPU, its MIG devices read again after */
+    /* a time slice (timeslice.c) */
+    unsigned interval;            /* 0: Default */
+    struct config *cfg;           /* its own copy: a reload replaces d's meanwhile */
+    int rc;
+    char error[768];
+    struct dra_lane_op *next;     /* in d->claims.lane_ops */
+};
+struct dra_lane_op *dra_lane_op_new(struct dra *d, enum dra_lane_kind kind, unsigned gpu);
+/* Hands op to its GPU's lane; false (op freed) where the lanes are gone. */
+bool dra_lane_post(struct dra *d, struct dra_lane_op *op);
+void dra_lane_start(struct dra *d);
+void dra_lane_stop(struct dra *d);
+/* The inventory index of the GPU with uuid, or -1. */
+int dra_gpu_of(const struct dra *d, const char *uuid);
+
+/* TimeSlicing intervals (timeslice.c): whether p sets one; j's claims'
+ * set on their GPUs' lanes (the ops counted in j->making); p's set back to
+ * Default (after an unprepare or a failed prepare). The ops' run and done. */
 bool dra_timeslice_wanted(const struct dra_prepared *p);
-int dra_timeslice_set(const struct config *cfg, const struct dra_prepared *p, char *error,
-                      size_t len);
+void dra_timeslice_set(struct dra *d, struct dra_job *j);
 void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p);
+void dra_timeslice_run(struct dra_lane_op *op);
+void dra_timeslice_done(struct dra_lane_op *op);
 
 /* MIG devices made per claim (claim_mig.c): j's placements made on their
- * GPUs' lanes, then dra_job_next (returns how many were asked for: 0,
- * go on at once); p's made devices destroyed (unprepare, a failed
- * prepare); the lanes' notification, set up and closed with the driver. */
+ * GPUs' lanes (the ops counted in j->making); returns how many were asked
+ * for; p's made devices destroyed (unprepare, a failed prepare). The ops'
+ * run and done. */
 unsigned dra_mig_make(struct dra *d, struct dra_job *j);
+void dra_mig_run(struct dra_lane_op *op);
+void dra_mig_done(struct dra_lane_op *op);
 /* The UUIDs of the MIG devices claims made and hold, or that are being
  * destroyed (the slice's made list); the caller frees them. */
 char (*dra_mig_made_list(const struct dra *d, unsigned *n))[96];
 void dra_mig_unmake(struct dra *d, const struct dra_prepared *p);
-void dra_mig_start(struct dra *d);
-void dra_mig_stop(struct dra *d);
 
 /* Prepared claims on disk (checkpoint.c). */
 void dra_claims_adopt(struct dra_claims *c, struct dra_loaded *l);

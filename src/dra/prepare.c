@@ -69,11 +69,9 @@ static Drav1beta1__NodePrepareResourceResponse *dra_answer(struct arena *a, cons
 }
 
 /* Maps the claims of a prepare not prepared before to the node's devices
- * (on the loop); true when one sets a time slice, which a second pass on
- * the worker pool does before they settle. */
-static bool dra_job_map_all(struct dra *d, struct dra_job *j)
+ * (on the loop). */
+static void dra_job_map_all(struct dra *d, struct dra_job *j)
 {
-    bool timeslice = false;
     for (unsigned i = 0; i < j->n; i++) {
         struct dra_job_claim *c = &j->claims[i];
         char why[512];
@@ -81,25 +79,6 @@ static bool dra_job_map_all(struct dra *d, struct dra_job *j)
             continue;
         if (!dra_map(d, c->uid, c->ns, c->name, c->alloc, &c->p, why, sizeof why))
             snprintf(c->error, sizeof c->error, "%.200s/%.200s: %s", c->ns, c->name, why);
-        else
-            timeslice = timeslice || dra_timeslice_wanted(&c->p);
-    }
-    return timeslice;
-}
-
-/* The second pass, on the worker: the claims' time slices. */
-static void dra_job_timeslice(uv_work_t *w)
-{
-    struct dra_job *j = w->data;
-    for (unsigned i = 0; i < j->n; i++) {
-        struct dra_job_claim *c = &j->claims[i];
-        char why[768];
-        if (c->known || c->error[0] || !dra_timeslice_wanted(&c->p))
-            continue;
-        if (dra_timeslice_set(j->cfg, &c->p, why, sizeof why) < 0)
-            snprintf(c->error, sizeof c->error, "%.100s/%.100s: %s", c->ns, c->name, why);
-        else
-            c->timeslice_set = true;
     }
 }
 
@@ -116,7 +95,7 @@ static void dra_job_settle(struct dra *d, struct dra_job *j, struct dra_job_clai
     if (c->error[0]) {
         log_warn("DRA: claim %s/%s (%s) not prepared: %s", c->ns, c->name, c->uid, c->error);
         if (c->timeslice_set)
-            dra_timeslice_reset(d, p); /* set by the second pass: back to Default */
+            dra_timeslice_reset(d, p); /* set on the lanes: back to Default */
         dra_mig_unmake(d, p);          /* and the MIG devices made for it go */
         return;
     }
@@ -220,7 +199,6 @@ static void dra_job_freed(struct dra_job *j)
         free(j->claims[i].alloc);
     }
     free(j->claims);
-    free(j->cfg);
     free(j);
     d->jobs.n--;
     dra_maybe_free(d);
@@ -303,12 +281,6 @@ void dra_job_wait(struct dra_job *j, struct writer *w)
     writer_then(w, dra_job_written, j);
 }
 
-static void dra_job_timesliced(uv_work_t *w, int status)
-{
-    (void)status;
-    dra_job_next(w->data);
-}
-
 /* The claims of j not prepared before, recorded; the answer waits for
  * the checkpoint that holds them. */
 static void dra_job_settle_all(struct dra *d, struct dra_job *j)
@@ -342,7 +314,7 @@ static bool dra_job_wait_daemons(struct dra *d, struct dra_job *j)
 
 /* A prepare from where it is to its answer, stage by stage (enum
  * dra_stage): each stage does its work and goes on, or returns where the
- * work is elsewhere (the worker pool, a GPU's lane, the disk, a daemon),
+ * work is elsewhere (a GPU's lane, the disk, a daemon),
  * whose end comes back here. A prepare whose kubelet went away before its
  * claims were mapped ends there; one mapped is settled all the same (the
  * kubelet asks again, and finds it prepared). */
@@ -359,17 +331,14 @@ void dra_job_next(struct dra_job *j)
             j->stage = DRA_MAP;
             break;
         case DRA_MAP:
-            j->stage = DRA_MIG;
-            if (dra_job_map_all(d, j)) { /* and their time slices, on the worker */
-                j->cfg = xmalloc(sizeof *j->cfg); /* its own: a reload replaces d's meanwhile */
-                *j->cfg = *d->cfg;
-                uv_queue_work(d->loop, &j->work, dra_job_timeslice, dra_job_timesliced);
-                return;
-            }
+            dra_job_map_all(d, j);
+            j->stage = DRA_LANES;
             break;
-        case DRA_MIG:
+        case DRA_LANES: /* back here once the lanes are done with them */
             j->stage = DRA_SETTLE;
-            if (dra_mig_make(d, j)) /* back here once they are made */
+            dra_mig_make(d, j);
+            dra_timeslice_set(d, j);
+            if (j->making)
                 return;
             break;
         case DRA_SETTLE:
@@ -414,7 +383,6 @@ void dra_prepare(struct dra *d, struct grpc_call *call, const uint8_t *msg, size
     j->d = d;
     j->call = call;
     j->begun_ns = uv_hrtime();
-    j->work.data = j;
     j->claims = xcalloc(req->n_claims + 1, sizeof *j->claims);
     for (size_t i = 0; i < req->n_claims; i++) {
         const Drav1beta1__Claim *c = req->claims[i];

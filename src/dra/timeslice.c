@@ -3,8 +3,9 @@
  * --set-timeslice, for the life of a claim that holds its GPU whole, and
  * set back to Default at unprepare. The interval is the GPU's, shared by
  * every process on it, so a MIG device (whose GPU other claims share)
- * takes Default only (prepare.c refuses the rest). nvidia-smi runs on
- * libuv's worker pool, never on the loop: it may wait on a hung GPU. */
+ * takes Default only (map.c refuses the rest). nvidia-smi runs on its
+ * GPU's lane (lane.c), never on the loop or the worker pool: it may wait
+ * on a hung GPU, which then holds up its own lane and nothing else. */
 #include "dra/internal.h"
 
 #include <errno.h>
@@ -107,65 +108,67 @@ static int dra_timeslice_one(const struct config *cfg, const char *uuid, unsigne
     return -1;
 }
 
-int dra_timeslice_set(const struct config *cfg, const struct dra_prepared *p, char *error,
-                      size_t len)
+void dra_timeslice_run(struct dra_lane_op *op)
 {
-    for (unsigned k = 0; k < p->count; k++) {
-        if (!p->devs[k].timeslice || dra_timeslice_one(cfg, p->devs[k].uuid, p->devs[k].timeslice,
-                                                        error, len) == 0)
+    op->rc = dra_timeslice_one(op->cfg, op->uuid, op->interval, op->error, sizeof op->error);
+}
+
+/* One device's interval to its GPU's lane; false where it cannot go. */
+static bool dra_timeslice_post(struct dra *d, struct dra_job *j, unsigned claim, const char *uuid,
+                               unsigned interval)
+{
+    int gpu = dra_gpu_of(d, uuid);
+    if (gpu < 0)
+        return false;
+    struct dra_lane_op *op = dra_lane_op_new(d, DRA_LANE_SLICE, (unsigned)gpu);
+    op->j = j;
+    op->claim = claim;
+    op->interval = interval;
+    snprintf(op->uuid, sizeof op->uuid, "%s", uuid);
+    op->cfg = xmalloc(sizeof *op->cfg);
+    *op->cfg = *d->cfg;
+    return dra_lane_post(d, op);
+}
+
+void dra_timeslice_set(struct dra *d, struct dra_job *j)
+{
+    for (unsigned c = 0; c < j->n; c++) {
+        struct dra_job_claim *jc = &j->claims[c];
+        if (jc->known || jc->cancelled || jc->error[0] || !dra_timeslice_wanted(&jc->p))
             continue;
-        char ignored[512];
-        while (k-- > 0) /* the devices set before it go back */
-            if (p->devs[k].timeslice)
-                dra_timeslice_one(cfg, p->devs[k].uuid, 0, ignored, sizeof ignored);
-        return -1;
+        jc->timeslice_set = true; /* a failure sets them all back */
+        for (unsigned k = 0; k < jc->p.count; k++) {
+            const struct dra_prepared_device *pd = &jc->p.devs[k];
+            if (!pd->timeslice)
+                continue;
+            if (dra_timeslice_post(d, j, c, pd->uuid, pd->timeslice))
+                j->making++;
+            else if (!jc->error[0])
+                snprintf(jc->error, sizeof jc->error, "%.100s/%.100s: GPU %s: its lane is not "
+                         "running (gpulet is stopping, or has no GPU)", jc->ns, jc->name, pd->uuid);
+        }
     }
-    return 0;
 }
 
-/* An unprepared claim's intervals set back, on the worker pool. */
-struct dra_timeslice_reset {
-    uv_work_t work;
-    struct dra *d;
-    struct config cfg;          /* its own: a reload replaces the agent's meanwhile */
-    struct dra_prepared p;
-    char error[1024];
-};
-
-static void dra_timeslice_reset_work(uv_work_t *w)
+void dra_timeslice_done(struct dra_lane_op *op)
 {
-    struct dra_timeslice_reset *r = w->data;
-    for (unsigned k = 0; k < r->p.count; k++)
-        if (r->p.devs[k].timeslice &&
-            dra_timeslice_one(&r->cfg, r->p.devs[k].uuid, 0, r->error, sizeof r->error) < 0)
-            log_error("DRA: claim %s/%s: the time slice of GPU %s stays as the claim set it: %s",
-                      r->p.ns, r->p.name, r->p.devs[k].uuid, r->error);
-}
-
-static void dra_timeslice_reset_done(uv_work_t *w, int status)
-{
-    (void)status;
-    struct dra_timeslice_reset *r = w->data;
-    struct dra *d = r->d;
-    dra_prepared_free(&r->p);
-    free(r);
-    d->jobs.n--;
-    dra_maybe_free(d);
+    if (!op->j) {
+        if (op->rc < 0)
+            log_error("DRA: the time slice of GPU %s stays as a claim set it: %s", op->uuid,
+                      op->error);
+        return;
+    }
+    struct dra_job_claim *jc = &op->j->claims[op->claim];
+    if (op->rc < 0 && !jc->error[0])
+        snprintf(jc->error, sizeof jc->error, "%.100s/%.100s: %s", jc->ns, jc->name, op->error);
+    if (--op->j->making == 0)
+        dra_job_next(op->j);
 }
 
 void dra_timeslice_reset(struct dra *d, const struct dra_prepared *p)
 {
-    if (!dra_timeslice_wanted(p))
-        return;
-    struct dra_timeslice_reset *r = xcalloc(1, sizeof *r);
-    r->d = d;
-    r->cfg = *d->cfg;
-    r->p = *p;
-    r->p.devs = xmalloc((p->count + 1) * sizeof *p->devs); /* its own: p goes at unprepare */
-    memcpy(r->p.devs, p->devs, p->count * sizeof *p->devs);
-    r->p.consumers = NULL; /* not its to free, nor needed */
-    r->p.nconsumers = 0;
-    r->work.data = r;
-    d->jobs.n++;
-    uv_queue_work(d->loop, &r->work, dra_timeslice_reset_work, dra_timeslice_reset_done);
+    for (unsigned k = 0; k < p->count; k++)
+        if (p->devs[k].timeslice && !dra_timeslice_post(d, NULL, 0, p->devs[k].uuid, 0))
+            log_warn("DRA: the time slice of GPU %s of claim %s/%s stays as the claim set it: "
+                     "gpulet is stopping", p->devs[k].uuid, p->ns, p->name);
 }

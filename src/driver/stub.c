@@ -45,7 +45,9 @@ static const char *const stub_bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidi
                                         "gpulet-mps-client"};
 /* The stand-in nvidia-smi models the one setting gpulet changes through
  * it: `compute-policy -i GPU --set-timeslice N` (a DRA claim's TimeSlicing
- * interval) records N in var/lib/gpulet-sim/timeslice/<GPU> of the root. */
+ * interval) records N in var/lib/gpulet-sim/timeslice/<GPU> of the root.
+ * A test makes it hang as on a GPU that stopped answering: while
+ * timeslice/hold-<GPU> exists it waits (saying so in running-<GPU>). */
 static const char stub_smi[] =
     "if [ \"$1\" = compute-policy ]; then\n"
     "    gpu= ts=\n"
@@ -57,6 +59,10 @@ static const char stub_smi[] =
     "    case $ts in 0|1|2|3) ;; *) echo \"Invalid time slice '$ts' (0-3)\" >&2; exit 2 ;; esac\n"
     "    [ -n \"$gpu\" ] || { echo \"compute-policy needs -i GPU\" >&2; exit 2; }\n"
     "    dir=$(dirname \"$0\")/../../var/lib/gpulet-sim/timeslice\n"
+    "    if [ -e \"$dir/hold-$gpu\" ]; then\n"
+    "        : >\"$dir/running-$gpu\"\n"
+    "        while [ -e \"$dir/hold-$gpu\" ]; do sleep 0.05; done\n"
+    "    fi\n"
     "    mkdir -p \"$dir\" && echo \"$ts\" >\"$dir/$gpu\" || exit 1\n"
     "    echo \"Set the time slice of GPU $gpu to $ts\"\n"
     "    exit 0\n"

@@ -19,6 +19,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     uv_poll_t poll;            /* on libmicrohttpd's epoll fd */
     uv_timer_t timer;          /* its connection timeouts */
+    uv_async_t auth_done;      /* the hashing thread finished a password (auth.h) */
     int handles;
     http_handler_fn fn;
     void *ctx;
@@ -82,6 +83,73 @@ static enum MHD_Result http_answer(struct MHD_Connection *c, unsigned status, co
                       MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY), allow);
 }
 
+static void http_job_free(struct http_auth_job *job)
+{
+    explicit_bzero(job->password, strlen(job->password));
+    free(job->password);
+    free(job);
+}
+
+/* A request's end, answered or not: its password job goes with it. */
+static void http_completed(void *cls, struct MHD_Connection *c, void **state,
+                           enum MHD_RequestTerminationCode why)
+{
+    (void)cls;
+    (void)c;
+    (void)why;
+    if (*state)
+        http_job_free(*state);
+    *state = NULL;
+}
+
+static enum MHD_Result http_deny(struct MHD_Connection *c)
+{
+    static const char msg[] = "unauthorized\n";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    enum MHD_Result q = MHD_queue_basic_auth_fail_response(c, "gpulet", r);
+    MHD_destroy_response(r);
+    return q;
+}
+
+/* The request's credentials: MHD_YES with *verdict ALLOW or DENY, or
+ * its connection suspended while the hashing thread checks them (auth.h;
+ * the request comes back here, its job in *state, once they are). */
+static enum MHD_Result http_authorize(struct http_server *s, struct MHD_Connection *c,
+                                      void **state, enum http_auth_verdict *verdict)
+{
+    struct http_auth_job *job = *state;
+    if (job) { /* back from the hashing thread */
+        *verdict = job->ok ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY;
+        return MHD_YES;
+    }
+    char *pass = NULL, *user = MHD_basic_auth_get_username_password(c, &pass);
+    unsigned index = 0;
+    *verdict = http_auth_cached(&s->auth, user, pass, &index);
+    if (*verdict == HTTP_AUTH_HASH) {
+        job = xcalloc(1, sizeof *job);
+        job->conn = c;
+        job->user = index;
+        job->password = xstrdup(pass);
+    }
+    if (user)
+        MHD_free(user);
+    if (pass)
+        MHD_free(pass);
+    if (!job)
+        return MHD_YES;
+    if (!http_auth_post(&s->auth, job)) {
+        http_job_free(job);
+        static const char msg[] = "busy checking passwords: try again\n";
+        return http_answer(c, 503, "text/plain; charset=utf-8", msg, sizeof msg - 1, NULL);
+    }
+    *state = job;
+    MHD_suspend_connection(c);
+    return MHD_YES;
+}
+
 static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const char *url,
                                     const char *method, const char *version,
                                     const char *upload, size_t *upload_size, void **state)
@@ -89,26 +157,16 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *c, const c
     (void)version;
     (void)upload;
     (void)upload_size;
-    (void)state;
     struct http_server *s = cls;
     /* Probes carry no data and have no credentials: only the data needs them. */
     if (s->sec.nusers && strcmp(url, "/healthz") && strcmp(url, "/readyz")) {
-        char *pass = NULL, *user = MHD_basic_auth_get_username_password(c, &pass);
-        bool ok = http_auth_check(&s->auth, user, pass);
-        if (user)
-            MHD_free(user);
-        if (pass)
-            MHD_free(pass);
-        if (!ok) {
-            static const char msg[] = "unauthorized\n";
-            struct MHD_Response *r =
-                MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
-            if (!r)
-                return MHD_NO;
-            enum MHD_Result q = MHD_queue_basic_auth_fail_response(c, "gpulet", r);
-            MHD_destroy_response(r);
-            return q;
-        }
+        enum http_auth_verdict verdict;
+        if (http_authorize(s, c, state, &verdict) != MHD_YES)
+            return MHD_NO;
+        if (verdict == HTTP_AUTH_HASH)
+            return MHD_YES; /* suspended until it is known */
+        if (verdict == HTTP_AUTH_DENY)
+            return http_deny(c);
     }
     if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
         static const char msg[] = "method not allowed: use GET or HEAD\n";
@@ -155,6 +213,16 @@ static void http_on_poll(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;
     struct http_server *s = p->data;
+    MHD_run(s->daemon);
+    http_rearm(s);
+}
+
+/* Passwords checked: their connections go on, each to its answer. */
+static void http_on_auth_done(uv_async_t *h)
+{
+    struct http_server *s = h->data;
+    for (struct http_auth_job *j = http_auth_finished(&s->auth); j; j = j->next)
+        MHD_resume_connection(j->conn);
     MHD_run(s->daemon);
     http_rearm(s);
 }
@@ -212,20 +280,21 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
     s->ctx = ctx;
     if (sec)
         s->sec = *sec;
-    if (http_auth_init(&s->auth, &s->sec, e) < 0 ||
+    if (http_auth_init(&s->auth, &s->sec, &s->auth_done, e) < 0 ||
         (s->sec.tls && (!(s->tls_key = http_read_pem(s->sec.key_file, "key_file", e)) ||
                         !(s->tls_cert = http_read_pem(s->sec.cert_file, "cert_file", e))))) {
         http_free(s);
         return -1;
     }
     /* No thread of its own: one epoll fd, watched by the loop. */
-    unsigned flags = MHD_USE_EPOLL | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                      (s->sec.tls ? MHD_USE_TLS : 0);
     /* The TLS options come last: without TLS, MHD_OPTION_END ends the list before them. */
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, http_request, s, MHD_OPTION_SOCK_ADDR, &ss,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+                                 MHD_OPTION_NOTIFY_COMPLETED, http_completed, s,
                                  s->sec.tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, s->tls_key,
                                  MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
     if (!s->daemon) {
@@ -239,8 +308,9 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
     uv_poll_init(loop, &s->poll, info->epoll_fd);
     uv_timer_init(loop, &s->timer);
-    s->poll.data = s->timer.data = s;
-    s->handles = 2;
+    uv_async_init(loop, &s->auth_done, http_on_auth_done); /* before any job: none is posted yet */
+    s->poll.data = s->timer.data = s->auth_done.data = s;
+    s->handles = 3;
     uv_poll_start(&s->poll, UV_READABLE, http_on_poll);
     http_rearm(s);
     *out = s;
@@ -252,6 +322,10 @@ static void http_closed(uv_handle_t *h)
     struct http_server *s = h->data;
     if (--s->handles > 0)
         return;
+    /* libmicrohttpd must not stop with a connection suspended: each one
+     * waiting for its password goes on (to be closed), the thread gone. */
+    for (struct http_auth_job *j = http_auth_stop(&s->auth); j; j = j->next)
+        MHD_resume_connection(j->conn);
     MHD_stop_daemon(s->daemon);
     http_free(s);
 }
@@ -262,4 +336,5 @@ void http_stop(struct http_server *s)
         return;
     uv_close((uv_handle_t *)&s->poll, http_closed);
     uv_close((uv_handle_t *)&s->timer, http_closed);
+    uv_close((uv_handle_t *)&s->auth_done, http_closed);
 }

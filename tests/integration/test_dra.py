@@ -1191,3 +1191,54 @@ def wait_until(fn, timeout=10):
             return True
         time.sleep(0.05)
     return False
+
+
+def test_dra_hung_nvidia_smi_holds_up_only_its_gpu(agent, sim_env, tmp_path):
+    """nvidia-smi runs on its GPU's lane (issue 51: executors). Four GPUs
+    whose nvidia-smi hangs hold up their own claims' prepares and nothing
+    else: a claim on another GPU is prepared meanwhile, its checkpoint on
+    disk. Before, the four filled libuv's worker pool, the checkpoint's
+    write waited behind them, and the answer came only when nvidia-smi's
+    10 s limit killed them (failing the four)."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
+    root = tmp_path / "driver"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env, timeout=30)
+    ts = root / "var" / "lib" / "gpulet-sim" / "timeslice"
+    ts.mkdir(parents=True, exist_ok=True)
+    ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
+                               text=True, env=sim_env).stdout)
+    held = [4, 5, 6, 7]
+    for g in held:
+        (ts / f"hold-{ids[g]}").touch()
+        c = claim(f"long{g}", f"gpu-{g}")
+        c["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
+        api.claims[("ns", f"c-long{g}")] = c
+    api.claims[("ns", "c-plain")] = claim("plain", "gpu-0")
+    try:
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"), "--nvidia-driver-root", str(root))
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        answers = {}
+        threads = [threading.Thread(target=lambda g=g: answers.update({g: prepare_one(sock, pb, f"long{g}")}))
+                   for g in held]
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: all((ts / f"running-{ids[g]}").exists() for g in held), timeout=20), a.log()
+        got = prepare_one(sock, pb, "plain")
+        assert not got.error, got.error
+        assert "plain" in {c["uid"] for c in json.loads(checkpoint.read_text())["claims"]}
+        assert all(t.is_alive() for t in threads) and not answers, answers  # still held
+        for g in held:
+            (ts / f"hold-{ids[g]}").unlink()
+        for t in threads:
+            t.join(timeout=30)
+        assert {g: answers[g].error for g in held} == {g: "" for g in held}
+        assert all((ts / ids[g]).read_text() == "3\n" for g in held)
+    finally:
+        api.stop()

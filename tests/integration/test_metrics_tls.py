@@ -7,6 +7,8 @@ import http.client
 import json
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 from base64 import b64encode
@@ -160,3 +162,45 @@ def test_tls_without_gnutls(agent, sim_env, web, tmp_path):
     errors = [l for l in a.log().splitlines() if " error " in l]
     assert len(errors) == 1 and "libgnutls.so.30" in errors[0] and "libgnutls30" in errors[0], a.log()
     assert "agent running" not in a.log()
+
+
+def test_password_checks_leave_the_loop_free(metrics_agent, tmp_path):
+    """bcrypt is slow by design, and anyone who reaches the port can send a
+    wrong password: the hash is checked on a thread of its own, never on
+    the loop. While a costly one is checked, /healthz answers at once; the
+    wrong password gets its 401 after, and the right one is remembered."""
+    import crypt
+    costly = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2 ** 13))
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  prom: {costly}\n")
+    a, url = metrics_agent("--simulate", "t4", "--web-config-file", str(tmp_path / "web.yml"))
+    order = []
+
+    def get(path, password=None):
+        req = urllib.request.Request(url + path)
+        if password:
+            req.add_header("Authorization", "Basic " + b64encode(f"prom:{password}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                order.append((path, r.status))
+        except urllib.error.HTTPError as e:
+            order.append((path, e.code))
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+            order.append((path, None))
+
+    wrong = threading.Thread(target=get, args=("/metrics", "guess"))
+    wrong.start()
+    time.sleep(0.1)  # the hash takes longer: the loop would be in it (before: it was)
+    get("/healthz")
+    wrong.join()
+    assert order == [("/healthz", 200), ("/metrics", 401)], order
+    get("/metrics", "s3cret")
+    get("/metrics", "s3cret")  # remembered: no hash this time
+    assert order[2:] == [("/metrics", 200), ("/metrics", 200)], order
+    # A stop while a password is being checked: the connection is closed,
+    # the agent stops cleanly (libmicrohttpd must not stop with it suspended).
+    wrong = threading.Thread(target=get, args=("/metrics", "guess again"))
+    wrong.start()
+    time.sleep(0.1)
+    assert a.stop() == 0, a.log()
+    wrong.join()
+    assert order[4:] == [("/metrics", None)], order
