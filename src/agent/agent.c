@@ -84,12 +84,30 @@ int agent_reload(struct agent *a, const struct config_text *named, struct err *e
 
 void agent_plugins_restart(struct agent *a)
 {
-    agent_plugin_stop(a);
-    /* plugin_stop closes its libuv handles asynchronously; a zero timer runs
-     * in the next loop iteration, after those closes have let go of the
-     * socket's directory watch. A second restart meanwhile only re-arms it. */
     a->restart_pending = true;
-    uv_timer_start(&a->restart_timer, agent_restart, 0, 0);
+    agent_plugin_stop(a);
+    agent_restart_later(a);
+}
+
+int64_t agent_reregister_in(const struct agent *a)
+{
+    if (a->draining)
+        return -1;
+    uint64_t now = uv_now((uv_loop_t *)&a->loop);
+    uint64_t at = a->drained_at ? a->drained_at + AGENT_REREGISTER_MS : 0;
+    return at > now ? (int64_t)(at - now) : 0;
+}
+
+/* plugin_stop closes its libuv handles asynchronously; even at once, the
+ * timer runs in the next loop iteration, after those closes have let go
+ * of the socket's directory watch. A second restart meanwhile only
+ * re-arms it; while the kubelet holds a stopped plugin, the last one's
+ * drain comes back here (start.c). */
+void agent_restart_later(struct agent *a)
+{
+    int64_t in = agent_reregister_in(a);
+    if (a->restart_pending && !a->stopping && in >= 0)
+        uv_timer_start(&a->restart_timer, agent_restart, (uint64_t)in, 0);
 }
 
 /* Another agent takes this one's place (answer.c's hand-over): all it

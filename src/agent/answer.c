@@ -154,18 +154,20 @@ static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
 /* "hand-over PID": a new agent (a rolling update's, --take-over) takes
  * this one's place: everything this one serves is let go of, as at its
  * stop (the MPS daemons and the slices stay), and it answers "released"
- * once its last write has ended (the checkpoint, the CDI specs), else
- * "releasing": the new one asks again, and never reads a file this one
- * is still writing. */
+ * once its last write has ended (the checkpoint, the CDI specs) and the
+ * kubelet has let go of its device plugins (agent_reregister_in), else
+ * "releasing": the new one asks again, never reads a file this one is
+ * still writing, and never registers a resource whose old client the
+ * kubelet has yet to drop (it would drop the new one instead). */
 static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *out)
 {
     if (!a->released)
         agent_release(a, arg);
     a->released = true;
-    bool writing = writer_pending() > 0;
-    if (!writing)
+    bool busy = writer_pending() > 0 || agent_reregister_in(a) != 0;
+    if (!busy)
         agent_status_stop(a); /* this answer still goes */
-    strbuf_printf(out, "%s %d\n", writing ? "releasing" : "released", (int)getpid());
+    strbuf_printf(out, "%s %d\n", busy ? "releasing" : "released", (int)getpid());
 }
 
 static const struct agent_request {

@@ -64,6 +64,8 @@ struct agent {
     struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
+    unsigned draining;                   /* stopped plugins the kubelet still holds (start.c) */
+    uint64_t drained_at;                 /* uv_now when the last of them was let go; 0 none */
     /* the GPUs' lanes (probe.c): every NVML call on a running GPU goes
      * through its lane, so that a hung GPU stalls only itself */
     struct gpu_lanes *lanes;
@@ -118,9 +120,17 @@ struct agent {
  * NULL. A config that fails is refused with e, and the running one kept. */
 int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
 
-/* Stops the plugins and starts them again on the next loop iteration
- * (agent.c; a reload, or mig.c on a MIG change). */
+/* Stops the plugins and starts them again once the kubelet has let go of
+ * them (agent.c; a reload, or mig.c on a MIG change). */
 void agent_plugins_restart(struct agent *a);
+/* The kubelet acts on a plugin's going a moment after it has closed the
+ * plugin's last connection (it drops the client and marks the resource
+ * unhealthy, whoever holds the name by then): a plugin registers the name
+ * again only AGENT_REREGISTER_MS after that. How long from now, 0 when it
+ * may at once; -1 while the kubelet still holds a stopped plugin. */
+#define AGENT_REREGISTER_MS 250
+int64_t agent_reregister_in(const struct agent *a);
+void agent_restart_later(struct agent *a);
 
 /* MIG reconfiguration without a restart (mig.c): with a MIG strategy and a
  * GPU in MIG mode, every 2 s reads each such GPU's MIG devices off the

@@ -74,11 +74,21 @@ int agent_plugin_start(struct agent *a, struct err *e)
     return 0;
 }
 
+/* The kubelet closed the last connection of a plugin stopped here. */
+static void agent_plugin_drained(void *ctx)
+{
+    struct agent *a = ctx;
+    if (--a->draining)
+        return;
+    a->drained_at = uv_now(&a->loop);
+    agent_restart_later(a);
+}
+
 void agent_plugin_stop(struct agent *a)
 {
     agent_mps_stop(a);
     for (unsigned r = 0; r < a->nplugins; r++)
-        plugin_stop(a->plugins[r]);
+        a->draining += plugin_stop(a->plugins[r], agent_plugin_drained, a);
     free(a->plugins);
     a->plugins = NULL;
     a->nplugins = 0;

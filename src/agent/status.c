@@ -175,8 +175,9 @@ static int agent_status_take_over(const char *path, const char *pid, struct err 
                           "and still serves there", pid, path);
     reply[strcspn(reply, "\n")] = '\0';
     if (!strncmp(reply, "releasing", 9))
-        return err_set(e, "the gpulet agent (PID %s) on %s is still writing its files after %u s: "
-                          "its disk hangs", pid, path, STATUS_GONE_MS / 1000);
+        return err_set(e, "the gpulet agent (PID %s) on %s is still releasing after %u s: its "
+                          "disk hangs, or the kubelet holds its device plugins", pid, path,
+                       STATUS_GONE_MS / 1000);
     if (strncmp(reply, "released", 8))
         return err_set(e, "the gpulet agent (PID %s) on %s does not hand over (it answered '%s'): "
                           "stop it first", pid, path, reply);

@@ -60,19 +60,39 @@ struct grpc_server {
     nghttp2_option *opt;
     struct grpc_conn *conns;
     bool closing, listener_closed;
+    uv_timer_t drain_timer;           /* grpc_server_drain's limit */
+    bool drain_timer_open;
+    void (*drained)(void *ctx);
+    void *drained_ctx;
 };
 
 #define NV(name, value)                                                                  \
     {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),             \
      NGHTTP2_NV_FLAG_NO_COPY_NAME}
 
+static void server_timer_closed(uv_handle_t *h);
+
 static void server_maybe_free(struct grpc_server *s)
 {
-    if (s->closing && s->listener_closed && !s->conns) {
-        nghttp2_session_callbacks_del(s->cbs);
-        nghttp2_option_del(s->opt);
-        free(s);
+    if (!s->closing || !s->listener_closed || s->conns)
+        return;
+    if (s->drain_timer_open) {
+        if (!uv_is_closing((uv_handle_t *)&s->drain_timer))
+            uv_close((uv_handle_t *)&s->drain_timer, server_timer_closed);
+        return;
     }
+    if (s->drained)
+        s->drained(s->drained_ctx);
+    nghttp2_session_callbacks_del(s->cbs);
+    nghttp2_option_del(s->opt);
+    free(s);
+}
+
+static void server_timer_closed(uv_handle_t *h)
+{
+    struct grpc_server *s = h->data;
+    s->drain_timer_open = false;
+    server_maybe_free(s);
 }
 
 /* --- calls ---------------------------------------------------------------- */
@@ -470,6 +490,44 @@ void grpc_server_close(struct grpc_server *s)
         unlink(s->path); /* not one another process bound there since */
     for (struct grpc_conn *c = s->conns; c; c = c->next)
         grpc_h2io_close(&c->io);
+}
+
+/* The drain's limit: the connections the peers kept open are closed. */
+static void server_drain_timeout(uv_timer_t *t)
+{
+    struct grpc_server *s = t->data;
+    for (struct grpc_conn *c = s->conns; c; c = c->next)
+        grpc_h2io_close(&c->io);
+}
+
+void grpc_server_drain(struct grpc_server *s, unsigned ms, void (*done)(void *ctx), void *ctx)
+{
+    s->drained = done;
+    s->drained_ctx = ctx;
+    uv_timer_init(s->loop, &s->drain_timer);
+    s->drain_timer.data = s;
+    s->drain_timer_open = true;
+    uv_timer_start(&s->drain_timer, server_drain_timeout, ms, 0);
+    for (struct grpc_conn *c = s->conns; c; c = c->next) {
+        for (struct grpc_call *call = c->calls, *next; call; call = next) {
+            next = call->next; /* a finished call's stream may close, and free it, at once */
+            if (!call->finished)
+                grpc_call_finish(call, GRPC_UNAVAILABLE, "the server is stopping");
+        }
+        grpc_h2io_flush(&c->io);
+    }
+    s->closing = true;
+    uv_close((uv_handle_t *)&s->listener, server_listener_closed);
+    if (unixsock_ours(s->path, s->id))
+        unlink(s->path); /* not one another process bound there since */
+}
+
+unsigned grpc_server_connections(const struct grpc_server *s)
+{
+    unsigned n = 0;
+    for (const struct grpc_conn *c = s->conns; c; c = c->next)
+        n++;
+    return n;
 }
 
 const char *grpc_server_path(const struct grpc_server *s)

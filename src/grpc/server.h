@@ -36,6 +36,19 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
  * removes the socket file, and frees the server once libuv is done. */
 void grpc_server_close(struct grpc_server *s);
 
+/* Stops serving as grpc_server_close does, but gently: the listener
+ * closes and the socket file goes, every call still open ends with
+ * UNAVAILABLE, and each connection is left for its peer to close. A
+ * kubelet acts on a device plugin's going only once it has closed its
+ * side, and acts on whichever plugin holds the name by then: whoever
+ * registers again waits for that (plugin_stop). done(ctx) runs once the
+ * last connection has closed, or once ms have passed and those left were
+ * closed here; the server is freed right after. */
+void grpc_server_drain(struct grpc_server *s, unsigned ms, void (*done)(void *ctx), void *ctx);
+
+/* How many connections the server has open now. */
+unsigned grpc_server_connections(const struct grpc_server *s);
+
 /* The socket path the server listens on. */
 const char *grpc_server_path(const struct grpc_server *s);
 

@@ -117,8 +117,8 @@ void plugin_lifecycle_stop(struct plugin *p);
 /* (Re)starts the gRPC server on the plugin's socket (plugin.c). */
 int plugin_serve(struct plugin *p, struct err *e);
 
-/* Ends the ListAndWatch streams and closes the server (plugin.c). */
-void plugin_service_stop(struct plugin *p);
+/* Ends the ListAndWatch streams and drains the server (plugin.c). */
+bool plugin_service_stop(struct plugin *p, void (*drained)(void *ctx), void *ctx);
 
 /* Why a device of p is unhealthy, or NULL (devices.c): its GPU's or MIG
  * device's fault (gpu_device_unhealthy), or the resource's MPS daemon

@@ -181,9 +181,10 @@ int plugin_serve(struct plugin *p, struct err *e)
     return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
 }
 
-/* Ends the streams and closes the server. The streams' connections close
- * later, after p is gone: they must not call back into it. */
-void plugin_service_stop(struct plugin *p)
+/* Ends the streams and drains the server (plugin_stop). The streams'
+ * connections close later, after p is gone: they must not call back into
+ * it, and drained goes to the plugin's owner. */
+bool plugin_service_stop(struct plugin *p, void (*drained)(void *ctx), void *ctx)
 {
     while (p->watchers) {
         struct plugin_watcher *w = p->watchers;
@@ -191,6 +192,14 @@ void plugin_service_stop(struct plugin *p)
         grpc_call_on_cancel(w->call, NULL, NULL);
         free(w);
     }
-    grpc_server_close(p->server);
+    struct grpc_server *s = p->server;
     p->server = NULL;
+    if (!s)
+        return false;
+    if (!grpc_server_connections(s)) {
+        grpc_server_close(s);
+        return false;
+    }
+    grpc_server_drain(s, PLUGIN_DRAIN_MS, drained, ctx);
+    return true;
 }

@@ -82,9 +82,17 @@ void plugin_on_device(struct plugin *p, unsigned gpu, unsigned what);
  * runs): while not, every device is reported Unhealthy. */
 void plugin_set_available(struct plugin *p, bool available);
 
-/* Closes the server (removing the socket), stops watching, and frees the
- * plugin once libuv is done with its handles. */
-void plugin_stop(struct plugin *p);
+/* Stops serving (the socket goes at once), stops watching, and frees the
+ * plugin once libuv is done with its handles. Its ListAndWatch streams
+ * end, and the kubelet's connections are left for the kubelet to close:
+ * the kubelet marks a resource's devices unhealthy and drops its client
+ * when it sees a stream end, acting on whichever plugin holds the name by
+ * then, so a plugin that registers the name again must come after that
+ * (see docs/device-plugin.md). Returns true when drained(ctx) will say
+ * the last connection has closed (PLUGIN_DRAIN_MS at most); false when
+ * the kubelet had none. */
+#define PLUGIN_DRAIN_MS 3000
+bool plugin_stop(struct plugin *p, void (*drained)(void *ctx), void *ctx);
 
 /* Whether the kubelet took its registration (for the status socket). */
 bool plugin_registered(const struct plugin *p);

@@ -40,17 +40,18 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
         return -1;
     }
     if (plugin_lifecycle_start(p, e) < 0) {
-        plugin_stop(p);
+        plugin_stop(p, NULL, NULL); /* not served yet: nothing to drain */
         return -1;
     }
     *out = p;
     return 0;
 }
 
-void plugin_stop(struct plugin *p)
+bool plugin_stop(struct plugin *p, void (*drained)(void *ctx), void *ctx)
 {
     if (!p)
-        return;
-    plugin_service_stop(p);
+        return false;
+    bool draining = plugin_service_stop(p, drained, ctx);
     plugin_lifecycle_stop(p); /* p is freed once its last handle has closed */
+    return draining;
 }

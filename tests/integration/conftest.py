@@ -15,7 +15,10 @@ SOURCE = Path(os.environ.get("GPULET_SOURCE", Path(__file__).resolve().parents[2
 BUILD = Path(os.environ.get("GPULET_BUILD", SOURCE / "build"))
 GPULET = os.environ.get("GPULET_BIN", str(BUILD / "gpulet"))
 SIM_LIB = os.environ.get("GPULET_SIM_LIB", str(BUILD / "libgpulet-nvml-sim.so"))
-SANITIZED = os.environ.get("GPULET_SANITIZE", "OFF").upper() in ("ON", "1", "TRUE")
+# GPULET_SANITIZE: ON for the ASan+UBSan build, thread for ThreadSanitizer's.
+SANITIZE = os.environ.get("GPULET_SANITIZE", "OFF").upper()
+SANITIZED = SANITIZE in ("ON", "1", "TRUE", "THREAD")
+TSAN = SANITIZE == "THREAD"
 # No ListAndWatch stream of a test lives longer: one that goes silent ends
 # with DEADLINE_EXCEEDED there, a named failure, not a wait for pytest's timeout.
 STREAM_S = 60
@@ -56,7 +59,8 @@ def pytest_runtest_setup(item):
             skip_or_fail(m.kwargs["reason"])
 
 
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "WARNING: ThreadSanitizer")
 
 
 def check_clean(stderr):
@@ -119,9 +123,10 @@ def ctypes_env(env):
     sanitized simulator needs the ASan runtime loaded first."""
     env = dict(env)
     if SANITIZED:
-        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
-                              text=True).stdout.strip()
-        env.update(LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0")
+        lib = "libtsan.so" if TSAN else "libasan.so"
+        runtime = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True,
+                                 text=True).stdout.strip()
+        env.update(LD_PRELOAD=runtime, ASAN_OPTIONS="detect_leaks=0")
     return env
 
 

@@ -50,6 +50,16 @@ class FakeKubelet:
         self.cond = threading.Condition()
         self.server = None
         self.fail_next = 0               # answer this many Registers with UNAVAILABLE
+        # As the kubelet's device manager (manage): each registration is
+        # connected to and watched; when a plugin's stream ends, the manager
+        # notices disconnect_delay later (a goroutine on a busy node), closes
+        # the connection and drops whichever client holds the resource's name
+        # by then, its devices unhealthy: the kubelet's server.go runClient.
+        self.manage = False
+        self.disconnect_delay = 0.0
+        self.clients = {}                # resource -> (endpoint, channel)
+        self.health = {}                 # resource -> {device ID: health}
+        self.disconnects = 0
 
     def start(self, wipe=True):
         """Starts serving; with wipe, first deletes every socket as a kubelet restart does."""
@@ -67,6 +77,8 @@ class FakeKubelet:
                         context.abort(grpc.StatusCode.UNAVAILABLE, "kubelet busy")
                     kubelet.registrations.append((time.monotonic(), request))
                     kubelet.cond.notify_all()
+                if kubelet.manage:
+                    kubelet.connect(request.resource_name, request.endpoint)
                 return kubelet.pb.Empty()
 
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -77,6 +89,10 @@ class FakeKubelet:
     def stop(self):
         stop_server(self.server, self.dir / "kubelet.sock")
         self.server = None
+        with self.cond:
+            for _, channel in self.clients.values():
+                channel.close()
+            self.clients.clear()
 
     def restart(self):
         self.stop()
@@ -91,6 +107,51 @@ class FakeKubelet:
                     raise AssertionError(f"{len(self.registrations)} registration(s), wanted {n}")
                 self.cond.wait(left)
         return self.registrations[n - 1]
+
+    def connect(self, name, endpoint):
+        """The manager's connectClient: a client for the name, watched."""
+        with self.cond:
+            if name in self.clients and self.clients[name][0] == endpoint:
+                return  # newer kubelets: "Client already connected with the same socket path"
+            channel = grpc.insecure_channel(f"unix://{self.dir / endpoint}")
+            self.clients[name] = (endpoint, channel)
+        threading.Thread(target=self.run_client, args=(name, channel), daemon=True).start()
+
+    def run_client(self, name, channel):
+        """The manager's runClient: ListAndWatch until it ends, then the
+        disconnect of whichever client holds the name."""
+        stub = self.pb_grpc.DevicePluginStub(channel)
+        try:
+            for resp in stub.ListAndWatch(self.pb.Empty()):
+                with self.cond:
+                    if self.clients.get(name, (None, None))[1] is channel:
+                        self.health[name] = {d.ID: d.health for d in resp.devices}
+                        self.cond.notify_all()
+        except grpc.RpcError:
+            pass
+        time.sleep(self.disconnect_delay)
+        with self.cond:
+            current = self.clients.pop(name, None)
+            if current:
+                current[1].close()
+                self.health[name] = {i: "Unhealthy" for i in self.health.get(name, {})}
+            channel.close()
+            self.disconnects += 1
+            self.cond.notify_all()
+
+    def allocatable(self, name):
+        """Healthy devices of name, as the Node's allocatable would say."""
+        with self.cond:
+            return sum(h == "Healthy" for h in self.health.get(name, {}).values())
+
+    def wait_for(self, pred, what, timeout=10.0):
+        deadline = time.monotonic() + limit(timeout)
+        with self.cond:
+            while not pred():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{what}: health {self.health}, {self.disconnects} disconnect(s)")
+                self.cond.wait(left)
 
     def plugin(self, endpoint=None):
         """A DevicePlugin stub on the endpoint of the last registration."""

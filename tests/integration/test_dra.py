@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -1193,6 +1194,55 @@ def wait_until(fn, timeout=10):
     return False
 
 
+def held_timeslices(sim_env, tmp_path, api, held):
+    """A driver root whose stand-in nvidia-smi hangs on the GPUs held (until
+    the test takes each hold away), with a Long claim on each of them: the
+    root, the time slices' directory and the GPUs' UUIDs."""
+    root = tmp_path / "driver"
+    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env, timeout=30)
+    ts = root / "var" / "lib" / "gpulet-sim" / "timeslice"
+    ts.mkdir(parents=True, exist_ok=True)
+    ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
+                               text=True, env=sim_env).stdout)
+    for g in held:
+        (ts / f"hold-{ids[g]}").touch()
+        c = claim(f"long{g}", f"gpu-{g}")
+        c["status"]["allocation"]["devices"]["config"] = [
+            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
+        api.claims[("ns", f"c-long{g}")] = c
+    return root, ts, ids
+
+
+def test_dra_reload_while_a_time_slice_is_set(agent, sim_env, tmp_path):
+    """A SIGHUP while nvidia-smi sets a claim's time slice: the reload
+    replaces the agent's config while the GPU's lane reads the op's own
+    copy (issue 51, item 6; under ThreadSanitizer, the lane reading the
+    agent's config is a reported race). The claim is prepared all the same."""
+    api = FakeAPI("n1")
+    pb, _ = dra_stubs(tmp_path / "stubs")
+    sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
+    root, ts, ids = held_timeslices(sim_env, tmp_path, api, [4])
+    try:
+        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+                  "--labels", "none", "--no-metrics", "--fault-report", "none",
+                  "--status-socket", str(tmp_path / "s.sock"), "--nvidia-driver-root", str(root))
+        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        answers = []
+        t = threading.Thread(target=lambda: answers.append(prepare_one(sock, pb, "long4")))
+        t.start()
+        assert wait_until(lambda: (ts / f"running-{ids[4]}").exists(), timeout=20), a.log()
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("SIGHUP: config reloaded", timeout=20)
+        (ts / f"hold-{ids[4]}").unlink()
+        t.join(timeout=30)
+        assert answers and not answers[0].error, answers
+        assert (ts / ids[4]).read_text() == "3\n"
+        assert a.stop() == 0, a.log()
+    finally:
+        api.stop()
+
+
 def test_dra_hung_nvidia_smi_holds_up_only_its_gpu(agent, sim_env, tmp_path):
     """nvidia-smi runs on its GPU's lane (issue 51: executors). Four GPUs
     whose nvidia-smi hangs hold up their own claims' prepares and nothing
@@ -1204,19 +1254,8 @@ def test_dra_hung_nvidia_smi_holds_up_only_its_gpu(agent, sim_env, tmp_path):
     pb, _ = dra_stubs(tmp_path / "stubs")
     sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
     checkpoint = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "checkpoint.json"
-    root = tmp_path / "driver"
-    subprocess.run([GPULET, "sim", "driver-root", str(root)], check=True, env=sim_env, timeout=30)
-    ts = root / "var" / "lib" / "gpulet-sim" / "timeslice"
-    ts.mkdir(parents=True, exist_ok=True)
-    ids = uuids(subprocess.run([GPULET, "list", "--simulate", "dgx-h100", "-o", "json"], capture_output=True,
-                               text=True, env=sim_env).stdout)
     held = [4, 5, 6, 7]
-    for g in held:
-        (ts / f"hold-{ids[g]}").touch()
-        c = claim(f"long{g}", f"gpu-{g}")
-        c["status"]["allocation"]["devices"]["config"] = [
-            gpuconfig({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}})]
-        api.claims[("ns", f"c-long{g}")] = c
+    root, ts, ids = held_timeslices(sim_env, tmp_path, api, held)
     api.claims[("ns", "c-plain")] = claim("plain", "gpu-0")
     try:
         a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),

@@ -251,7 +251,9 @@ def test_ecc_and_lost_recover_after_reset(plugin_agent, kubelet, sim_env, tmp_pa
     health = subprocess.run([GPULET, "health", "--status-socket", str(tmp_path / "status.sock")],
                             capture_output=True, text=True).stdout.splitlines()[1:]  # its header left out
     assert "double-bit ECC error" in health[1] and health[1].split()[1] == "Unhealthy"
-    assert "XID 79" in health[5]
+    # The event's XID 79, or the probe's "lost" where the probe came first
+    # (a slow build or a busy machine): the same fault, either way.
+    assert "XID 79" in health[5] or "GPU is lost" in health[5], health[5]
     sim(sim_env, "recover", "1")                     # a reset zeroes the volatile DBE count
     wait_health(stream, 1, "Healthy", timeout=3)
     sim(sim_env, "recover", "5")                     # the GPU answers NVML again
@@ -474,6 +476,26 @@ def test_sighup_twice_in_a_row(plugin_agent, kubelet):
     assert len(first.devices) == 1
     stream.cancel()
     assert a.stop() == 0
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.5])
+def test_reregistration_waits_for_the_kubelet(plugin_agent, kubelet, delay):
+    """A plugin restart (a reload here; a MIG change and a hand-over do the
+    same) registers again only once the kubelet has let go of the old
+    plugin. The kubelet acts on a stream's end asynchronously, and drops
+    whichever client holds the resource's name by then: a registration
+    made before that lost the resource (allocatable 0, dropped 5 minutes
+    later), as one CI run saw on the real 1.36 kubelet (issue 51, item 8).
+    The stand-in kubelet here notices the old stream's end late by delay."""
+    kubelet.manage, kubelet.disconnect_delay = True, delay
+    a = plugin_agent("--simulate", "dgx-h100")
+    kubelet.wait_for(lambda: kubelet.allocatable("nvidia.com/gpu") == 8, "8 GPUs")
+    a.proc.send_signal(signal.SIGHUP)
+    kubelet.wait_registrations(2)
+    kubelet.wait_for(lambda: kubelet.disconnects == 1, "the old plugin's disconnect")
+    kubelet.wait_for(lambda: kubelet.allocatable("nvidia.com/gpu") == 8, "8 GPUs after the restart")
+    assert "nvidia.com/gpu" in kubelet.clients
+    assert a.stop() == 0, a.log()
 
 
 def test_kubelet_socket_replaced_only(plugin_agent, kubelet):

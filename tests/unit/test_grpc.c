@@ -2,6 +2,7 @@
  * streaming calls, error statuses, deadlines, cancellation, size limits. */
 #include <nghttp2/nghttp2.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,7 +222,7 @@ struct raw {
     int grpc_status;           /* from the response, -1 none */
     uint32_t rst;              /* the stream's close code */
     bool closed;
-    volatile bool done;
+    atomic_bool done;             /* the thread is through: set there, polled by the loop */
 };
 
 static ssize_t raw_send(nghttp2_session *h2, const uint8_t *data, size_t len, int flags, void *ud)
@@ -278,7 +279,7 @@ static void raw_thread(void *arg)
     if (connect(r->fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
         close(r->fd);
         r->rst = 0xdead;
-        r->done = true;
+        atomic_store(&r->done, true);
         return;
     }
     nghttp2_session_callbacks *cbs;
@@ -298,7 +299,7 @@ static void raw_thread(void *arg)
     nghttp2_session_del(h2);
     nghttp2_session_callbacks_del(cbs);
     close(r->fd);
-    r->done = true;
+    atomic_store(&r->done, true);
 }
 
 #define RAW_NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), 0}
@@ -309,7 +310,7 @@ static struct raw raw_request(const nghttp2_nv *nva, size_t nnv)
     struct raw r = {.nva = nva, .nnv = nnv, .grpc_status = -1};
     uv_thread_t t;
     uv_thread_create(&t, raw_thread, &r);
-    while (!r.done) {
+    while (!atomic_load(&r.done)) {
         uv_run(&loop, UV_RUN_NOWAIT);
         usleep(1000);
     }
