@@ -65,7 +65,7 @@ struct agent {
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
     unsigned draining;                   /* stopped plugins the kubelet still holds (start.c) */
-    uint64_t drained_at;                 /* uv_now when the last of them was let go; 0 none */
+    uint64_t drain_begun, drained_at;    /* uv_now: the stop; the last let go (0: none yet) */
     /* the GPUs' lanes (probe.c): every NVML call on a running GPU goes
      * through its lane, so that a hung GPU stalls only itself */
     struct gpu_lanes *lanes;

@@ -81,12 +81,16 @@ static void agent_plugin_drained(void *ctx)
     if (--a->draining)
         return;
     a->drained_at = uv_now(&a->loop);
+    log_info("device plugins: the kubelet let go of the old ones in %llu ms",
+             (unsigned long long)(a->drained_at - a->drain_begun));
     agent_restart_later(a);
 }
 
 void agent_plugin_stop(struct agent *a)
 {
     agent_mps_stop(a);
+    if (!a->draining)
+        a->drain_begun = uv_now(&a->loop);
     for (unsigned r = 0; r < a->nplugins; r++)
         a->draining += plugin_stop(a->plugins[r], agent_plugin_drained, a);
     free(a->plugins);

@@ -154,8 +154,10 @@ static int agent_status_take_over(const char *path, const char *pid, struct err 
     char request[64], reply[128];
     snprintf(request, sizeof request, "hand-over %d\n", (int)getpid());
     struct err why;
+    uint64_t begun = uv_hrtime();
     int rc = unixsock_request(path, request, reply, sizeof reply, &why);
-    /* "releasing": its last writes are still under way; asked again. */
+    /* "releasing": its last writes, or the kubelet's letting go of its
+     * plugins, still under way; asked again. */
     for (unsigned waited = 0; rc == 0 && !strncmp(reply, "releasing", 9) && waited < STATUS_GONE_MS;
          waited += 20) {
         usleep(20 * 1000);
@@ -181,8 +183,8 @@ static int agent_status_take_over(const char *path, const char *pid, struct err 
     if (strncmp(reply, "released", 8))
         return err_set(e, "the gpulet agent (PID %s) on %s does not hand over (it answered '%s'): "
                           "stop it first", pid, path, reply);
-    log_info("took over from the gpulet agent (PID %s): it serves nothing now, and stops when "
-             "its pod goes", pid);
+    log_info("took over from the gpulet agent (PID %s) in %.0f ms: it serves nothing now, and "
+             "stops when its pod goes", pid, (double)(uv_hrtime() - begun) / 1e6);
     return 0;
 }
 

@@ -492,10 +492,20 @@ void grpc_server_close(struct grpc_server *s)
         grpc_h2io_close(&c->io);
 }
 
+unsigned grpc_server_connections(const struct grpc_server *s)
+{
+    unsigned n = 0;
+    for (const struct grpc_conn *c = s->conns; c; c = c->next)
+        n++;
+    return n;
+}
+
 /* The drain's limit: the connections the peers kept open are closed. */
 static void server_drain_timeout(uv_timer_t *t)
 {
     struct grpc_server *s = t->data;
+    log_warn("%s: %u connection(s) still open when the server stopped, closed now",
+             s->path, grpc_server_connections(s));
     for (struct grpc_conn *c = s->conns; c; c = c->next)
         grpc_h2io_close(&c->io);
 }
@@ -520,14 +530,6 @@ void grpc_server_drain(struct grpc_server *s, unsigned ms, void (*done)(void *ct
     uv_close((uv_handle_t *)&s->listener, server_listener_closed);
     if (unixsock_ours(s->path, s->id))
         unlink(s->path); /* not one another process bound there since */
-}
-
-unsigned grpc_server_connections(const struct grpc_server *s)
-{
-    unsigned n = 0;
-    for (const struct grpc_conn *c = s->conns; c; c = c->next)
-        n++;
-    return n;
 }
 
 const char *grpc_server_path(const struct grpc_server *s)

@@ -238,6 +238,7 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image, node_root):
         time.sleep(12)  # a node status update or more after it
         watch.stop.set()
         watch.join()
+        print(f"hand-over: {[l for l in logs().splitlines() if 'took over from' in l]}")
         print(f"rollout: {took:.1f} s to an adopting gpulet; {watch.samples} samples of the "
               f"Node; allocatable {RES} below capacity: {watch.low or 'never'}; the pool: "
               f"{sorted(set(watch.generations))}")

@@ -456,7 +456,9 @@ def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
     while the old one runs, asks it to hand over, and serves in its place
     (registered again, the MPS daemon adopted) while the old one, serving
     nothing, waits for its stop; an MPS job runs through it all. Without
-    --take-over a second agent is still refused."""
+    --take-over a second agent is still refused. The stand-in kubelet acts
+    as the device manager: the new registration keeps the resource."""
+    kubelet.manage, kubelet.disconnect_delay = True, 0.3
     root = tmp_path / "driver"
     gpulet("sim", "driver-root", str(root))
     cfg = tmp_path / "config.yaml"
@@ -476,6 +478,8 @@ def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
         new.wait_log("took over from the gpulet agent (PID")
         new.wait_log("MPS daemon for nvidia.com/gpu is up, adopted")
         old.wait_log(f"handing over to the gpulet agent PID {new.proc.pid}")
+        kubelet.wait_for(lambda: kubelet.disconnects == 1, "the old plugin's disconnect")
+        kubelet.wait_for(lambda: kubelet.allocatable("nvidia.com/gpu") == 2, "the new plugin's devices")
         assert old.proc.poll() is None  # it waits for its stop
         status = gpulet("health", "--status-socket", str(tmp_path / "status.sock"))
         assert status.returncode == 0, status
