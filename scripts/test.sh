@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: unit and integration tests under
-# ASan+UBSan; on the plain build, valgrind, the tests of memory use, and
+# ASan+UBSan, and under ThreadSanitizer (the unit tests and the agent's
+# threaded paths); on the plain build, valgrind, the tests of memory use, and
 # mutants that must die; a Release build, the glibc-only link check, the
 # arm64 build with its unit and smoke tests under qemu-user, the image
 # index (root only), a short fuzz run of each parser, and the end-to-end
@@ -244,6 +245,30 @@ GPULET_SOURCE=$PWD GPULET_SANITIZE=ON GPULET_BIN=build-asan/gpulet \
 count_junit build-asan/pytest.xml "integration tests"
 check "node paths untouched" untouched
 lap "ASan integration tests"
+# --- ThreadSanitizer: the unit tests, and the integration tests whose
+# agents run threads beside the loop (GPU lanes, the writers' pool, the
+# password thread, the NVML watcher), with every data race a failure.
+tsan() {
+    cmake -S . -B build-tsan -G Ninja -DGPULET_TSAN=ON -DCMAKE_BUILD_TYPE=Debug -DGPULET_TESTS=ON >/dev/null &&
+        cmake --build build-tsan -j "$jobs" >build-tsan/build.log 2>&1 ||
+        { tail -n 40 build-tsan/build.log >&2; return 1; }
+}
+mkdir -p build-tsan
+if tsan; then
+    (cd build-tsan && ctest --output-on-failure -j "$jobs" -L unit) 2>&1 | tee build-tsan/unit.log
+    count_cmocka build-tsan/Testing/Temporary/LastTest.log build-tsan/unit.log
+    GPULET_SOURCE=$PWD GPULET_SANITIZE=thread GPULET_BIN=build-tsan/gpulet \
+        GPULET_SIM_LIB=build-tsan/libgpulet-nvml-sim.so guarded \
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-tsan/pytest.xml \
+        -n "$jobs" -k "not valgrind" -m "not plain" tests/integration/test_dra.py \
+        tests/integration/test_metrics_tls.py tests/integration/test_faults.py tests/integration/test_plugin.py
+    count_junit build-tsan/pytest.xml "ThreadSanitizer integration tests"
+else
+    failed=$((failed + 1))
+    failures+=("ThreadSanitizer build")
+fi
+lap "ThreadSanitizer"
+
 # The end-to-end runs are the longest path, and mostly wait on their
 # cluster: the stages from here on yield the CPU to them (the suite's own
 # shell, and so every later stage, at a lower priority; the cluster keeps
@@ -286,7 +311,7 @@ lap "mutants"
 # --- fuzzing. A fixed seed keeps this short run repeatable; long runs
 # (fuzz/run.sh without GPULET_FUZZ_SEED) are where new inputs get explored.
 # A harness that does not build or run is one failure, not zero tests.
-if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-5}" | tee build/fuzz.log; then
+if ! GPULET_FUZZ_SEED=${GPULET_FUZZ_SEED:-1} fuzz/run.sh "${GPULET_FUZZ_SECONDS:-3}" | tee build/fuzz.log; then
     grep -q '^fuzz .*: FAILED$' build/fuzz.log || { failed=$((failed + 1)); failures+=("fuzzing (did not run)"); }
 fi
 passed=$((passed + $(grep -c '^fuzz .*: ok$' build/fuzz.log)))
