@@ -241,6 +241,7 @@ static void agent_shutdown(struct agent *a)
     agent_status_free(a);
     agent_nodeconfig_free(a);
     agent_mig_free(a);
+    agent_mps_modes_free(a);
     agent_probe_free(a);
     agent_driver_stop(a);
     writer_close(a->cdi_writer); /* its writes ended with the loop */

@@ -60,6 +60,7 @@ struct agent {
     unsigned nresources;
     struct mps_daemon **mps;             /* per resource: its MPS daemon, NULL for others */
     int *mps_modes;                      /* per GPU: its compute mode before MPS set it, or -1 */
+    struct agent_mode_job *mode_jobs;    /* per GPU: a compute mode change on its lane (mps.c) */
     enum health_reason *health_said;     /* per GPU: its health as the log last said it (notify.c) */
     struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
@@ -220,6 +221,10 @@ int agent_health_clear(struct agent *a, const char *gpu, struct err *e);
 int agent_mps_check(const struct config *cfg, struct err *e);
 int agent_mps_start(struct agent *a, struct err *e);
 void agent_mps_stop(struct agent *a);
+/* The compute mode changes the lanes are done with (the lanes' news);
+ * their memory, once the lanes are stopped. */
+void agent_mps_modes_collect(struct agent *a);
+void agent_mps_modes_free(struct agent *a);
 
 /* Node labels (labels.c): start publishing (after a reload, old is the
  * configuration before it), recompute after a change, stop. */

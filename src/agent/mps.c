@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/lane.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -57,31 +58,86 @@ static bool agent_mps_gpu(const struct agent *a, unsigned g)
 /* --mps-compute-mode exclusive-process: only the MPS server may then hold a
  * context on the GPU, so no pod can bypass MPS and its limits. Set when MPS
  * starts; the mode each GPU had is given back when MPS leaves the config
- * (not when gpulet stops: the daemons and their clients run on). */
+ * (not when gpulet stops: the daemons and their clients run on). Each
+ * change is NVML's on the GPU's lane; the loop takes the result back
+ * (agent_mps_modes_collect). */
+struct agent_mode_job {
+    struct gpu_lane_job job;         /* first: the lane hands it back */
+    struct nvml *nvml;
+    nvmlDevice_t handle;
+    bool set;                        /* EXCLUSIVE_PROCESS; else the mode `was` given back */
+    int was;                         /* set: read on the lane first */
+    nvmlReturn_t rc;
+    bool posted;                     /* loop: its result not taken yet */
+};
+
+static void agent_mode_run(struct gpu_lane_job *job)
+{
+    struct agent_mode_job *j = (struct agent_mode_job *)job;
+    nvmlComputeMode_t was = NVML_COMPUTEMODE_DEFAULT;
+    if (j->set) {
+        if (NVML_CALL(j->nvml, DeviceGetComputeMode, j->handle, &was) != NVML_SUCCESS)
+            was = NVML_COMPUTEMODE_DEFAULT;
+        j->was = (int)was;
+    }
+    nvmlComputeMode_t mode = j->set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS : (nvmlComputeMode_t)j->was;
+    j->rc = NVML_CALL(j->nvml, DeviceSetComputeMode, j->handle, mode);
+}
+
 static void agent_mps_compute_mode(struct agent *a, bool set)
 {
     struct nvml *n = &a->nvml;
     if (a->cfg.mps_compute_mode != CONFIG_COMPUTE_EXCLUSIVE || !a->nvml_up ||
         !n->DeviceGetComputeMode || !n->DeviceSetComputeMode)
         return;
+    if (!a->mode_jobs)
+        a->mode_jobs = xcalloc(a->inv.count + 1, sizeof *a->mode_jobs);
     for (unsigned g = 0; g < a->inv.count; g++) {
         if (set != (a->mps_modes[g] < 0) || (set && !agent_mps_gpu(a, g)))
             continue;
-        nvmlDevice_t h = a->devs[g].handle;
-        nvmlComputeMode_t was = NVML_COMPUTEMODE_DEFAULT;
-        if (set && n->DeviceGetComputeMode(h, &was) != NVML_SUCCESS)
-            was = NVML_COMPUTEMODE_DEFAULT;
-        nvmlComputeMode_t mode = set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
-                                     : (nvmlComputeMode_t)a->mps_modes[g];
-        nvmlReturn_t rc = n->DeviceSetComputeMode(h, mode);
-        if (rc != NVML_SUCCESS) {
-            log_error("MPS: cannot set GPU %u's compute mode to %d: %s", g, (int)mode,
-                      nvml_strerror(n, rc));
+        struct agent_mode_job *j = &a->mode_jobs[g];
+        if (j->posted) {
+            log_warn("MPS: GPU %u's compute mode is still being changed; not changed again", g);
             continue;
         }
-        a->mps_modes[g] = set ? (int)was : -1;
-        log_info("MPS: GPU %u compute mode %s", g, set ? "EXCLUSIVE_PROCESS" : "restored");
+        j->job.run = agent_mode_run;
+        j->job.notify = &a->lanes_done;
+        j->nvml = n;
+        j->handle = a->devs[g].handle;
+        j->set = set;
+        j->was = a->mps_modes[g];
+        j->posted = gpu_lanes_post(a->lanes, g, &j->job);
+        if (!j->posted)
+            log_error("MPS: GPU %u's compute mode not changed: its lane is not running", g);
     }
+}
+
+void agent_mps_modes_collect(struct agent *a)
+{
+    for (unsigned g = 0; a->mode_jobs && g < a->inv.count; g++) {
+        struct agent_mode_job *j = &a->mode_jobs[g];
+        if (!j->posted || gpu_lane_job_busy(&j->job))
+            continue;
+        j->posted = false;
+        int mode = j->set ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS : j->was;
+        if (j->rc != NVML_SUCCESS) {
+            log_error("MPS: cannot set GPU %u's compute mode to %d: %s", g, mode,
+                      nvml_strerror(&a->nvml, j->rc));
+            continue;
+        }
+        a->mps_modes[g] = j->set ? j->was : -1;
+        log_info("MPS: GPU %u compute mode %s", g, j->set ? "EXCLUSIVE_PROCESS" : "restored");
+    }
+}
+
+void agent_mps_modes_free(struct agent *a)
+{
+    bool busy = false; /* a change still in a stuck lane's hands is left to it */
+    for (unsigned g = 0; a->mode_jobs && g < a->inv.count; g++)
+        busy |= gpu_lane_job_busy(&a->mode_jobs[g].job);
+    if (!busy)
+        free(a->mode_jobs);
+    a->mode_jobs = NULL;
 }
 
 /* Ends the daemons of resources that are no longer in the config (or

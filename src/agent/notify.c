@@ -34,7 +34,7 @@ void agent_device_changed(struct agent *a, unsigned gpu, unsigned what)
     }
     const struct gpu_device *d = &a->devs[gpu];
     if (what & GPU_CHANGED_HANDLE)
-        gpu_watch_set_handle(&a->watch, gpu, d->handle);
+        gpu_watch_set_handle(&a->watch, a->lanes, gpu, d->handle);
     if (what & GPU_CHANGED_HEALTH)
         agent_say_health(a, gpu);
     metrics_on_device(a->metrics, gpu, what, d);

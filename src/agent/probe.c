@@ -91,8 +91,8 @@ void agent_probe_start(struct agent *a)
         probe_gpu(a, i);
 }
 
-/* A lane finished one of the agent's jobs: take every finished probe, and
- * the MIG check's. */
+/* A lane finished one of the agent's jobs: take every finished probe, the
+ * MIG checks' and the compute mode changes'. */
 static void probe_lanes_done(uv_async_t *h)
 {
     struct agent *a = h->data;
@@ -110,6 +110,7 @@ static void probe_lanes_done(uv_async_t *h)
         }
     }
     agent_mig_collect(a);
+    agent_mps_modes_collect(a);
 }
 
 /* A GPU whose lane has been in one call for --hang-seconds is hung. */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu/lane.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -92,11 +93,25 @@ static void watch_register_gpu(struct gpu_watch *w, unsigned gpu, nvmlDevice_t h
     struct nvml *n = w->nvml;
     unsigned long long supported = WATCH_EVENTS;
     if (n->DeviceGetSupportedEventTypes &&
-        n->DeviceGetSupportedEventTypes(h, &supported) != NVML_SUCCESS)
+        NVML_CALL(n, DeviceGetSupportedEventTypes, h, &supported) != NVML_SUCCESS)
         supported = 0;
-    nvmlReturn_t rc = n->DeviceRegisterEvents(h, supported & WATCH_EVENTS, w->set);
+    nvmlReturn_t rc = NVML_CALL(n, DeviceRegisterEvents, h, supported & WATCH_EVENTS, w->set);
     if (rc != NVML_SUCCESS)
         log_warn("GPU %u: cannot watch XID/ECC events: %s", gpu, nvml_strerror(n, rc));
+}
+
+/* A GPU's registration after a reset: the loop's but between post and done. */
+struct gpu_watch_reg {
+    struct gpu_lane_job job;       /* first: the lane hands it back */
+    struct gpu_watch *w;
+    unsigned gpu;
+    nvmlDevice_t handle;
+};
+
+static void watch_reg_run(struct gpu_lane_job *job)
+{
+    struct gpu_watch_reg *r = (struct gpu_watch_reg *)job;
+    watch_register_gpu(r->w, r->gpu, r->handle);
 }
 
 static int watch_register(struct gpu_watch *w, const struct gpu_device *devs, unsigned count,
@@ -110,6 +125,7 @@ static int watch_register(struct gpu_watch *w, const struct gpu_device *devs, un
         return err_set(e, "nvmlEventSetCreate: %s", nvml_strerror(n, rc));
     w->count = count;
     w->handles = xcalloc(count, sizeof *w->handles);
+    w->regs = xcalloc(count + 1, sizeof *w->regs);
     for (unsigned i = 0; i < count; i++) {
         w->handles[i] = devs[i].handle;
         if (devs[i].handle && devs[i].health.reason != HEALTH_LOST)
@@ -118,14 +134,22 @@ static int watch_register(struct gpu_watch *w, const struct gpu_device *devs, un
     return 0;
 }
 
-void gpu_watch_set_handle(struct gpu_watch *w, unsigned gpu, nvmlDevice_t handle)
+void gpu_watch_set_handle(struct gpu_watch *w, struct gpu_lanes *lanes, unsigned gpu,
+                          nvmlDevice_t handle)
 {
     if (!w->running || gpu >= w->count)
         return;
     uv_mutex_lock(&w->lock);
     w->handles[gpu] = handle;
     uv_mutex_unlock(&w->lock);
-    watch_register_gpu(w, gpu, handle);
+    struct gpu_watch_reg *r = &w->regs[gpu];
+    if (gpu_lane_job_busy(&r->job)) {
+        log_warn("GPU %u: its events are still being registered; its new handle's are not", gpu);
+        return;
+    }
+    *r = (struct gpu_watch_reg){.job = {.run = watch_reg_run}, .w = w, .gpu = gpu, .handle = handle};
+    if (!gpu_lanes_post(lanes, gpu, &r->job))
+        log_warn("GPU %u: cannot watch XID/ECC events: its lane is not running", gpu);
 }
 
 int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
@@ -168,7 +192,15 @@ void gpu_watch_stop(struct gpu_watch *w)
     w->stop = true;
     uv_mutex_unlock(&w->lock);
     uv_thread_join(&w->thread);
-    w->nvml->EventSetFree(w->set);
+    /* A registration a stuck lane still runs keeps the set and its job. */
+    bool busy = false;
+    for (unsigned i = 0; w->regs && i < w->count; i++)
+        busy |= gpu_lane_job_busy(&w->regs[i].job);
+    if (!busy) {
+        w->nvml->EventSetFree(w->set);
+        free(w->regs);
+    }
+    w->regs = NULL;
     w->set = NULL;
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_mutex_destroy(&w->lock);

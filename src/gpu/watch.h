@@ -35,6 +35,7 @@ struct gpu_watch {
     bool stop, running;
     gpu_watch_cb cb;
     void *ctx;
+    struct gpu_watch_reg *regs;    /* per GPU: its registration after a reset, on its lane */
 };
 
 /* Registers every GPU that is not lost for XID and double-bit ECC events,
@@ -47,7 +48,11 @@ int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
 /* Stops the thread (within one wait timeout), frees the event set, closes the async. */
 void gpu_watch_stop(struct gpu_watch *w);
 
-/* A GPU answers with a new handle (after a reset): watch that one. */
-void gpu_watch_set_handle(struct gpu_watch *w, unsigned gpu, nvmlDevice_t handle);
+/* A GPU answers with a new handle (after a reset): watch that one. Its
+ * events are registered on the GPU's lane (lanes), never on the loop: a
+ * GPU just reset is when the driver is least to be trusted. */
+struct gpu_lanes;
+void gpu_watch_set_handle(struct gpu_watch *w, struct gpu_lanes *lanes, unsigned gpu,
+                          nvmlDevice_t handle);
 
 #endif
