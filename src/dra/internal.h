@@ -5,8 +5,8 @@
 #define GPULET_DRA_INTERNAL_H
 
 #include "dra/dra.h"
-#include "grpc/client.h"
 #include "gpu/lane.h"
+#include "grpc/client.h"
 #include "grpc/server.h"
 #include "kube/kube.h"
 #include "util/writer.h"
