@@ -1,10 +1,15 @@
 /* State, locking and small helpers shared by the simulated NVML functions. */
 #include "sim.h"
 
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -15,8 +20,32 @@ struct sim sim_state = {
     .control_wake = {-1, -1},
 };
 
+/* The agent's rule, checked wherever tests run it: no NVML call on its
+ * loop (docs/architecture.md, "Executors"). The agent exports
+ * agent_loop_serving, 1 while its main thread runs the loop; a call from
+ * that thread then is said on stderr, where the tests look for it. A real
+ * NVML never looks. */
+static void sim_loop_check(void)
+{
+    static _Atomic(_Atomic int *) serving;
+    static atomic_bool looked;
+    if (!atomic_load(&looked)) {
+        atomic_store(&serving, (_Atomic int *)dlsym(RTLD_DEFAULT, "agent_loop_serving"));
+        atomic_store(&looked, true);
+    }
+    _Atomic int *s = atomic_load(&serving);
+    if (!s || !atomic_load(s) || syscall(SYS_gettid) != getpid())
+        return;
+    static const char msg[] = "gpulet-sim: an NVML call on the agent's loop thread; its frames:\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        return;
+    void *frames[12];
+    backtrace_symbols_fd(frames, backtrace(frames, 12), 2);
+}
+
 nvmlReturn_t sim_enter(void)
 {
+    sim_loop_check();
     pthread_mutex_lock(&sim_state.lock);
     if (sim_state.refcount == 0) {
         pthread_mutex_unlock(&sim_state.lock);

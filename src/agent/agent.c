@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -258,6 +259,13 @@ static void agent_shutdown(struct agent *a)
         dirs_user_release(); /* the simulator's socket is gone with NVML */
 }
 
+/* The binary exports agent_loop_serving
+ (its one dynamic symbol: src/agent/exports.list) for the NVML
+ * simulator, which reports an NVML call made on the loop: the rule of
+ * docs/architecture.md's "Executors", checked wherever tests run the
+ * agent. Nothing else reads it; a real NVML never looks. */
+_Atomic int agent_loop_serving;
+
 int agent_run(const struct config_args *args)
 {
     struct agent *a = xcalloc(1, sizeof *a);
@@ -307,8 +315,11 @@ int agent_run(const struct config_args *args)
         agent_nodeconfig_start(a);
         rc = agent_start(a);
     }
-    if (rc == 0)
+    if (rc == 0) {
+        atomic_store(&agent_loop_serving, 1);
         uv_run(&a->loop, UV_RUN_DEFAULT);
+        atomic_store(&agent_loop_serving, 0);
+    }
     if (rc == 0)
         rc = a->exit_code;
     agent_shutdown(a);

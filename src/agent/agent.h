@@ -10,4 +10,7 @@
  * configuration's flags or variables are wrong (logged). */
 int agent_run(const struct config_args *args);
 
+/* 1 while the main thread runs the agent's loop (agent.c says who reads it). */
+extern _Atomic int agent_loop_serving;
+
 #endif

@@ -62,10 +62,13 @@ static int agent_mig_of(const struct gpu_device *d, unsigned gi)
 
 int agent_health_watch(struct agent *a, struct err *e)
 {
-    if (!gpu_health_policy_active(&a->policy))
+    if (!a->watch_wanted)
         return 0;
-    return gpu_watch_start(&a->watch, &a->loop, &a->nvml, a->devs, a->inv.count, agent_on_event,
-                           a, e);
+    if (a->watch_rc < 0) {
+        *e = a->watch_err;
+        return -1;
+    }
+    return gpu_watch_start(&a->watch, &a->loop, agent_on_event, a, e);
 }
 
 void agent_health_stop(struct agent *a)

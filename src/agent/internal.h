@@ -42,6 +42,9 @@ struct agent {
     struct gpu_inventory found;          /* what nvml_work read: written by it, then merged */
     int nvml_rc;                         /* nvml_work's outcome, and why it failed */
     struct err nvml_err;
+    bool watch_wanted;                   /* health events watched: nvml_work registers them */
+    int watch_rc;                        /* nvml_work's registration of them, and why it failed */
+    struct err watch_err;
     char no_gpu[sizeof(struct err)];     /* failOnInitError=false and NVML did not start: why */
     double start_ms[3];                  /* start-up phases, for the log */
     bool stopping;

@@ -139,6 +139,11 @@ static void agent_nvml_work(uv_work_t *w)
     }
     if (a->nvml_rc == 0)
         gpu_inventory_read_facts(&a->nvml, found);
+    /* NVML's events registered here too, off the loop (agent_health_watch
+     * starts their thread once back on it). */
+    if (a->nvml_rc == 0 && a->watch_wanted)
+        a->watch_rc = gpu_watch_register(&a->watch, &a->nvml, found->gpus, found->count,
+                                         &a->watch_err);
 }
 
 /* NVML never came up behind a procfs start: the GPUs are advertised, so
@@ -355,6 +360,7 @@ int agent_start(struct agent *a)
     /* after the status socket: an agent handed over has written its last */
     agent_dra_read(a); /* beside NVML's start: DRA starts once both are in */
     a->nvml_work.data = a;
+    a->watch_wanted = gpu_health_policy_active(&a->policy); /* the worker reads this, not the policy */
     uv_queue_work(&a->loop, &a->nvml_work, agent_nvml_work, agent_nvml_done);
     return 0;
 }

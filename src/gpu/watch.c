@@ -114,22 +114,37 @@ static void watch_reg_run(struct gpu_lane_job *job)
     watch_register_gpu(r->w, r->gpu, r->handle);
 }
 
-static int watch_register(struct gpu_watch *w, const struct gpu_device *devs, unsigned count,
-                          struct err *e)
+/* Frees what gpu_watch_register made. */
+static void watch_unregister(struct gpu_watch *w)
 {
-    struct nvml *n = w->nvml;
+    if (w->set)
+        w->nvml->EventSetFree(w->set);
+    w->set = NULL;
+    free(w->handles);
+    w->handles = NULL;
+    free(w->regs);
+    w->regs = NULL;
+}
+
+int gpu_watch_register(struct gpu_watch *w, struct nvml *n, const struct gpu_info *gpus,
+                       unsigned count, struct err *e)
+{
+    memset(w, 0, sizeof *w);
+    w->nvml = n;
     if (!n->EventSetCreate || !n->DeviceRegisterEvents || !n->EventSetWait || !n->EventSetFree)
         return err_set(e, "this NVML has no event API; health events are off");
-    nvmlReturn_t rc = n->EventSetCreate(&w->set);
-    if (rc != NVML_SUCCESS)
+    nvmlReturn_t rc = NVML_CALL(n, EventSetCreate, &w->set);
+    if (rc != NVML_SUCCESS) {
+        w->set = NULL;
         return err_set(e, "nvmlEventSetCreate: %s", nvml_strerror(n, rc));
+    }
     w->count = count;
-    w->handles = xcalloc(count, sizeof *w->handles);
+    w->handles = xcalloc(count + 1, sizeof *w->handles);
     w->regs = xcalloc(count + 1, sizeof *w->regs);
     for (unsigned i = 0; i < count; i++) {
-        w->handles[i] = devs[i].handle;
-        if (devs[i].handle && devs[i].health.reason != HEALTH_LOST)
-            watch_register_gpu(w, i, devs[i].handle);
+        w->handles[i] = gpus[i].handle;
+        if (gpus[i].handle && !gpus[i].lost)
+            watch_register_gpu(w, i, gpus[i].handle);
     }
     return 0;
 }
@@ -152,32 +167,18 @@ void gpu_watch_set_handle(struct gpu_watch *w, struct gpu_lanes *lanes, unsigned
         log_warn("GPU %u: cannot watch XID/ECC events: its lane is not running", gpu);
 }
 
-int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
-                    const struct gpu_device *devs, unsigned count, gpu_watch_cb cb, void *ctx,
+int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, gpu_watch_cb cb, void *ctx,
                     struct err *e)
 {
-    memset(w, 0, sizeof *w);
-    w->nvml = n;
     w->cb = cb;
     w->ctx = ctx;
-    if (watch_register(w, devs, count, e) < 0) {
-        if (w->set)
-            n->EventSetFree(w->set);
-        w->set = NULL;
-        free(w->handles);
-        w->handles = NULL;
-        return -1;
-    }
     uv_mutex_init(&w->lock);
     uv_async_init(loop, &w->async, watch_drain);
     w->async.data = w;
     if (uv_thread_create(&w->thread, watch_thread, w) != 0) {
         uv_close((uv_handle_t *)&w->async, NULL);
         uv_mutex_destroy(&w->lock);
-        n->EventSetFree(w->set);
-        w->set = NULL;
-        free(w->handles);
-        w->handles = NULL;
+        watch_unregister(w);
         return err_set(e, "cannot start the NVML event thread");
     }
     w->running = true;
@@ -186,8 +187,11 @@ int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
 
 void gpu_watch_stop(struct gpu_watch *w)
 {
-    if (!w->running)
+    if (!w->running) {
+        if (w->nvml)
+            watch_unregister(w); /* registered, never started */
         return;
+    }
     uv_mutex_lock(&w->lock);
     w->stop = true;
     uv_mutex_unlock(&w->lock);

@@ -38,14 +38,19 @@ struct gpu_watch {
     struct gpu_watch_reg *regs;    /* per GPU: its registration after a reset, on its lane */
 };
 
-/* Registers every GPU that is not lost for XID and double-bit ECC events,
- * with the handles of the device model, and starts the thread; cb runs on
- * the loop for each event. */
-int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, struct nvml *n,
-                    const struct gpu_device *devs, unsigned count, gpu_watch_cb cb, void *ctx,
+/* Off the loop (the agent's NVML start, on the worker pool): makes the
+ * event set and registers every GPU of gpus that is not lost for XID and
+ * double-bit ECC events. */
+int gpu_watch_register(struct gpu_watch *w, struct nvml *n, const struct gpu_info *gpus,
+                       unsigned count, struct err *e);
+
+/* On the loop, once registered: starts the thread; cb runs on the loop for
+ * each event. */
+int gpu_watch_start(struct gpu_watch *w, uv_loop_t *loop, gpu_watch_cb cb, void *ctx,
                     struct err *e);
 
-/* Stops the thread (within one wait timeout), frees the event set, closes the async. */
+/* Stops the thread (within one wait timeout), frees the event set, closes
+ * the async; a registration that never started is freed too. */
 void gpu_watch_stop(struct gpu_watch *w);
 
 /* A GPU answers with a new handle (after a reset): watch that one. Its

@@ -59,8 +59,9 @@ def pytest_runtest_setup(item):
             skip_or_fail(m.kwargs["reason"])
 
 
+# The last: the simulator's report of an NVML call on the agent's loop.
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "WARNING: ThreadSanitizer")
+                   "WARNING: ThreadSanitizer", "an NVML call on the agent's loop thread")
 
 
 def check_clean(stderr):
