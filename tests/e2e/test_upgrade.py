@@ -220,6 +220,10 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image, node_root):
         wait(lambda: "no adopting gpulet after SIGKILL: " + logs()[-3000:],
              lambda: agent_pids() and agent_pids() != pid and logs().count("is up, adopted") == 2)
         job_alive("after SIGKILL")
+        # The restarted pod Ready first: a DaemonSet replaces a pod that is
+        # not Ready at once, without a surge (and so without a hand-over).
+        k("-n", "gpulet", "wait", "--for=condition=Ready", "pod", "-l", "app.kubernetes.io/name=gpulet",
+          "--timeout=50s")
         # 2. A rollout to a new image tag, watched.
         sock = Path(base) / "containerd" / "containerd.sock"
         subprocess.run(["ctr", "--address", str(sock), "-n", "k8s.io", "images", "tag", "--force",
