@@ -130,9 +130,10 @@ void agent_plugins_restart(struct agent *a);
 /* The kubelet acts on a plugin's going a moment after it has closed the
  * plugin's last connection (it drops the client and marks the resource
  * unhealthy, whoever holds the name by then): a plugin registers the name
- * again only AGENT_REREGISTER_MS after that. How long from now, 0 when it
+ * again only AGENT_REREGISTER_MS after that (the kubelet's close and its
+ * drop are one goroutine's next statements). How long from now, 0 when it
  * may at once; -1 while the kubelet still holds a stopped plugin. */
-#define AGENT_REREGISTER_MS 250
+#define AGENT_REREGISTER_MS 25
 int64_t agent_reregister_in(const struct agent *a);
 void agent_restart_later(struct agent *a);
 

@@ -248,7 +248,12 @@ def test_mps_jobs_outlive_crash_rollout_and_reload(cluster, image, node_root):
               f"{sorted(set(watch.generations))}")
         assert watch.generations and set(watch.generations) == {generation}, watch.generations
         assert not watch.low, watch.low  # the old pod handed over to the new one (maxSurge)
-        assert "took over from the gpulet agent" in logs()
+        if "took over from the gpulet agent" not in logs():
+            pod = current_pod()
+            restarts = [c.get("restartCount") for c in pod["status"].get("containerStatuses", [])]
+            previous = k("-n", "gpulet", "logs", "--previous", pod["metadata"]["name"], check=False)
+            pytest.fail(f"no hand-over; the new pod's restarts {restarts}; its log:\n{logs()}\n"
+                        f"its previous container's:\n{previous}")
         assert current_pod()["spec"]["containers"][0]["image"] == "localhost/gpulet:test2"
         job_alive("after the rollout")
         # 3. A reload with the config unchanged (SIGHUP), then new limits
