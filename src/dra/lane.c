@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/lane.h"
 #include "util/xmalloc.h"
 
 static const struct {

@@ -1213,6 +1213,16 @@ def held_timeslices(sim_env, tmp_path, api, held):
     return root, ts, ids
 
 
+def start_held(agent, api, tmp_path, root):
+    """A DRA agent on held_timeslices' driver root, serving."""
+    a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
+              "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
+              "--labels", "none", "--no-metrics", "--fault-report", "none",
+              "--status-socket", str(tmp_path / "s.sock"), "--nvidia-driver-root", str(root))
+    a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+    return a
+
+
 def test_dra_reload_while_a_time_slice_is_set(agent, sim_env, tmp_path):
     """A SIGHUP while nvidia-smi sets a claim's time slice: the reload
     replaces the agent's config while the GPU's lane reads the op's own
@@ -1223,11 +1233,7 @@ def test_dra_reload_while_a_time_slice_is_set(agent, sim_env, tmp_path):
     sock = tmp_path / "k" / "plugins" / "gpu.nvidia.com" / "dra.sock"
     root, ts, ids = held_timeslices(sim_env, tmp_path, api, [4])
     try:
-        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
-                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
-                  "--labels", "none", "--no-metrics", "--fault-report", "none",
-                  "--status-socket", str(tmp_path / "s.sock"), "--nvidia-driver-root", str(root))
-        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        a = start_held(agent, api, tmp_path, root)
         answers = []
         t = threading.Thread(target=lambda: answers.append(prepare_one(sock, pb, "long4")))
         t.start()
@@ -1258,11 +1264,7 @@ def test_dra_hung_nvidia_smi_holds_up_only_its_gpu(agent, sim_env, tmp_path):
     root, ts, ids = held_timeslices(sim_env, tmp_path, api, held)
     api.claims[("ns", "c-plain")] = claim("plain", "gpu-0")
     try:
-        a = agent("--simulate", "dgx-h100", "--dra", "all", "--kubelet-root", str(tmp_path / "k"),
-                  "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1",
-                  "--labels", "none", "--no-metrics", "--fault-report", "none",
-                  "--status-socket", str(tmp_path / "s.sock"), "--nvidia-driver-root", str(root))
-        a.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
+        a = start_held(agent, api, tmp_path, root)
         answers = {}
         threads = [threading.Thread(target=lambda g=g: answers.update({g: prepare_one(sock, pb, f"long{g}")}))
                    for g in held]
