@@ -254,7 +254,11 @@ class Chaos:
             if c and c["status"] == want and (not unhealthy or c["message"].startswith(f"{unhealthy} of 8")):
                 break
             if time.monotonic() > deadline:
-                self.fail(f"condition {c} while gpulet health says {unhealthy} unhealthy")
+                self.log.flush()
+                said = [l for l in (self.tmp / "gpulet.log").read_text().splitlines()
+                        if "fault report" in l or "Node" in l or "healthy" in l]
+                self.fail(f"condition {c} while gpulet health says {unhealthy} unhealthy; "
+                          f"gpulet health: {out!r}; the agent's log: {said[-25:]}")
                 break
             time.sleep(0.1)
         self.count["condition_checks"] += 1
@@ -342,7 +346,13 @@ def main():
     o.sim_lib = o.sim_lib or str(Path(o.gpulet).resolve().parent / "libgpulet-nvml-sim.so")
     with tempfile.TemporaryDirectory(prefix="gpulet-chaos-") as tmp:
         c = Chaos(o, tmp)
-        c.run()
+        try:
+            c.run()
+        except Exception as e:  # the summary still comes, with the failure in it
+            c.fail(f"the run stopped: {type(e).__name__}: {e}")
+            c.stop.set()
+            if c.proc and c.proc.poll() is None:
+                c.proc.kill()
         s = c.summary()
     print(json.dumps(s, indent=None if o.json else 2))
     sys.exit(1 if s["failures"] or s["threads_growth"] > 0 else 0)

@@ -77,6 +77,7 @@ struct plugin {
     unsigned open_handles;               /* libuv handles not yet closed; freed at 0 once stopping */
     double started_ms, registered_ms;    /* monotonic, for the start-up log */
     bool waiting_said;                   /* "waiting for the kubelet" logged since registering */
+    bool holding_said;                   /* "registering once its MPS daemon is up" logged */
 };
 
 /* Fills devs from the inventory with IDs per the configured ID strategy. */
@@ -113,6 +114,9 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
  * Stopping frees p once its last handle has closed. */
 int plugin_lifecycle_start(struct plugin *p, struct err *e);
 void plugin_lifecycle_stop(struct plugin *p);
+/* Something that decides registering changed (the plugin's availability):
+ * the step runs again at once. */
+void plugin_lifecycle_poke(struct plugin *p);
 
 /* (Re)starts the gRPC server on the plugin's socket (plugin.c). */
 int plugin_serve(struct plugin *p, struct err *e);

@@ -22,6 +22,7 @@
 #define LIFECYCLE_BACKOFF_MAX_MS 5000
 #define LIFECYCLE_SAFETY_MS 30000     /* re-check even without events */
 #define LIFECYCLE_REGISTER_TIMEOUT_MS 5000
+#define LIFECYCLE_HOLD_MS 10000       /* an MPS daemon's own start limit (MPS_READY_TRIES) */
 
 static void lifecycle_reconcile(uv_timer_t *t);
 
@@ -84,6 +85,24 @@ static void lifecycle_register(struct plugin *p, struct unixsock_id kubelet)
                                        buf, n, LIFECYCLE_REGISTER_TIMEOUT_MS, lifecycle_registered, p);
 }
 
+/* How much longer a first registration waits for an MPS resource's daemon
+ * (plugin->unavailable): registered with every device Unhealthy, the
+ * kubelet's next node status (every 10 s) may catch the resource's
+ * allocatable at 0, as a rollout's hand-over did before its new agent had
+ * adopted the daemon. A daemon not up within its own start limit still
+ * gets the resource registered, Unhealthy, so the node shows it. */
+static uint64_t lifecycle_hold(struct plugin *p)
+{
+    uint64_t waited = uv_now(p->loop) - (uint64_t)p->started_ms;
+    if (!p->unavailable || p->registrations || waited >= LIFECYCLE_HOLD_MS)
+        return 0;
+    if (!p->holding_said)
+        log_info("%s: registering with the kubelet once its MPS daemon is up (%u s at most)",
+                 p->res->name, LIFECYCLE_HOLD_MS / 1000);
+    p->holding_said = true;
+    return LIFECYCLE_HOLD_MS - waited;
+}
+
 static void lifecycle_reconcile(uv_timer_t *t)
 {
     struct plugin *p = t->data;
@@ -123,6 +142,12 @@ static void lifecycle_reconcile(uv_timer_t *t)
         return; /* that very registration is in flight */
     if (p->registering)
         grpc_client_cancel(p->registering); /* it targets a kubelet that is gone */
+    p->registering = NULL;
+    uint64_t hold = lifecycle_hold(p);
+    if (hold) {
+        lifecycle_schedule(p, hold); /* plugin_set_available is sooner */
+        return;
+    }
     if (p->registered_id.ino)
         log_info("kubelet restarted; registering again");
     lifecycle_register(p, kubelet);
@@ -196,6 +221,12 @@ void plugin_lifecycle_stop(struct plugin *p)
         p->watching = false;
     }
     lifecycle_maybe_free(p);
+}
+
+void plugin_lifecycle_poke(struct plugin *p)
+{
+    if (p->watching)
+        lifecycle_schedule(p, 0);
 }
 
 bool plugin_registered(const struct plugin *p)

@@ -87,6 +87,8 @@ void plugin_set_available(struct plugin *p, bool available)
         return;
     p->unavailable = !available;
     plugin_on_device(p, GPU_DEVICE_ALL, GPU_CHANGED_HEALTH);
+    if (available)
+        plugin_lifecycle_poke(p); /* a first registration may wait for it (lifecycle.c) */
 }
 
 static void rpc_options(struct grpc_call *call, const uint8_t *msg, size_t len, void *ctx)

@@ -24,6 +24,9 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
     p->res = res;
     if (hooks)
         p->hooks = *hooks;
+    /* An MPS resource is unavailable until the agent says its daemon is up
+     * (or adopted); it registers once it is (lifecycle.c). */
+    p->unavailable = cfg->sharing == GPU_SHARING_MPS && res->sharing == GPU_SHARING_MPS;
     plugin_build_devices(p);
     snprintf(p->dir, sizeof p->dir, "%s/device-plugins", cfg->kubelet_root);
     snprintf(p->socket, sizeof p->socket, "%s/%s", p->dir, res->socket);

@@ -59,6 +59,8 @@ class FakeKubelet:
         self.disconnect_delay = 0.0
         self.clients = {}                # resource -> (endpoint, channel)
         self.health = {}                 # resource -> {device ID: health}
+        self.lists = []                  # (resource, connection number, healthy, devices) per update
+        self.connections = 0
         self.disconnects = 0
 
     def start(self, wipe=True):
@@ -115,15 +117,19 @@ class FakeKubelet:
                 return  # newer kubelets: "Client already connected with the same socket path"
             channel = grpc.insecure_channel(f"unix://{self.dir / endpoint}")
             self.clients[name] = (endpoint, channel)
-        threading.Thread(target=self.run_client, args=(name, channel), daemon=True).start()
+            self.connections += 1
+            number = self.connections
+        threading.Thread(target=self.run_client, args=(name, channel, number), daemon=True).start()
 
-    def run_client(self, name, channel):
+    def run_client(self, name, channel, number):
         """The manager's runClient: ListAndWatch until it ends, then the
         disconnect of whichever client holds the name."""
         stub = self.pb_grpc.DevicePluginStub(channel)
         try:
             for resp in stub.ListAndWatch(self.pb.Empty()):
                 with self.cond:
+                    self.lists.append((name, number, sum(d.health == "Healthy" for d in resp.devices),
+                                       len(resp.devices)))
                     if self.clients.get(name, (None, None))[1] is channel:
                         self.health[name] = {d.ID: d.health for d in resp.devices}
                         self.cond.notify_all()

@@ -480,6 +480,11 @@ def test_mps_hand_over(plugin_agent, kubelet, gpulet, sim_env, tmp_path):
         old.wait_log(f"handing over to the gpulet agent PID {new.proc.pid}")
         kubelet.wait_for(lambda: kubelet.disconnects == 1, "the old plugin's disconnect")
         kubelet.wait_for(lambda: kubelet.allocatable("nvidia.com/gpu") == 2, "the new plugin's devices")
+        # The new plugin registered once it had adopted the daemon: its
+        # devices were never listed Unhealthy (a node status then would
+        # show the resource's allocatable below its capacity).
+        assert [l for l in kubelet.lists if l[1] == 2] == [("nvidia.com/gpu", 2, 2, 2)], kubelet.lists
+        new.wait_log("nvidia.com/gpu: registering with the kubelet once its MPS daemon is up")
         assert old.proc.poll() is None  # it waits for its stop
         status = gpulet("health", "--status-socket", str(tmp_path / "status.sock"))
         assert status.returncode == 0, status
