@@ -69,7 +69,10 @@ static void fuzz_setup(void)
     atexit(fuzz_cleanup);
     snprintf(sock_path, sizeof sock_path, "/tmp/gpulet-fuzz-grpc-%d.sock", (int)getpid());
     uv_loop_init(&loop);
-    if (grpc_server_start(&s, &loop, sock_path, fuzz_methods, 3, &e) < 0) {
+    int fd;
+    struct unixsock_id id;
+    if (unixsock_bind(sock_path, 128, &fd, &id, &e) < 0 ||
+        grpc_server_start(&s, &loop, sock_path, fd, id, fuzz_methods, 3, &e) < 0) {
         fprintf(stderr, "fuzz_grpc: %s\n", e.msg);
         abort();
     }

@@ -92,6 +92,12 @@ MUTANTS = [
      "    uv_queue_work(w->loop, &w->running->work, writer_work, writer_done);",
      "    writer_work(&w->running->work);\n    writer_done(&w->running->work, 0);",
      [T + "test_dra.py::test_dra_answers_once_its_files_are_on_disk"]),
+    ("a plugin's socket is bound on the loop", "src/plugin/lifecycle.c",
+     "        p->binding = unixsock_bind_start(p->loop, p->socket, 0755, 128, lifecycle_bound, p);",
+     "        int fd;\n        struct unixsock_id id;\n        struct err why;\n"
+     "        int rc = unixsock_bind(p->socket, 128, &fd, &id, &why);\n"
+     "        lifecycle_bound(p, rc < 0 ? -1 : fd, id, rc < 0 ? &why : NULL);",
+     [T + "test_plugin.py::test_deleted_socket_is_recreated"]),
     ("a share's memory limit is not set", "src/dra/claim_mps.c",
      "compute, mib ? pinned : NULL, &edits);", "compute, NULL, &edits);",
      [T + "test_dra.py::test_dra_shares"]),

@@ -247,7 +247,8 @@ check "node paths untouched" untouched
 lap "ASan integration tests"
 # --- ThreadSanitizer: the unit tests, and the integration tests whose
 # agents run threads beside the loop (GPU lanes, the writers' pool, the
-# password thread, the NVML watcher), with every data race a failure.
+# password thread, the NVML watcher, the MPS daemons' and a reload's files
+# on the pool), with every data race a failure.
 tsan() {
     cmake -S . -B build-tsan -G Ninja -DGPULET_TSAN=ON -DCMAKE_BUILD_TYPE=Debug -DGPULET_TESTS=ON >/dev/null &&
         cmake --build build-tsan -j "$jobs" >build-tsan/build.log 2>&1 ||
@@ -261,7 +262,8 @@ if tsan; then
         GPULET_SIM_LIB=build-tsan/libgpulet-nvml-sim.so guarded \
         /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-tsan/pytest.xml \
         -n "$jobs" -k "not valgrind" -m "not plain" tests/integration/test_dra.py \
-        tests/integration/test_metrics_tls.py tests/integration/test_faults.py tests/integration/test_plugin.py
+        tests/integration/test_metrics_tls.py tests/integration/test_faults.py tests/integration/test_plugin.py \
+        tests/integration/test_sharing.py tests/integration/test_nodeconfig.py
     count_junit build-tsan/pytest.xml "ThreadSanitizer integration tests"
 else
     failed=$((failed + 1))

@@ -27,62 +27,6 @@ static void agent_stop(struct agent *a, const char *why)
     uv_stop(&a->loop);
 }
 
-static void agent_config_applied(struct agent *a, const struct config_text *named)
-{
-    snprintf(a->config_state.name, sizeof a->config_state.name, "%s", named ? named->name : "");
-    a->config_state.last_ok = true;
-    a->config_state.last_ok_time = (double)time(NULL);
-    metrics_on_config(a->metrics, &a->config_state);
-}
-
-int agent_reload(struct agent *a, const struct config_text *named, struct err *e)
-{
-    struct config next;
-    if (config_load(&next, &a->args, named, e) < 0)
-        return -1;
-    config_user_paths(&next);
-    if (strcmp(next.kubelet_root, a->cfg.kubelet_root) || strcmp(next.simulate, a->cfg.simulate) ||
-        strcmp(next.nvml_path, a->cfg.nvml_path) || strcmp(next.config_map, a->cfg.config_map) ||
-        strcmp(next.kubeconfig, a->cfg.kubeconfig) || strcmp(next.node_name, a->cfg.node_name))
-        log_warn("reload: kubelet-root, simulate, nvml, config-map, kubeconfig and node-name "
-                 "changes take effect at restart");
-    if (strcmp(next.metrics_listen, a->cfg.metrics_listen) || strcmp(next.collectors, a->cfg.collectors) ||
-        next.metrics_interval_ms != a->cfg.metrics_interval_ms || next.no_metrics != a->cfg.no_metrics)
-        log_warn("reload: metrics settings take effect at restart");
-    strcpy(next.kubelet_root, a->cfg.kubelet_root);
-    strcpy(next.simulate, a->cfg.simulate);
-    strcpy(next.nvml_path, a->cfg.nvml_path);
-    strcpy(next.config_map, a->cfg.config_map);
-    strcpy(next.kubeconfig, a->cfg.kubeconfig); /* the agent's one API client's */
-    strcpy(next.node_name, a->cfg.node_name);
-    struct config old = a->cfg;
-    a->cfg = next;
-    struct plugin_resource *check = NULL;
-    unsigned nchecked = 0;
-    if (agent_mps_check(&a->cfg, e) < 0 ||
-        (a->facts_known && plugin_resources(&a->cfg, &a->inv, &check, &nchecked, e) < 0)) {
-        a->cfg = old;
-        return -1;
-    }
-    plugin_resources_free(check, nchecked);
-    log_set_level((enum log_level)a->cfg.log_level);
-    config_log(&a->cfg);
-    agent_config_applied(a, named);
-    if (a->facts_known) {
-        agent_labels_start(a, &old);
-        agent_report_start(a, &old);
-        agent_dra_start(a, &old);
-        agent_mig_start(a); /* a MIG strategy may be new */
-    }
-    /* Not serving yet (start-up), or NVML never started; unless DRA just
-     * stopped or started serving every GPU, which moves them to or from
-     * the device plugins. */
-    if (!a->nplugins && !a->restart_pending && (old.dra == a->cfg.dra || !a->nvml_up))
-        return 0;
-    agent_plugins_restart(a);
-    return 0;
-}
-
 void agent_plugins_restart(struct agent *a)
 {
     a->restart_pending = true;
@@ -138,32 +82,30 @@ static void agent_on_signal(uv_signal_t *s, int signum)
         agent_stop(a, signum == SIGINT ? "received SIGINT" : "received SIGTERM");
         return;
     }
-    if (a->stopping) {
-        log_info("SIGHUP: this agent handed over; nothing to reload");
-        return;
-    }
-    struct config_text buf;
-    struct err e;
-    const struct config_text *named = agent_nodeconfig_text(a, &buf);
-    if (agent_reload(a, named, &e) < 0) {
-        log_error("SIGHUP: config not reloaded, keeping the running one: %s", e.msg);
-        a->config_state.last_ok = false;
-        a->config_state.failures++;
-        metrics_on_config(a->metrics, &a->config_state);
-        return;
-    }
-    log_info("SIGHUP: config reloaded%s%s%s", named ? " (the node's config '" : "",
-             named ? named->name : "", named ? "')" : "");
+    agent_sighup(a);
 }
+
+static void agent_restart_found(struct agent *a);
 
 static void agent_restart(uv_timer_t *t)
 {
     struct agent *a = t->data;
+    if (a->stopping || a->driver_finding)
+        return; /* the driver's files being found: then it goes on (agent_restart_found) */
     a->restart_pending = false;
-    if (a->stopping)
-        return;
     agent_mig_apply(a); /* the plugins are gone: their devices may change now */
+    agent_driver_start_later(a, agent_restart_found);
+}
+
+/* The driver's files are found (on the worker pool): the plugins start. */
+static void agent_restart_found(struct agent *a)
+{
+    if (a->restart_pending) { /* a reload came meanwhile: its config may name another driver */
+        agent_restart_later(a);
+        return;
+    }
     struct err e;
+    a->plugins_restarted = true;
     if (agent_plugin_start(a, &e) < 0) {
         /* The node served a moment ago: whatever stops it now may pass. */
         log_error("reload: device plugin did not restart: %s; trying again in %d s", e.msg,
@@ -225,7 +167,7 @@ static void agent_shutdown(struct agent *a)
     agent_health_stop(a);
     agent_probe_stop(a);
     agent_mig_stop(a);
-    agent_status_stop(a);
+    agent_status_stop(a, true);
     agent_nodeconfig_stop(a);
     agent_kube_stop(a);       /* after all that use it */
     uv_close((uv_handle_t *)&a->sigint, NULL);
@@ -251,6 +193,8 @@ static void agent_shutdown(struct agent *a)
     free(a->mps_modes);
     free(a->health_said);
     gpu_inventory_free(&a->inv);
+    free(a->machine);
+    metrics_files_free(&a->metrics_files);
     agent_demo_files_remove(a);
     dirs_unmake(&a->made); /* the sockets in them are gone with the loop's handles */
     if (!a->lanes_stuck)
@@ -287,7 +231,7 @@ int agent_run(const struct config_args *args)
     }
     /* Bad input is one line and an exit before anything is served or
      * written: 2 for the command line and the environment, 1 for a file. */
-    if (agent_kube_check(&a->cfg, &e) < 0 || metrics_check_files(&a->cfg, &e) < 0) {
+    if (agent_kube_check(&a->cfg, &e) < 0 || metrics_read_files(&a->cfg, &a->metrics_files, &e) < 0) {
         log_error("%s", e.msg);
         rc = e.usage ? 2 : 1;
         goto out;
@@ -307,6 +251,8 @@ int agent_run(const struct config_args *args)
     }
     agent_lag_start(a);
     agent_config_applied(a, NULL);
+    struct agent_machine machine = agent_machine_read(&a->cfg); /* before the loop serves: a file */
+    agent_machine_take(a, &machine);
     /* The API server that a setting needs cannot be had: exit 1. */
     if (agent_kube_start(a, &e) < 0) {
         log_error("%s", e.msg);
@@ -316,6 +262,9 @@ int agent_run(const struct config_args *args)
         rc = agent_start(a);
     }
     if (rc == 0) {
+        /* jansson seeds its hashes from /dev/urandom at the first object
+         * it makes: here, so that the loop never opens a file for it. */
+        json_object_seed(0);
         atomic_store(&agent_loop_serving, 1);
         uv_run(&a->loop, UV_RUN_DEFAULT);
         atomic_store(&agent_loop_serving, 0);

@@ -164,9 +164,9 @@ static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *ou
     if (!a->released)
         agent_release(a, arg);
     a->released = true;
-    bool busy = writer_pending() > 0 || agent_reregister_in(a) != 0;
+    bool busy = writer_pending() > 0 || unixsock_pending() > 0 || agent_reregister_in(a) != 0;
     if (!busy)
-        agent_status_stop(a); /* this answer still goes */
+        agent_status_stop(a, false); /* this answer still goes */
     strbuf_printf(out, "%s %d\n", busy ? "releasing" : "released", (int)getpid());
 }
 

@@ -66,6 +66,11 @@ static void agent_dra_failed(struct agent *a, const struct err *e)
     }
 }
 
+static void agent_dra_on_failed(void *ctx, const struct err *e)
+{
+    agent_dra_failed(ctx, e);
+}
+
 /* The checkpoint's claims, read, to the driver that waits for them. */
 static void agent_dra_claims(struct agent *a)
 {
@@ -82,7 +87,8 @@ static void agent_dra_claims(struct agent *a)
 static void agent_dra_begin(struct agent *a)
 {
     struct err e;
-    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig, .ctx = a};
+    struct dra_hooks hooks = {.on_claims = agent_dra_on_claims, .on_mig = agent_dra_on_mig,
+                              .on_failed = agent_dra_on_failed, .ctx = a};
     struct dra_gpus gpus = {&a->nvml, a->lanes};
     if (dra_start(&a->dra, &a->loop, &a->cfg, &a->inv, a->devs, &gpus, a->kube, a->node, &hooks,
                   NULL, &e) < 0) {

@@ -2,11 +2,13 @@
  * again on a reload), given to the plugins for the driver-mounts strategy,
  * and kept as a CDI spec in --cdi-spec-dir for the cdi-* strategies. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/internal.h"
 #include "cdi/cdi.h"
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 /* Where containerd and CRI-O read CDI specs unless told otherwise. */
 static bool agent_cdi_runtime_dir(const char *dir)
@@ -57,23 +59,92 @@ static void agent_cdi_write(struct agent *a)
     writer_then(a->cdi_writer, agent_cdi_written, a);
 }
 
-void agent_driver_start(struct agent *a)
+static bool agent_driver_wanted(const struct config *cfg)
+{
+    return config_cdi_wanted(cfg) || (cfg->list_strategy & CONFIG_LIST_DRIVER_MOUNTS);
+}
+
+/* What the walk found becomes the agent's (driver: moved, rc < 0: e says
+ * why none), and the CDI spec is written where wanted. */
+static void agent_driver_take(struct agent *a, struct driver *found, int rc, const struct err *e)
 {
     agent_driver_stop(a);
-    bool cdi = config_cdi_wanted(&a->cfg);
-    if (!cdi && !(a->cfg.list_strategy & CONFIG_LIST_DRIVER_MOUNTS))
+    if (!agent_driver_wanted(&a->cfg))
         return;
-    struct err e;
-    if (config_driver(&a->cfg, NULL, a->inv.driver_version, &a->driver, &e) < 0) {
-        log_error("%s: containers get no driver files from gpulet", e.msg);
+    if (rc < 0) {
+        log_error("%s: containers get no driver files from gpulet", e->msg);
     } else {
+        a->driver = *found;
         a->driver_ok = true;
         log_info("driver %s under %s: %u librar%s, %u binar%s, %u mount(s) for containers",
                  a->driver.version, a->driver.root, a->driver.nlibs, a->driver.nlibs == 1 ? "y" : "ies",
                  a->driver.nbins, a->driver.nbins == 1 ? "y" : "ies", a->driver.nmounts);
     }
-    if (cdi)
+    if (config_cdi_wanted(&a->cfg))
         agent_cdi_write(a);
+}
+
+void agent_driver_start(struct agent *a)
+{
+    struct driver found;
+    struct err e;
+    int rc = agent_driver_wanted(&a->cfg)
+                 ? config_driver(&a->cfg, NULL, a->inv.driver_version, &found, &e) : 0;
+    agent_driver_take(a, &found, rc, &e);
+}
+
+/* The walk of the driver root's libraries and binaries, on the worker pool
+ * (the loop never touches a disk), with a copy of the configuration (a
+ * reload may replace the agent's meanwhile). */
+struct agent_driver_find {
+    uv_work_t work;
+    struct agent *a;
+    struct config cfg;
+    char version[sizeof ((struct gpu_inventory *)0)->driver_version];
+    struct driver found;
+    int rc;
+    struct err e;
+    void (*then)(struct agent *a);
+};
+
+static void agent_driver_find_work(uv_work_t *w)
+{
+    struct agent_driver_find *f = w->data;
+    f->rc = config_driver(&f->cfg, NULL, f->version, &f->found, &f->e);
+}
+
+static void agent_driver_found(uv_work_t *w, int status)
+{
+    struct agent_driver_find *f = w->data;
+    struct agent *a = f->a;
+    a->driver_finding = false;
+    if (status < 0 || a->stopping) { /* cancelled by the stop: nothing to start */
+        if (status == 0 && f->rc == 0)
+            driver_free(&f->found);
+        free(f);
+        return;
+    }
+    agent_driver_take(a, &f->found, f->rc, &f->e);
+    void (*then)(struct agent *) = f->then;
+    free(f);
+    then(a);
+}
+
+void agent_driver_start_later(struct agent *a, void (*then)(struct agent *a))
+{
+    if (!agent_driver_wanted(&a->cfg)) {
+        agent_driver_take(a, NULL, 0, NULL);
+        then(a);
+        return;
+    }
+    struct agent_driver_find *f = xcalloc(1, sizeof *f);
+    f->a = a;
+    f->cfg = a->cfg;
+    snprintf(f->version, sizeof f->version, "%s", a->inv.driver_version);
+    f->then = then;
+    f->work.data = f;
+    a->driver_finding = true;
+    uv_queue_work(&a->loop, &f->work, agent_driver_find_work, agent_driver_found);
 }
 
 struct writer *agent_driver_cdi(struct agent *a)

@@ -23,6 +23,7 @@
 #include "plugin/plugin.h"
 #include "report/report.h"
 #include "util/dirs.h"
+#include "util/unixsock.h"
 #include "util/writer.h"
 
 struct agent_status;
@@ -68,6 +69,8 @@ struct agent {
     struct agent_mps_owner *mps_owners;  /* per resource: its daemon's hooks' ctx (mps.c) */
     uv_timer_t restart_timer;            /* restarts the plugin after a reload */
     bool restart_pending;
+    bool driver_finding;                 /* the driver's files being found for a restart */
+    bool plugins_restarted;              /* started again since start-up (a reload, MIG) */
     unsigned draining;                   /* stopped plugins the kubelet still holds (start.c) */
     uint64_t drain_begun, drained_at;    /* uv_now: the stop; the last let go (0: none yet) */
     /* the GPUs' lanes (probe.c): every NVML call on a running GPU goes
@@ -96,7 +99,12 @@ struct agent {
     struct dra_loaded dra_loaded;        /* dra_read's, until dra_start takes it */
     bool dra_reading, dra_read_done, dra_waiting, dra_reload;
     char *machine;                       /* the DMI product name, NULL when unreadable */
+    bool machine_absent;                 /* no such file (a VM, a container) */
+    struct err machine_err;              /* why not, where machine is NULL */
     bool machine_said;                   /* its absence logged (once a process) */
+    bool reloading;                      /* a reload's reading on the worker pool (reload.c) */
+    struct metrics_files metrics_files;  /* read before the loop serves; metrics start on them */
+    bool sighup_again;                   /* a SIGHUP came meanwhile: it reloads after */
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
     bool driver_ok;
@@ -119,10 +127,31 @@ struct agent {
     char pods_socket[CONFIG_PATH_MAX + 64];
 };
 
-/* Applies the configuration again (agent.c; SIGHUP, or nodeconfig.c when
+/* Applies the configuration again (reload.c; SIGHUP, or nodeconfig.c when
  * the node's config changed): named replaces --config-file where not
- * NULL. A config that fails is refused with e, and the running one kept. */
+ * NULL. A config that fails is refused with e, and the running one kept.
+ * agent_reload reads in place: start-up's, before the loop serves.
+ * agent_reload_later reads on the worker pool and applies on the loop,
+ * then calls done (e: refused; not called where the agent stopped
+ * meanwhile); false, doing nothing, while another reload is under way
+ * (its end pokes the node's config: agent_nodeconfig_poke). */
 int agent_reload(struct agent *a, const struct config_text *named, struct err *e);
+typedef void (*agent_reload_cb)(void *ctx, const struct err *e);
+bool agent_reload_later(struct agent *a, const struct config_text *named, agent_reload_cb done,
+                        void *ctx);
+void agent_sighup(struct agent *a);
+/* The configuration's name (the node's config, or NULL) for metrics. */
+void agent_config_applied(struct agent *a, const char *named);
+
+/* The machine type file (GFD's DMI product name), read with the
+ * configuration (blocking) and taken on the loop. */
+struct agent_machine {
+    char *text;                      /* NULL: unreadable */
+    bool absent;
+    struct err e;
+};
+struct agent_machine agent_machine_read(const struct config *cfg);
+void agent_machine_take(struct agent *a, struct agent_machine *m);
 
 /* Stops the plugins and starts them again once the kubelet has let go of
  * them (agent.c; a reload, or mig.c on a MIG change). */
@@ -169,6 +198,9 @@ void agent_kube_stop(struct agent *a);
 void agent_nodeconfig_start(struct agent *a);
 void agent_nodeconfig_stop(struct agent *a);
 void agent_nodeconfig_free(struct agent *a);
+/* The node's config chosen again soon (a reload ended: one chosen while
+ * it ran waited for it). */
+void agent_nodeconfig_poke(struct agent *a);
 
 /* Answers one status-socket request line (answer.c) into out. */
 void agent_answer(struct agent *a, const char *line, struct strbuf *out);
@@ -185,8 +217,10 @@ int agent_plugin_start(struct agent *a, struct err *e);
 void agent_plugin_stop(struct agent *a);
 
 /* The driver's files (driver.c): found again, and the CDI spec written
- * where wanted, each time the plugins start; freed on stop. */
+ * where wanted, each time the plugins start; freed on stop. Found here
+ * (start-up, before the loop serves), or on the worker pool, then then. */
 void agent_driver_start(struct agent *a);
+void agent_driver_start_later(struct agent *a, void (*then)(struct agent *a));
 void agent_driver_stop(struct agent *a);
 /* Writes the CDI spec of the node's devices, where it is wanted, on the
  * worker pool; its writer, for whoever must wait until it is on disk (a DRA
@@ -276,8 +310,10 @@ void agent_lag_start(struct agent *a);
  * fails, naming the path and its owner, when it cannot. */
 int agent_status_start(struct agent *a, struct err *e);
 
-/* Closes the status socket. */
-void agent_status_stop(struct agent *a);
+/* Closes the status socket; remove: its file too (on the worker pool).
+ * A hand-over leaves the file to the new agent, whose bind replaces it: a
+ * removal still queued here could otherwise take the new one's. */
+void agent_status_stop(struct agent *a, bool remove);
 
 /* Frees the status socket's memory once the loop has closed it. */
 void agent_status_free(struct agent *a);

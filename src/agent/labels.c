@@ -32,10 +32,7 @@ static bool agent_labels_same_output(const struct config *a, const struct config
  * Labels are not essential: without them the device plugin and metrics run on. */
 void agent_labels_start(struct agent *a, const struct config *old)
 {
-    struct err e, why;
-    bool absent;
-    free(a->machine); /* read whatever the output: the status socket's labels use it too */
-    a->machine = labels_read_machine(a->cfg.machine_type_file, &absent, &why);
+    struct err e;
     if (!old || !a->labels || !agent_labels_same_output(old, &a->cfg)) {
         labels_publisher_stop(a->labels);
         a->labels = NULL;
@@ -44,8 +41,10 @@ void agent_labels_start(struct agent *a, const struct config *old)
             return;
         }
     }
-    if (!a->machine && !absent)
-        log_warn("%s: nvidia.com/gpu.machine is 'unknown'", why.msg);
+    /* The file is read with the configuration (reload.c), whatever the
+     * output: the status socket's labels use it too. */
+    if (!a->machine && !a->machine_absent)
+        log_warn("%s: nvidia.com/gpu.machine is 'unknown'", a->machine_err.msg);
     else if (!a->machine && a->labels && !a->machine_said) { /* a VM, a container: once */
         log_info("no machine type file %s here: nvidia.com/gpu.machine is 'unknown'",
                  a->cfg.machine_type_file);
@@ -58,7 +57,5 @@ void agent_labels_stop(struct agent *a)
 {
     labels_publisher_stop(a->labels);
     a->labels = NULL;
-    free(a->machine);
-    a->machine = NULL;
     label_set_free(&a->label_set);
 }

@@ -34,6 +34,9 @@ struct agent_nodeconfig {
     char map_error[512];             /* the ConfigMap's data cannot be read */
     struct nodeconfig_choice running; /* the named config in the running configuration */
     struct nodeconfig_choice refused; /* the last one that failed: not tried again */
+    struct nodeconfig_choice pending; /* being applied (reload.c reads it off the loop) */
+    char pending_why[160];           /* why it was chosen, and whether the ConfigMap exists */
+    bool pending_exists;
     char last_error[768];            /* reported once until it changes */
     bool starting;                   /* waiting for both watches' first answers, */
     uv_timer_t deadline;             /* for this long; then: a change applied soon */
@@ -119,11 +122,40 @@ static void nodeconfig_report(struct agent_nodeconfig *nc, const char *msg)
     metrics_on_config(a->metrics, &a->config_state);
 }
 
+/* The chosen config (nc->pending) was applied, or refused with e. */
+static void nodeconfig_applied(void *ctx, const struct err *e)
+{
+    struct agent_nodeconfig *nc = ctx;
+    struct nodeconfig_choice next = nc->pending;
+    memset(&nc->pending, 0, sizeof nc->pending);
+    if (e) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "config '%s' not applied: %.600s", next.name, e->msg);
+        nodeconfig_report(nc, msg);
+        free(nc->refused.text);
+        nc->refused = next;
+        return;
+    }
+    nc->last_error[0] = '\0';
+    nodeconfig_set(&nc->refused, NULL);
+    free(nc->running.text);
+    nc->running = next;
+    if (next.name[0])
+        log_info("node config: applied '%s' from %s (chosen by %s)", next.name, nc->source,
+                 nc->pending_why);
+    else
+        log_info("node config: none applies now (%s); running on flags and --config-file",
+                 nc->pending_exists ? nc->pending_why : "the ConfigMap does not exist");
+}
+
 /* Chooses the node's config from what the watches last saw and applies it
- * when it differs from the running one. */
+ * when it differs from the running one. A reload under way (this one's,
+ * or a SIGHUP's) is waited for: its end pokes this again. */
 static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
 {
     char msg[768];
+    if (nc->a->reloading)
+        return;
     if (nc->starting || !kube_watch_known(nc->node_watch) || !kube_watch_known(nc->map_watch))
         /* Choosing on half the facts would apply a config (the ConfigMap's
          * default, with the label still unknown) only to replace it when
@@ -157,28 +189,19 @@ static void nodeconfig_apply(struct agent_nodeconfig *nc, bool first)
                      exists ? why : "the ConfigMap does not exist");
         return;
     }
-    struct nodeconfig_choice next = {0};
-    nodeconfig_set(&next, named);
-    bool exists = nc->map_exists;
-
-    snprintf(next.source, sizeof next.source, "%s key %s", nc->source, next.name);
-    const struct config_text text = {next.name, next.source, next.text, next.len};
-    if (agent_reload(nc->a, next.name[0] ? &text : NULL, &e) < 0) {
-        snprintf(msg, sizeof msg, "config '%s' not applied: %s", next.name, e.msg);
-        nodeconfig_report(nc, msg);
-        free(nc->refused.text);
-        nc->refused = next;
-        return;
+    nodeconfig_set(&nc->pending, named);
+    snprintf(nc->pending.source, sizeof nc->pending.source, "%s key %s", nc->source, nc->pending.name);
+    snprintf(nc->pending_why, sizeof nc->pending_why, "%s", why);
+    nc->pending_exists = nc->map_exists;
+    const struct config_text text = {nc->pending.name, nc->pending.source, nc->pending.text,
+                                     nc->pending.len};
+    const struct config_text *chosen = nc->pending.name[0] ? &text : NULL;
+    if (first) { /* start-up, before the loop serves: read in place */
+        int rc = agent_reload(nc->a, chosen, &e);
+        nodeconfig_applied(nc, rc < 0 ? &e : NULL);
+    } else if (!agent_reload_later(nc->a, chosen, nodeconfig_applied, nc)) {
+        nodeconfig_set(&nc->pending, NULL); /* not reached: checked above */
     }
-    nc->last_error[0] = '\0';
-    nodeconfig_set(&nc->refused, NULL);
-    free(nc->running.text);
-    nc->running = next;
-    if (next.name[0])
-        log_info("node config: applied '%s' from %s (chosen by %s)", next.name, nc->source, why);
-    else
-        log_info("node config: none applies now (%s); running on flags and --config-file",
-                 exists ? why : "the ConfigMap does not exist");
 }
 
 const struct config_text *agent_nodeconfig_text(const struct agent *a, struct config_text *buf)
@@ -265,6 +288,13 @@ void agent_nodeconfig_start(struct agent *a)
     nodeconfig_apply(nc, true);
 }
 
+void agent_nodeconfig_poke(struct agent *a)
+{
+    struct agent_nodeconfig *nc = a->nodeconfig;
+    if (nc && nc->node_watch)
+        nodeconfig_changed(nc);
+}
+
 void agent_nodeconfig_stop(struct agent *a)
 {
     struct agent_nodeconfig *nc = a->nodeconfig;
@@ -286,6 +316,7 @@ void agent_nodeconfig_free(struct agent *a)
     config_named_free(&nc->set);
     free(nc->running.text);
     free(nc->refused.text);
+    free(nc->pending.text);
     free(nc);
     a->nodeconfig = NULL;
 }

@@ -31,6 +31,22 @@ static void agent_on_allocate(void *ctx)
     agent_pods_soon(ctx, false); /* the container starts right after: its pod labels */
 }
 
+/* A plugin's socket cannot be served: at start, as any start-up error, a
+ * node set up wrong (another agent serves the kubelet directory), said
+ * once, exit 1; after a restart, the plugin tries again (the node served a
+ * moment ago: whatever stops it now may pass). */
+static void agent_on_unserved(void *ctx, const struct err *e)
+{
+    struct agent *a = ctx;
+    if (a->plugins_restarted) {
+        log_error("device plugin: %s; trying again", e->msg);
+        return;
+    }
+    log_error("%s", e->msg);
+    a->exit_code = 1;
+    uv_stop(&a->loop);
+}
+
 int agent_plugin_start(struct agent *a, struct err *e)
 {
     plugin_resources_free(a->resources, a->nresources); /* the last plugins' are freed by now */
@@ -38,7 +54,6 @@ int agent_plugin_start(struct agent *a, struct err *e)
     if (plugin_resources(&a->cfg, &a->inv, &a->resources, &a->nresources, e) < 0)
         return -1;
     plugin_resources_apply(a->resources, a->nresources, a->devs, a->inv.count);
-    agent_driver_start(a);
     for (unsigned i = 0; i < a->inv.count; i++)
         metrics_on_device(a->metrics, i, 0, &a->devs[i]);
     /* Never one GPU through both: the resources leave out DRA's GPUs
@@ -57,7 +72,7 @@ int agent_plugin_start(struct agent *a, struct err *e)
     if (dra_gpus)
         log_info("DRA serves %u of %u GPUs (--dra-gpus %s); device plugins the rest", dra_gpus,
                  a->inv.count, a->cfg.dra_gpus);
-    const struct plugin_hooks hooks = {agent_on_allocate, a};
+    const struct plugin_hooks hooks = {agent_on_allocate, agent_on_unserved, a};
     a->plugins = xcalloc(a->nresources + 1, sizeof *a->plugins);
     for (unsigned r = 0; r < a->nresources; r++) {
         if (plugin_start(&a->plugins[r], &a->loop, &a->cfg, &a->inv, a->devs, &a->resources[r],
@@ -234,7 +249,8 @@ static void agent_nvml_done(uv_work_t *w, int status)
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */
     const struct metrics_hooks mh = {agent_on_lost, a};
     if (!a->cfg.no_metrics &&
-        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg, &mh,
+        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg,
+                      &a->metrics_files, &mh,
                       &e) < 0)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
@@ -321,7 +337,8 @@ static int agent_start_without_gpus(struct agent *a)
     }
     /* As on a node with GPUs, a port that cannot be had leaves metrics off. */
     if (!a->cfg.no_metrics &&
-        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg, NULL,
+        metrics_start(&a->metrics, &a->loop, &a->nvml, a->lanes, &a->inv, a->devs, &a->cfg,
+                      &a->metrics_files, NULL,
                       &e) < 0)
         log_error("metrics are off: %s", e.msg);
     metrics_on_config(a->metrics, &a->config_state);
@@ -352,7 +369,7 @@ int agent_start(struct agent *a)
     }
     t[1] = nvml_clock_ms();
     if (agent_probe_init(a, &e) < 0 || agent_dirs_make(a, &e) < 0 ||
-        agent_status_start(a, &e) < 0 || agent_plugin_start(a, &e) < 0) {
+        agent_status_start(a, &e) < 0 || (agent_driver_start(a), agent_plugin_start(a, &e)) < 0) {
         log_error("%s", e.msg);
         return 1;
     }

@@ -221,8 +221,11 @@ int agent_status_start(struct agent *a, struct err *e)
     uv_pipe_init(&a->loop, &s->listener, 0);
     s->listener.data = s;
     a->status = s; /* freed at stop, after the listener's close completes */
+    /* Bound here, before the loop serves (start-up may block). */
     struct err why;
-    if (unixsock_listen(&s->listener, path, 16, status_accept, &s->id, &why) < 0) {
+    int fd;
+    if (unixsock_bind(path, 16, &fd, &s->id, &why) < 0 ||
+        unixsock_serve(&s->listener, fd, 16, status_accept, path, &why) < 0) {
         err_set(e, "status socket %s (--status-socket names another)", why.msg);
         uv_close((uv_handle_t *)&s->listener, NULL);
         s->path[0] = '\0';
@@ -231,15 +234,15 @@ int agent_status_start(struct agent *a, struct err *e)
     return 0;
 }
 
-void agent_status_stop(struct agent *a)
+void agent_status_stop(struct agent *a, bool remove)
 {
     struct agent_status *s = a->status;
     if (!s)
         return;
     if (s->path[0]) {
         uv_close((uv_handle_t *)&s->listener, NULL);
-        if (unixsock_ours(s->path, s->id))
-            unlink(s->path); /* not one another agent made since */
+        if (remove)
+            unixsock_remove(&a->loop, s->path, s->id);
         s->path[0] = '\0'; /* stopped: a hand-over, then the agent's stop */
     }
 }

@@ -190,14 +190,17 @@ void doctor_cdi(struct doctor *d, struct doctor_result *r)
 void doctor_metrics(struct doctor *d, struct doctor_result *r)
 {
     struct err e;
+    struct metrics_files files;
     const struct config *c = d->o->cfg;
     if (c->no_metrics)
         doctor_set(r, DOCTOR_SKIP, NULL, "--no-metrics: gpulet serves no /metrics");
-    else if (metrics_check_files(c, &e) < 0) /* what the agent checks before it serves */
+    else if (metrics_read_files(c, &files, &e) < 0) /* what the agent checks before it serves */
         doctor_set(r, DOCTOR_FAIL, "fix the web config or the collectors file, or install GnuTLS "
                    "(libgnutls30) for TLS", "gpulet would not start with /metrics on %s: %s",
                    c->metrics_listen, e.msg);
     else
         doctor_set(r, DOCTOR_PASS, NULL, "/metrics on %s%s%s", c->metrics_listen,
                    c->web_config_file[0] ? " with the web config " : "", c->web_config_file);
+    if (!c->no_metrics)
+        metrics_files_free(&files); /* zeroed where the read failed */
 }

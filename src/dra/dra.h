@@ -304,6 +304,9 @@ struct dra_hooks {
      * Returns the writer of the CDI spec that names them now (NULL: none),
      * which a prepare's answer waits for */
     struct writer *(*on_mig)(void *ctx, unsigned gpu, const struct gpu_info *seen);
+    /* Its sockets could not be served (bound on the worker pool after
+     * dra_start returned): the driver serves nothing; e says why. */
+    void (*on_failed)(void *ctx, const struct err *e);
     void *ctx;
 };
 

@@ -101,6 +101,7 @@ struct dra_service {
     char plugin_dir[CONFIG_PATH_MAX + 64];
     char plugin_socket[CONFIG_PATH_MAX + 96];
     struct grpc_server *registration, *plugin;
+    struct unixsock_binding *binding;     /* a socket being bound on the worker pool */
     struct grpc_method registration_methods[2], plugin_methods[5]; /* v1 and v1beta1, health */
     char plugin_paths[4][80];
     bool registered;                      /* the kubelet said so */
@@ -199,7 +200,7 @@ struct dra {
 void dra_api_search(struct dra *d);
 
 /* The gRPC services (service.c): registration and the DRA plugin API. */
-int dra_service_start(struct dra *d, struct err *e);
+void dra_service_start(struct dra *d); /* served once bound (hooks.on_failed: not) */
 void dra_service_stop(struct dra *d);
 
 /* Whether the slice keeps faulty devices, tainted: the API's version has

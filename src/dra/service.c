@@ -11,7 +11,6 @@
 
 #include "dra.pb-c.h"
 #include "pluginregistration.pb-c.h"
-#include "util/dirs.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -131,7 +130,35 @@ static void rpc_unprepare(struct grpc_call *call, const uint8_t *msg, size_t len
         dra_unprepare(ctx, call, msg, len);
 }
 
-int dra_service_start(struct dra *d, struct err *e)
+/* A socket of the service bound: the plugin's, then the registration's. */
+static void service_bound(void *ctx, int fd, struct unixsock_id id, const struct err *why)
+{
+    struct dra *d = ctx;
+    struct dra_service *sv = &d->service;
+    sv->binding = NULL;
+    bool plugin = !sv->plugin;
+    struct err e;
+    int rc = why ? -1
+             : plugin ? grpc_server_start(&sv->plugin, d->loop, sv->plugin_socket, fd, id,
+                                          sv->plugin_methods, 5, &e)
+                      : grpc_server_start(&sv->registration, d->loop, sv->registry_socket, fd, id,
+                                          sv->registration_methods, 2, &e);
+    if (rc < 0) {
+        if (why)
+            e = *why;
+        if (d->hooks.on_failed)
+            d->hooks.on_failed(d->hooks.ctx, &e);
+        return;
+    }
+    if (plugin) {
+        sv->binding = unixsock_bind_start(d->loop, sv->registry_socket, 0750, 128, service_bound, d);
+        return;
+    }
+    log_info("DRA: " DRA_DRIVER " serving on %s; registration on %s", sv->plugin_socket,
+             sv->registry_socket);
+}
+
+void dra_service_start(struct dra *d)
 {
     d->service.registration_methods[0] = (struct grpc_method){"/pluginregistration.Registration/GetInfo",
                                                       rpc_get_info, d};
@@ -150,22 +177,18 @@ int dra_service_start(struct dra *d, struct err *e)
     }
     d->service.plugin_methods[4] = (struct grpc_method){"/v1alpha1.DRAResourceHealth/NodeWatchResources",
                                                  rpc_watch_health, d};
-    char registry[sizeof d->service.registry_socket];
-    dirs_parent(d->service.registry_socket, registry, sizeof registry);
-    /* The service first: the kubelet dials it as soon as it reads GetInfo. */
-    if (dirs_make(NULL, d->service.plugin_dir, 0750, e) < 0 || dirs_make(NULL, registry, 0750, e) < 0 ||
-        grpc_server_start(&d->service.plugin, d->loop, d->service.plugin_socket, d->service.plugin_methods, 5, e) < 0 ||
-        grpc_server_start(&d->service.registration, d->loop, d->service.registry_socket, d->service.registration_methods, 2,
-                          e) < 0)
-        return -1;
-    log_info("DRA: " DRA_DRIVER " serving on %s; registration on %s", d->service.plugin_socket,
-             d->service.registry_socket);
-    return 0;
+    /* The service first: the kubelet dials it as soon as it reads GetInfo.
+     * Each socket is bound on the worker pool (its file is on the node's
+     * disk, which the loop never touches), its directory made first. */
+    d->service.binding = unixsock_bind_start(d->loop, d->service.plugin_socket, 0750, 128,
+                                             service_bound, d);
 }
 
 void dra_service_stop(struct dra *d)
 {
     dra_service_unpark(d); /* d->stopping: each ended */
+    unixsock_bind_cancel(d->service.binding); /* a socket it binds is closed and removed */
+    d->service.binding = NULL;
     /* The registration socket first: removing it deregisters the driver. */
     grpc_server_close(d->service.registration);
     d->service.registration = NULL;

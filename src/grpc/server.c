@@ -431,13 +431,15 @@ static void server_on_connection(uv_stream_t *listener, int status)
     grpc_h2io_flush(&conn->io);
 }
 
-int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path,
-                      const struct grpc_method *methods, size_t nmethods, struct err *e)
+int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path, int fd,
+                      struct unixsock_id id, const struct grpc_method *methods, size_t nmethods,
+                      struct err *e)
 {
     *out = NULL;
     struct grpc_server *s = xcalloc(1, sizeof *s);
     if (strlen(path) >= sizeof s->path) {
         free(s);
+        close(fd);
         return err_set(e, "socket path too long: %s", path);
     }
     strcpy(s->path, path);
@@ -461,10 +463,10 @@ int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *pat
     nghttp2_option_set_no_http_messaging(s->opt, 1);
     uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
+    s->id = id;
     struct err why;
-    if (unixsock_listen(&s->listener, path, 128, server_on_connection, &s->id, &why) < 0) {
+    if (unixsock_serve(&s->listener, fd, 128, server_on_connection, path, &why) < 0) {
         err_set(e, "cannot listen on %s", why.msg);
-        s->closing = true;
         grpc_server_close(s);
         return -1;
     }
@@ -486,8 +488,8 @@ void grpc_server_close(struct grpc_server *s)
     bool bound = !s->closing;
     s->closing = true;
     uv_close((uv_handle_t *)&s->listener, server_listener_closed);
-    if (bound && unixsock_ours(s->path, s->id))
-        unlink(s->path); /* not one another process bound there since */
+    if (bound)
+        unixsock_remove(s->loop, s->path, s->id);
     for (struct grpc_conn *c = s->conns; c; c = c->next)
         grpc_h2io_close(&c->io);
 }
@@ -528,8 +530,7 @@ void grpc_server_drain(struct grpc_server *s, unsigned ms, void (*done)(void *ct
     }
     s->closing = true;
     uv_close((uv_handle_t *)&s->listener, server_listener_closed);
-    if (unixsock_ours(s->path, s->id))
-        unlink(s->path); /* not one another process bound there since */
+    unixsock_remove(s->loop, s->path, s->id);
 }
 
 const char *grpc_server_path(const struct grpc_server *s)

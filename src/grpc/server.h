@@ -8,6 +8,7 @@
 
 #include "grpc/grpc.h"
 #include "util/err.h"
+#include "util/unixsock.h"
 
 struct grpc_server;
 struct grpc_call;
@@ -27,13 +28,16 @@ struct grpc_method {
     void *ctx;
 };
 
-/* Listens on path (replacing a stale file) and serves the methods; an
- * unknown method gets UNIMPLEMENTED. methods must outlive the server. */
-int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path,
-                      const struct grpc_method *methods, size_t nmethods, struct err *e);
+/* Serves the methods on fd, the socket unixsock_bind made at path (with
+ * the file's identity id; the server owns fd from here on); an unknown
+ * method gets UNIMPLEMENTED. methods must outlive the server. */
+int grpc_server_start(struct grpc_server **out, uv_loop_t *loop, const char *path, int fd,
+                      struct unixsock_id id, const struct grpc_method *methods, size_t nmethods,
+                      struct err *e);
 
 /* Closes the listener and every connection (cancelling their calls),
- * removes the socket file, and frees the server once libuv is done. */
+ * removes the socket file (on the worker pool, if still its own), and
+ * frees the server once libuv is done. */
 void grpc_server_close(struct grpc_server *s);
 
 /* Stops serving as grpc_server_close does, but gently: the listener

@@ -244,18 +244,26 @@ static char *http_read_pem(const char *path, const char *key, struct err *e)
     return buf;
 }
 
-int http_security_check(const struct http_security *s, struct err *e)
+int http_security_load(struct http_security *s, struct err *e)
 {
+    s->key_pem = s->cert_pem = NULL;
     if (!s->tls)
         return 0;
     if (http_tls_load(e) < 0)
         return -1;
-    char *key = http_read_pem(s->key_file, "key_file", e);
-    char *cert = key ? http_read_pem(s->cert_file, "cert_file", e) : NULL;
-    int rc = key && cert ? http_tls_pair(cert, key, s, e) : -1;
-    free(key);
-    free(cert);
-    return rc;
+    s->key_pem = http_read_pem(s->key_file, "key_file", e);
+    s->cert_pem = s->key_pem ? http_read_pem(s->cert_file, "cert_file", e) : NULL;
+    if (s->key_pem && s->cert_pem && http_tls_pair(s->cert_pem, s->key_pem, s, e) == 0)
+        return 0;
+    http_security_free(s);
+    return -1;
+}
+
+void http_security_free(struct http_security *s)
+{
+    free(s->key_pem);
+    free(s->cert_pem);
+    s->key_pem = s->cert_pem = NULL;
 }
 
 static void http_free(struct http_server *s)
@@ -280,9 +288,17 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
     s->ctx = ctx;
     if (sec)
         s->sec = *sec;
-    if (http_auth_init(&s->auth, &s->sec, &s->auth_done, e) < 0 ||
-        (s->sec.tls && (!(s->tls_key = http_read_pem(s->sec.key_file, "key_file", e)) ||
-                        !(s->tls_cert = http_read_pem(s->sec.cert_file, "cert_file", e))))) {
+    s->sec.key_pem = s->sec.cert_pem = NULL; /* the caller's: copied below */
+    if (s->sec.tls && (!sec->key_pem || !sec->cert_pem)) {
+        free(s);
+        return err_set(e, "metrics over TLS: the key and certificate were not read "
+                          "(http_security_load)");
+    }
+    if (s->sec.tls) {
+        s->tls_key = xstrdup(sec->key_pem);
+        s->tls_cert = xstrdup(sec->cert_pem);
+    }
+    if (http_auth_init(&s->auth, &s->sec, &s->auth_done, e) < 0) {
         http_free(s);
         return -1;
     }
@@ -300,7 +316,7 @@ int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
     if (!s->daemon) {
         int errsv = errno;
         http_free(s);
-        /* (the key and certificate were checked as a pair: http_security_check) */
+        /* (the key and certificate were checked as a pair: http_security_load) */
         return err_set(e, "cannot listen on %s for metrics%s: %s", addr,
                        sec && sec->tls ? " over TLS" : "",
                        errsv ? strerror(errsv) : "libmicrohttpd refused");

@@ -27,6 +27,7 @@ struct http_security {
         char hash[64];               /* bcrypt */
     } users[HTTP_MAX_USERS];
     unsigned nusers;
+    char *key_pem, *cert_pem;        /* http_security_load's, for TLS; freed by http_security_free */
 };
 
 /* Parses web-config.yml text; relative files are taken from dir. Errors
@@ -37,10 +38,11 @@ int http_webconfig_parse(struct http_security *s, const char *source, const char
 /* Reads and parses the web config file at path. */
 int http_webconfig_load(struct http_security *s, const char *path, struct err *e);
 
-/* Whether TLS, when s asks for it, can be served: GnuTLS loads, and the key
- * and certificate can be read and are PEM, as http_start would read them. A
- * start checks before it serves. */
-int http_security_check(const struct http_security *s, struct err *e);
+/* For TLS, where s asks for it: GnuTLS loaded, and the key and certificate
+ * read into s (PEM) and checked as a pair, for http_start. Blocking (files):
+ * before the loop serves. */
+int http_security_load(struct http_security *s, struct err *e);
+void http_security_free(struct http_security *s);
 
 /* What a handler answers: status, content type and a body, either copied
  * from body or shared: then release(release_ctx) runs once the response is
@@ -60,7 +62,7 @@ struct http_reply {
 typedef void (*http_handler_fn)(void *ctx, const char *path, struct http_reply *reply);
 
 /* Listens on addr (":9400", "127.0.0.1:9400", "[::]:9400") and serves on
- * the loop. */
+ * the loop; sec (NULL: open, plain HTTP) as http_security_load made it. */
 int http_start(struct http_server **out, uv_loop_t *loop, const char *addr,
                const struct http_security *sec, http_handler_fn fn, void *ctx, struct err *e);
 

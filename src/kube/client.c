@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "util/log.h"
 #include "util/xmalloc.h"
 
 struct kube_call {
@@ -47,7 +48,14 @@ struct kube_client {
     struct kube_client_stats stats;
     struct kube_request_row *rows;  /* by method, resource and code */
     unsigned nrows;
-    unsigned handles;               /* the timer and the sockets' polls, not yet closed */
+    unsigned handles;               /* the timers and the sockets' polls, not yet closed; a
+                                     * token's reading in flight */
+    uv_timer_t token_timer;         /* the token file read again, on the worker pool */
+    uv_work_t token_work;
+    char token_read[KUBE_TOKEN_MAX];
+    int token_rc;
+    struct err token_err;
+    bool token_failing;             /* its failure logged, once until it reads again */
     bool closing;
 };
 
@@ -95,6 +103,7 @@ static void kube_maybe_free(struct kube_client *kc)
             kube_socket_close(kc, kc->sockets);
         uv_close((uv_handle_t *)&kc->timer, kube_closed);
         uv_close((uv_handle_t *)&kc->unsent, kube_closed);
+        uv_close((uv_handle_t *)&kc->token_timer, kube_closed);
     }
     if (kc->handles)
         return;
@@ -392,6 +401,69 @@ static void kube_on_unsent(uv_timer_t *t)
     }
 }
 
+/* --- the token file: kept, and read again every minute off the loop ----------------- */
+
+/* A projected service account token rotates (the kubelet writes a new one
+ * well before the old expires): client-go reads its file again each
+ * minute, and so does the client, on the worker pool (the loop never
+ * touches a file). A read that fails keeps the token it has. */
+#define KUBE_TOKEN_REREAD_MS 60000
+
+/* GPULET_TOKEN_REREAD_MS: the tests' knob (a minute is long for a test). */
+static uint64_t kube_token_every(void)
+{
+    const char *v = getenv("GPULET_TOKEN_REREAD_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    return ms > 0 && ms < 3600000 ? (uint64_t)ms : KUBE_TOKEN_REREAD_MS;
+}
+
+static void kube_token_work(uv_work_t *w)
+{
+    struct kube_client *kc = w->data;
+    kc->token_rc = kube_token_read(kc->creds.token_file, kc->token_read, sizeof kc->token_read,
+                                   &kc->token_err);
+}
+
+static void kube_token_done(uv_work_t *w, int status)
+{
+    struct kube_client *kc = w->data;
+    kc->handles--;
+    if (status == 0 && kc->token_rc == 0 && kc->token_read[0]) {
+        if (kc->token_failing)
+            log_info("API server credentials: %s read again", kc->creds.token_file);
+        kc->token_failing = false;
+        strbuf_free(&kc->creds.file_token);
+        strbuf_puts(&kc->creds.file_token, kc->token_read);
+    } else if (status == 0 && !kc->token_failing) {
+        log_error("API server credentials: %s; keeping the token read before",
+                  kc->token_rc < 0 ? kc->token_err.msg : "the token file is empty");
+        kc->token_failing = true;
+    }
+    kube_maybe_free(kc);
+}
+
+static void kube_token_again(uv_timer_t *t)
+{
+    struct kube_client *kc = t->data;
+    kc->token_work.data = kc;
+    if (uv_queue_work(kc->loop, &kc->token_work, kube_token_work, kube_token_done) == 0)
+        kc->handles++;
+}
+
+/* At the client's start, before the loop serves: the first read, here. */
+static int kube_token_start(struct kube_client *kc, struct err *e)
+{
+    uv_timer_init(kc->loop, &kc->token_timer);
+    kc->token_timer.data = kc;
+    if (kc->creds.token.len || !kc->creds.token_file[0])
+        return 0;
+    if (kube_token_read(kc->creds.token_file, kc->token_read, sizeof kc->token_read, e) < 0)
+        return -1;
+    strbuf_puts(&kc->creds.file_token, kc->token_read);
+    uv_timer_start(&kc->token_timer, kube_token_again, kube_token_every(), kube_token_every());
+    return 0;
+}
+
 /* --- the client ----------------------------------------------------------------------- */
 
 int kube_client_start(struct kube_client **out, uv_loop_t *loop, const char *kubeconfig,
@@ -414,7 +486,12 @@ int kube_client_start(struct kube_client **out, uv_loop_t *loop, const char *kub
     uv_timer_init(loop, &kc->timer);
     uv_timer_init(loop, &kc->unsent);
     kc->timer.data = kc->unsent.data = kc;
-    kc->handles = 2;
+    kc->handles = 3; /* with the token's timer */
+    if (kube_token_start(kc, e) < 0) {
+        kc->closing = true;
+        kube_maybe_free(kc); /* freed once its handles have closed */
+        return -1;
+    }
     *out = kc;
     return 0;
 }

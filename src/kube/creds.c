@@ -42,6 +42,7 @@ void kube_creds_free(struct kube_creds *c)
     strbuf_free(&c->cert_pem);
     strbuf_free(&c->key_pem);
     strbuf_free(&c->token);
+    strbuf_free(&c->file_token);
 }
 
 static const char *kube_sa_dir(void)

@@ -46,7 +46,21 @@ int kube_client_init(struct err *e)
     return kube_curl.error[0] ? err_set(e, "%s", kube_curl.error) : 0;
 }
 
-/* The bearer token: the kubeconfig's, else the token file's current content. */
+int kube_token_read(const char *path, char *out, size_t len, struct err *e)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return err_set(e, "token file %s: %s", path, strerror(errno));
+    size_t n = fread(out, 1, len - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\r'))
+        out[--n] = '\0';
+    return 0;
+}
+
+/* The bearer token: the kubeconfig's, else the token file's: as the
+ * client last read it, or (a one-off request's) read now. */
 static int kube_token(const struct kube_creds *c, char *out, size_t len, struct err *e)
 {
     out[0] = '\0';
@@ -54,17 +68,11 @@ static int kube_token(const struct kube_creds *c, char *out, size_t len, struct 
         snprintf(out, len, "%s", c->token.data);
         return 0;
     }
-    if (!c->token_file[0])
+    if (c->file_token.len) {
+        snprintf(out, len, "%s", c->file_token.data);
         return 0;
-    FILE *f = fopen(c->token_file, "r");
-    if (!f)
-        return err_set(e, "token file %s: %s", c->token_file, strerror(errno));
-    size_t n = fread(out, 1, len - 1, f);
-    fclose(f);
-    out[n] = '\0';
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ' || out[n - 1] == '\r'))
-        out[--n] = '\0';
-    return 0;
+    }
+    return c->token_file[0] ? kube_token_read(c->token_file, out, len, e) : 0;
 }
 
 static void kube_blob(CURL *h, CURLoption opt, const struct strbuf *pem)
@@ -100,7 +108,7 @@ CURL *kube_easy(const struct kube_creds *c, const char *method, const char *path
     *headers = NULL;
     if (kube_client_init(e) < 0)
         return NULL;
-    char token[8192], url[1536], header[8300];
+    char token[KUBE_TOKEN_MAX], url[1536], header[KUBE_TOKEN_MAX + 100];
     if (kube_token(c, token, sizeof token, e) < 0)
         return NULL;
     snprintf(url, sizeof url, "%s%s", c->server, path);

@@ -36,10 +36,15 @@ extern struct kube_curl kube_curl;
 
 /* An easy handle for one request to c's server, everything set but what
  * takes the answer (the write callback, its data, the time limit): the
- * URL, the bearer token (read now: tokens rotate), TLS, HTTP/2 where the
+ * URL, the bearer token (the client's copy of its file, else read now:
+ * tokens rotate), TLS, HTTP/2 where the
  * server offers it, the headers (*headers: freed by the caller after the
  * transfer), the body (copied). curl_err (CURL_ERROR_SIZE) gets curl's
  * reason for a failure. */
+/* A token file's content, trimmed (blocking). */
+int kube_token_read(const char *path, char *out, size_t len, struct err *e);
+#define KUBE_TOKEN_MAX 8192
+
 CURL *kube_easy(const struct kube_creds *c, const char *method, const char *path,
                 const char *content_type, const char *body, struct curl_slist **headers,
                 char *curl_err, struct err *e);

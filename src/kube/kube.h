@@ -26,8 +26,10 @@ struct kube_creds {
     struct strbuf ca_pem;
     char cert_file[KUBE_PATH_MAX], key_file[KUBE_PATH_MAX];
     struct strbuf cert_pem, key_pem;
-    char token_file[KUBE_PATH_MAX]; /* re-read on every request: tokens rotate */
+    char token_file[KUBE_PATH_MAX]; /* tokens rotate: read again (below, or per request) */
     struct strbuf token;            /* a fixed token from the kubeconfig */
+    struct strbuf file_token;       /* token_file's content, where a client keeps it: read
+                                     * at its start, then every minute on the worker pool */
     bool insecure;                  /* insecure-skip-tls-verify */
 };
 

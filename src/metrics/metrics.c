@@ -331,22 +331,29 @@ void metrics_on_claims(struct metrics *m, const struct metrics_holder *h, unsign
 
 /* --- lifetime ------------------------------------------------------------------- */
 
-int metrics_check_files(const struct config *cfg, struct err *e)
+int metrics_read_files(const struct config *cfg, struct metrics_files *f, struct err *e)
 {
+    memset(f, 0, sizeof *f);
     if (cfg->no_metrics)
         return 0;
-    struct collectors c;
-    struct http_security sec;
-    if (cfg->collectors[0] && metrics_collectors_load(&c, cfg->collectors, e) < 0)
+    f->collectors_given = cfg->collectors[0] != '\0';
+    if (f->collectors_given && metrics_collectors_load(&f->collectors, cfg->collectors, e) < 0)
         return -1;
     if (!cfg->web_config_file[0])
         return 0;
-    return http_webconfig_load(&sec, cfg->web_config_file, e) < 0 ? -1 : http_security_check(&sec, e);
+    return http_webconfig_load(&f->sec, cfg->web_config_file, e) < 0 ? -1
+                                                                     : http_security_load(&f->sec, e);
+}
+
+void metrics_files_free(struct metrics_files *f)
+{
+    http_security_free(&f->sec);
 }
 
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
-                  const struct config *cfg, const struct metrics_hooks *hooks, struct err *e)
+                  const struct config *cfg, const struct metrics_files *files,
+                  const struct metrics_hooks *hooks, struct err *e)
 {
     *out = NULL;
     struct metrics *m = xcalloc(1, sizeof *m);
@@ -358,14 +365,10 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
         m->hooks = *hooks;
     uv_mutex_init(&m->lock);
     uv_cond_init(&m->wake);
-    if (cfg->collectors[0]) {
-        if (metrics_collectors_load(&m->collectors, cfg->collectors, e) < 0) {
-            free(m);
-            return -1;
-        }
-    } else {
+    if (files->collectors_given)
+        m->collectors = files->collectors;
+    else
         metrics_collectors_default(&m->collectors);
-    }
     const char *node = getenv("NODE_NAME");
     if (cfg->hostname[0])
         snprintf(m->hostname, sizeof m->hostname, "%s", cfg->hostname);
@@ -379,9 +382,7 @@ int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct 
         metrics_on_device(m, i, 0, &devs[i]);
     metrics_sampler_init(&m->sampler, n, lanes, inv, &m->collectors, cfg->metrics_interval_ms);
     metrics_procs_init(&m->sampler.procs, cfg);
-    struct http_security sec = {0};
-    if ((cfg->web_config_file[0] && http_webconfig_load(&sec, cfg->web_config_file, e) < 0) ||
-        http_start(&m->http, loop, cfg->metrics_listen, &sec, metrics_http, m, e) < 0) {
+    if (http_start(&m->http, loop, cfg->metrics_listen, &files->sec, metrics_http, m, e) < 0) {
         metrics_sampler_free(&m->sampler);
         metrics_state_free(&m->state);
         free(m->lost);

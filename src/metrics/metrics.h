@@ -13,6 +13,8 @@
 #include "gpu/device.h"
 #include "gpu/inventory.h"
 #include "gpu/lane.h"
+#include "http/http.h"
+#include "metrics/collectors.h"
 #include "util/err.h"
 
 struct metrics;
@@ -30,14 +32,23 @@ struct metrics_hooks {
  * metrics_on_device. Each GPU is read on its lane. n, lanes, inv and cfg
  * must outlive metrics; the lanes stop after metrics_stop and before
  * metrics is freed (the loop's next turn). */
-/* The files metrics read at start (the collectors CSV, the web config and
- * the key and certificate it names), checked: a bad one is a config error,
- * refused before anything is served, not metrics quietly off. */
-int metrics_check_files(const struct config *cfg, struct err *e);
+/* The files metrics reads (the collectors CSV, the web config and the key
+ * and certificate it names), read and checked at start, before the loop
+ * serves (the loop never touches a disk): a bad one is a config error,
+ * refused before anything is served, not metrics quietly off. metrics_start
+ * takes what they say; free them after. */
+struct metrics_files {
+    bool collectors_given;           /* else dcgm-exporter's default counters */
+    struct collectors collectors;
+    struct http_security sec;
+};
+int metrics_read_files(const struct config *cfg, struct metrics_files *f, struct err *e);
+void metrics_files_free(struct metrics_files *f);
 
 int metrics_start(struct metrics **out, uv_loop_t *loop, struct nvml *n, struct gpu_lanes *lanes,
                   const struct gpu_inventory *inv, const struct gpu_device *devs,
-                  const struct config *cfg, const struct metrics_hooks *hooks, struct err *e);
+                  const struct config *cfg, const struct metrics_files *files,
+                  const struct metrics_hooks *hooks, struct err *e);
 
 /* A GPU changed (enum gpu_change bits): metrics keeps a copy of what it
  * renders and samples with (loop thread; m may be NULL). */

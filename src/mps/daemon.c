@@ -21,6 +21,7 @@
 #include "util/xmalloc.h"
 
 static void mps_spawn(struct mps_daemon *m);
+static void mps_begin_found(struct mps_daemon *m, pid_t pid, const struct err *e);
 static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out);
 
 
@@ -45,12 +46,34 @@ static int mps_remove_entry(const char *path, const struct stat *st, int flag, s
 }
 
 
+/* A removal of a daemon's directory, on the worker pool: nobody waits for it. */
+struct mps_removal {
+    uv_work_t work;
+    char dir[sizeof ((struct config_mps_dirs *)0)->dir];
+};
+
+static void mps_remove_work(uv_work_t *w)
+{
+    const struct mps_removal *r = w->data;
+    nftw(r->dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void mps_removed(uv_work_t *w, int status)
+{
+    (void)status;
+    free(w->data);
+}
+
 void mps_maybe_free(struct mps_daemon *m)
 {
     if (m->state != MPS_STOPPING || m->handles)
         return;
-    if (m->remove_dir)
-        nftw(m->dirs.dir, mps_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    if (m->remove_dir) {
+        struct mps_removal *r = xcalloc(1, sizeof *r);
+        snprintf(r->dir, sizeof r->dir, "%s", m->dirs.dir);
+        r->work.data = r;
+        uv_queue_work(m->loop, &r->work, mps_remove_work, mps_removed);
+    }
     for (char **e = m->env; e && *e; e++)
         free(*e);
     free(m->env);
@@ -104,6 +127,74 @@ static int mps_mkdirs(const char *path, struct err *e)
 }
 
 
+/* --- what the daemon's files say, read on the worker pool ------------------------------ */
+
+/* The loop never waits on a disk (--mps-root may be on one): a daemon's
+ * directories are made, and its pid read from its files, on the pool; then
+ * goes on with the answer on the loop. m stays until it is back (counted
+ * as a handle): then sees the state as it is by then. */
+struct mps_look {
+    uv_work_t work;
+    struct mps_daemon *m;
+    unsigned what;                    /* MPS_LOOK_* */
+    pid_t pid;
+    bool failed;
+    struct err e;
+    mps_look_cb then;
+};
+
+/* The pid mps-exec wrote of the daemon it started; 0: none. */
+static pid_t mps_read_started(const struct mps_daemon *m)
+{
+    FILE *f = fopen(m->started, "r");
+    int pid = 0;
+    if (f && (fscanf(f, "%d", &pid) != 1 || pid < 0))
+        pid = 0;
+    if (f)
+        fclose(f);
+    return pid;
+}
+
+static void mps_look_work(uv_work_t *w)
+{
+    struct mps_look *l = w->data;
+    const struct mps_daemon *m = l->m;
+    if ((l->what & MPS_LOOK_DIRS) &&
+        (mps_mkdirs(m->dirs.pipe, &l->e) < 0 || mps_mkdirs(m->dirs.log, &l->e) < 0 ||
+         mps_mkdirs(m->dirs.shm, &l->e) < 0)) {
+        l->failed = true;
+        return;
+    }
+    if (l->what & MPS_LOOK_PID)
+        l->pid = mps_read_pid(m);
+    else if (l->what & MPS_LOOK_STARTED)
+        l->pid = mps_read_started(m);
+}
+
+static void mps_look_done(uv_work_t *w, int status)
+{
+    struct mps_look *l = w->data;
+    struct mps_daemon *m = l->m;
+    m->handles--;
+    if (status < 0 && !l->failed) {
+        l->failed = true;
+        err_set(&l->e, "MPS: %s: not looked at (the agent is stopping)", m->spec.name);
+    }
+    l->then(m, l->pid, l->failed ? &l->e : NULL);
+    free(l);
+}
+
+void mps_look(struct mps_daemon *m, unsigned what, mps_look_cb then)
+{
+    struct mps_look *l = xcalloc(1, sizeof *l);
+    l->m = m;
+    l->what = what;
+    l->then = then;
+    l->work.data = l;
+    m->handles++;
+    uv_queue_work(m->loop, &l->work, mps_look_work, mps_look_done);
+}
+
 /* The GPUs m serves, as its daemon's CUDA_VISIBLE_DEVICES. */
 static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out)
 {
@@ -112,14 +203,30 @@ static void mps_gpu_list(const struct mps_daemon *m, struct strbuf *out)
 }
 
 
-/* The limits were taken: the daemon is up, and now its pid is known. */
+static void mps_up_found(struct mps_daemon *m, pid_t pid, const struct err *e);
+
+/* The limits were taken: the daemon is up, and now its pid is known (read
+ * from its pid file where it is not yet). */
 void mps_up(struct mps_daemon *m)
 {
     if (!m->pid) {
-        pid_t pid = mps_read_pid(m);
-        if (pid)
-            mps_watch(m, pid);
+        mps_look(m, MPS_LOOK_PID, mps_up_found);
+        return;
     }
+    mps_up_found(m, 0, NULL);
+}
+
+static void mps_up_found(struct mps_daemon *m, pid_t pid, const struct err *e)
+{
+    (void)e;
+    if (m->state != MPS_STARTING) { /* stopped, or gone, meanwhile */
+        mps_maybe_free(m);
+        return;
+    }
+    if (pid && !m->pid)
+        mps_watch(m, pid);
+    if (m->state != MPS_STARTING)
+        return; /* it was gone already: restarted with backoff */
     m->state = MPS_UP;
     m->backoff_ms = 0;
     m->failing = false;
@@ -279,6 +386,15 @@ void mps_failed(struct mps_daemon *m, const char *how, int code)
 }
 
 
+static void mps_started_found(struct mps_daemon *m, pid_t pid, const struct err *e)
+{
+    (void)e;
+    if (m->state == MPS_STOPPING)
+        mps_maybe_free(m);
+    else if (pid > 0 && !m->pid && (m->state == MPS_STARTING || m->state == MPS_UP))
+        mps_watch(m, pid);
+}
+
 /* gpulet mps-exec has started the daemon (0), or could not. */
 static void mps_helper_exit(uv_process_t *p, int64_t status, int sig)
 {
@@ -296,12 +412,7 @@ static void mps_helper_exit(uv_process_t *p, int64_t status, int sig)
     }
     /* It runs: watched from now on (an exit at once is seen at once); the
      * limits, being tried, say when it is up. */
-    FILE *f = fopen(m->started, "r");
-    int pid = 0;
-    if (f && fscanf(f, "%d", &pid) == 1 && pid > 0 && !m->pid)
-        mps_watch(m, pid);
-    if (f)
-        fclose(f);
+    mps_look(m, MPS_LOOK_STARTED, mps_started_found);
 }
 
 
@@ -357,12 +468,30 @@ static void mps_spawn(struct mps_daemon *m)
 }
 
 
+static void mps_on_begin_timer(uv_timer_t *t)
+{
+    mps_look(t->data, MPS_LOOK_DIRS | MPS_LOOK_PID, mps_begin_found);
+}
+
 /* Adopts the daemon that serves the pipe directory, if one does: the same
  * GPUs keep it, with its clients; other GPUs end it first. Else starts
- * one. */
-static void mps_begin(struct mps_daemon *m)
+ * one. Its directories are made first. */
+static void mps_begin_found(struct mps_daemon *m, pid_t pid, const struct err *e)
 {
-    pid_t pid = mps_read_pid(m);
+    if (m->state == MPS_STOPPING) {
+        mps_maybe_free(m);
+        return;
+    }
+    if (e) { /* its directories: tried again as a daemon's restart is */
+        log_error("%s; trying again in %u s", e->msg, MPS_BACKOFF_MAX_MS / 1000);
+        m->state = MPS_WAITING;
+        uv_timer_start(&m->timer, mps_on_begin_timer, MPS_BACKOFF_MAX_MS, 0);
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&m->touch)) { /* the lease, in the directory made now */
+        unsigned every = mps_lease_s() * 500; /* twice a lease at least */
+        uv_timer_start(&m->touch, mps_touch, 0, every < MPS_TOUCH_MS ? every : MPS_TOUCH_MS);
+    }
     if (!pid) {
         mps_spawn(m);
         return;
@@ -424,10 +553,6 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
               struct err *e)
 {
     *out = NULL;
-    struct config_mps_dirs dirs;
-    config_mps_dirs(cfg, spec->name, &dirs);
-    if (mps_mkdirs(dirs.pipe, e) < 0 || mps_mkdirs(dirs.log, e) < 0 || mps_mkdirs(dirs.shm, e) < 0)
-        return -1;
     struct mps_daemon *m = mps_new(loop, cfg, spec, control);
     if (!m->self[0]) {
         err_set(e, "MPS: cannot find gpulet's own binary: %s", strerror(errno));
@@ -438,9 +563,7 @@ int mps_start(struct mps_daemon **out, uv_loop_t *loop, const struct config *cfg
     if (hooks)
         m->hooks = *hooks;
     m->env = mps_environment(m);
-    unsigned every = mps_lease_s() * 500; /* twice a lease at least */
-    uv_timer_start(&m->touch, mps_touch, 0, every < MPS_TOUCH_MS ? every : MPS_TOUCH_MS);
-    mps_begin(m);
+    mps_look(m, MPS_LOOK_DIRS | MPS_LOOK_PID, mps_begin_found);
     *out = m;
     return 0;
 }
@@ -480,9 +603,20 @@ void mps_stop(struct mps_daemon *m, enum mps_stop_mode mode, bool remove_dir)
         return;
     }
     if (!m->pid && !m->helper_alive) {
-        pid_t pid = mps_read_pid(m);
-        if (pid)
-            mps_watch(m, pid);
+        mps_look(m, MPS_LOOK_PID, mps_end_found);
+        return;
+    }
+    mps_end_found(m, 0, NULL);
+}
+
+/* MPS_END, once the daemon's pid is known (pid: read from its file). */
+void mps_end_found(struct mps_daemon *m, pid_t pid, const struct err *e)
+{
+    (void)e;
+    if (pid && !m->pid) {
+        mps_watch(m, pid);
+        if (!m->pid)
+            return; /* it was gone already: its handles are closing */
     }
     if (!m->pid) {
         mps_close(m);

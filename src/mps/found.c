@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "util/log.h"
+#include "util/xmalloc.h"
 
 
 /* A running process (not a zombie whose parent has not reaped it yet). */
@@ -79,14 +80,18 @@ pid_t mps_read_pid(const struct mps_daemon *m)
 }
 
 
-static bool mps_kept(const char *name, const char *const *keep, unsigned nkeep)
-{
-    for (unsigned i = 0; i < nkeep; i++)
-        if (!strcmp(keep[i], name))
-            return true;
-    return false;
-}
 
+
+/* A stray daemon's pid, read on the worker pool: it is ended, if one runs. */
+static void mps_stray_found(struct mps_daemon *m, pid_t pid, const struct err *e)
+{
+    if (pid)
+        log_warn("MPS daemon for %s (pid %d): nothing needs it any more (its resource left the "
+                 "config, or its claim was unprepared while gpulet was away): it is stopped, and "
+                 "its running clients lose it in %d s at most if they have not ended",
+                 m->spec.name, (int)pid, MPS_DRAIN_MS / 1000);
+    mps_end_found(m, pid, e);
+}
 
 /* Ends name's daemon, if one runs: nothing needs it. */
 static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char *control,
@@ -98,20 +103,7 @@ static void mps_end_stray(uv_loop_t *loop, const struct config *cfg, const char 
     m->env = mps_environment(m);
     m->state = MPS_STOPPING;
     m->remove_dir = true;
-    pid_t pid = mps_read_pid(m);
-    if (!pid) {
-        mps_close(m);
-        return;
-    }
-    log_warn("MPS daemon for %s (pid %d): nothing needs it any more (its resource left the "
-             "config, or its claim was unprepared while gpulet was away): it is stopped, and its "
-             "running clients lose it in %d s at most if they have not ended",
-             name, (int)pid, MPS_DRAIN_MS / 1000);
-    mps_watch(m, pid);
-    if (m->pid)
-        mps_quit(m);
-    else
-        mps_close(m);
+    mps_look(m, MPS_LOOK_PID, mps_stray_found);
 }
 
 
@@ -149,16 +141,55 @@ static void mps_names(const char *root, const char *prefix, struct strbuf *names
 }
 
 
+/* A sweep: the names listed on the worker pool (--mps-root may be on a
+ * disk), the strays ended on the loop. */
+struct mps_sweep {
+    uv_work_t work;
+    const struct config *cfg;         /* read on the loop only */
+    char root[CONFIG_PATH_MAX];
+    char control[CONFIG_PATH_MAX];
+    enum mps_owner owner;
+    struct strbuf keep, names;        /* NUL-separated */
+};
+
+static void mps_sweep_work(uv_work_t *w)
+{
+    struct mps_sweep *sw = w->data;
+    mps_names(sw->root, "", &sw->names, 1);
+}
+
+static bool mps_kept_in(const struct strbuf *keep, const char *name)
+{
+    for (size_t at = 0; at < keep->len; at += strlen(keep->data + at) + 1)
+        if (!strcmp(keep->data + at, name))
+            return true;
+    return false;
+}
+
+static void mps_swept(uv_work_t *w, int status)
+{
+    struct mps_sweep *sw = w->data;
+    for (size_t at = 0; status == 0 && at < sw->names.len; at += strlen(sw->names.data + at) + 1) {
+        const char *name = sw->names.data + at;
+        bool plugins = strchr(name, '/') != NULL;
+        if (plugins == (sw->owner == MPS_OWNER_PLUGIN) && !mps_kept_in(&sw->keep, name))
+            mps_end_stray(w->loop, sw->cfg, sw->control, name);
+    }
+    strbuf_free(&sw->keep);
+    strbuf_free(&sw->names);
+    free(sw);
+}
+
 void mps_sweep(uv_loop_t *loop, const struct config *cfg, const char *control,
                enum mps_owner owner, const char *const *keep, unsigned nkeep)
 {
-    struct strbuf names = {0};
-    mps_names(cfg->mps_root, "", &names, 1);
-    for (size_t at = 0; at < names.len; at += strlen(names.data + at) + 1) {
-        const char *name = names.data + at;
-        bool plugins = strchr(name, '/') != NULL;
-        if (plugins == (owner == MPS_OWNER_PLUGIN) && !mps_kept(name, keep, nkeep))
-            mps_end_stray(loop, cfg, control, name);
-    }
-    strbuf_free(&names);
+    struct mps_sweep *sw = xcalloc(1, sizeof *sw);
+    sw->cfg = cfg;
+    snprintf(sw->root, sizeof sw->root, "%s", cfg->mps_root);
+    snprintf(sw->control, sizeof sw->control, "%s", control);
+    sw->owner = owner;
+    for (unsigned i = 0; i < nkeep; i++)
+        strbuf_append(&sw->keep, keep[i], strlen(keep[i]) + 1);
+    sw->work.data = sw;
+    uv_queue_work(loop, &sw->work, mps_sweep_work, mps_swept);
 }

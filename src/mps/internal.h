@@ -81,6 +81,14 @@ void mps_watch(struct mps_daemon *m, pid_t pid);
 void mps_up(struct mps_daemon *m);        /* it took the limits */
 void mps_failed(struct mps_daemon *m, const char *how, int code);
 
+/* What mps_look does on the worker pool, then calls back with on the loop:
+ * the directories made (a failure is e), the pid of the daemon serving the
+ * pipe directory, or the pid mps-exec wrote of the one it started (0: none). */
+enum { MPS_LOOK_DIRS = 1, MPS_LOOK_PID = 2, MPS_LOOK_STARTED = 4 };
+typedef void (*mps_look_cb)(struct mps_daemon *m, pid_t pid, const struct err *e);
+void mps_look(struct mps_daemon *m, unsigned what, mps_look_cb then);
+void mps_end_found(struct mps_daemon *m, pid_t pid, const struct err *e); /* MPS_END's rest */
+
 /* control.c */
 void mps_send_limits(struct mps_daemon *m);
 void mps_on_limits_timer(uv_timer_t *t);

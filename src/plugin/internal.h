@@ -66,6 +66,8 @@ struct plugin {
     struct unixsock_id registered_id; /* kubelet.sock we registered with; 0: none */
     struct unixsock_id registering_id; /* the one a Register call in flight targets */
     struct grpc_client_call *registering;
+    struct unixsock_binding *binding;    /* the socket being bound on the worker pool */
+    bool served;                         /* its socket was served once */
     unsigned backoff_ms;
     uv_fs_event_t dir_watch;
     uv_timer_t reconcile_timer;
@@ -112,14 +114,15 @@ int plugin_preferred(const struct plugin *p, const uint8_t *req, size_t len, uin
 
 /* Registration and the device-plugins directory watch (lifecycle.c).
  * Stopping frees p once its last handle has closed. */
-int plugin_lifecycle_start(struct plugin *p, struct err *e);
+void plugin_lifecycle_start(struct plugin *p);
 void plugin_lifecycle_stop(struct plugin *p);
 /* Something that decides registering changed (the plugin's availability):
  * the step runs again at once. */
 void plugin_lifecycle_poke(struct plugin *p);
 
-/* (Re)starts the gRPC server on the plugin's socket (plugin.c). */
-int plugin_serve(struct plugin *p, struct err *e);
+/* (Re)starts the gRPC server on the plugin's socket, fd bound by
+ * lifecycle.c on the worker pool (plugin.c). */
+int plugin_serve(struct plugin *p, int fd, struct unixsock_id id, struct err *e);
 
 /* Ends the ListAndWatch streams and drains the server (plugin.c). */
 bool plugin_service_stop(struct plugin *p, void (*drained)(void *ctx), void *ctx);

@@ -13,7 +13,6 @@
 #include "grpc/client.h"
 #include "plugin/internal.h"
 #include "util/backoff.h"
-#include "util/dirs.h"
 #include "util/log.h"
 #include "util/unixsock.h"
 
@@ -103,24 +102,53 @@ static uint64_t lifecycle_hold(struct plugin *p)
     return LIFECYCLE_HOLD_MS - waited;
 }
 
+static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, int status);
+
+/* The socket, bound on the worker pool (its file is on the node's disk,
+ * which the loop never touches), is served here; then the step goes on. */
+static void lifecycle_bound(void *ctx, int fd, struct unixsock_id id, const struct err *why)
+{
+    struct plugin *p = ctx;
+    p->binding = NULL;
+    struct err e;
+    if (why || plugin_serve(p, fd, id, &e) < 0) {
+        if (!p->served && p->hooks.on_unserved)
+            p->hooks.on_unserved(p->hooks.ctx, why ? why : &e);
+        else
+            log_error("%s; trying again", why ? why->msg : e.msg);
+        if (!p->stopping)
+            lifecycle_retry(p);
+        return;
+    }
+    p->served = true;
+    p->socket_id = id;
+    if (!uv_is_active((uv_handle_t *)&p->dir_watch)) { /* the directory is there now */
+        int rc = uv_fs_event_start(&p->dir_watch, lifecycle_dir_event, p->dir, 0);
+        if (rc < 0)
+            log_error("cannot watch %s: %s (raise fs.inotify.max_user_instances?); looking every "
+                      "%d s instead", p->dir, uv_strerror(rc), LIFECYCLE_SAFETY_MS / 1000);
+    }
+    lifecycle_schedule(p, 0);
+}
+
 static void lifecycle_reconcile(uv_timer_t *t)
 {
     struct plugin *p = t->data;
-    struct err e;
     struct unixsock_id ours = unixsock_id_of(p->socket);
     if (!p->server || !ours.ino || !unixsock_id_same(ours, p->socket_id)) {
+        if (p->binding)
+            return; /* its answer runs the step again */
         if (p->server)
             log_warn("%s was removed; serving on it again", p->socket);
         if (p->registering)
             grpc_client_cancel(p->registering);
         p->registering = NULL;
         p->registered_id = lifecycle_none; /* a new socket must be registered anew */
-        if (plugin_serve(p, &e) < 0) {
-            log_error("%s", e.msg);
-            lifecycle_retry(p);
-            return;
-        }
-        p->socket_id = unixsock_id_of(p->socket);
+        /* The kubelet may not have run yet: the directory is made (the
+         * agent made and records it at start, so this is for one removed
+         * since). */
+        p->binding = unixsock_bind_start(p->loop, p->socket, 0755, 128, lifecycle_bound, p);
+        return;
     }
     struct unixsock_id kubelet = unixsock_id_of(p->kubelet_socket);
     if (!kubelet.ino) {
@@ -166,29 +194,16 @@ static void lifecycle_dir_event(uv_fs_event_t *h, const char *name, int events, 
         lifecycle_schedule(p, LIFECYCLE_DEBOUNCE_MS);
 }
 
-int plugin_lifecycle_start(struct plugin *p, struct err *e)
+void plugin_lifecycle_start(struct plugin *p)
 {
-    /* The kubelet may not have run yet: its directory is made (the agent
-     * made and records it at start) so we can serve and wait for
-     * kubelet.sock to appear in it. A socket that cannot be served now is
-     * a node set up wrong (a directory that is not ours): said at once,
-     * not retried forever. */
-    if (dirs_make(NULL, p->dir, 0755, e) < 0 || plugin_serve(p, e) < 0)
-        return -1;
-    p->socket_id = unixsock_id_of(p->socket);
     uv_timer_init(p->loop, &p->reconcile_timer);
     p->reconcile_timer.data = p;
-    uv_fs_event_init(p->loop, &p->dir_watch);
+    uv_fs_event_init(p->loop, &p->dir_watch); /* started once the socket is bound */
     p->dir_watch.data = p;
     p->watching = true;
     p->open_handles = 2;
-    int rc = uv_fs_event_start(&p->dir_watch, lifecycle_dir_event, p->dir, 0);
-    if (rc < 0)
-        return err_set(e, "cannot watch %s: %s (raise fs.inotify.max_user_instances?)", p->dir,
-                       uv_strerror(rc));
     p->started_ms = uv_now(p->loop);
     lifecycle_reconcile(&p->reconcile_timer); /* serve and register right away */
-    return 0;
 }
 
 /* Frees a stopping plugin once its last handle has closed. */
@@ -213,6 +228,8 @@ void plugin_lifecycle_stop(struct plugin *p)
     if (p->registering)
         grpc_client_cancel(p->registering);
     p->registering = NULL;
+    unixsock_bind_cancel(p->binding); /* a socket it binds is closed and removed */
+    p->binding = NULL;
     if (p->watching) {
         uv_fs_event_stop(&p->dir_watch);
         uv_close((uv_handle_t *)&p->dir_watch, lifecycle_closed);

@@ -166,7 +166,7 @@ static void rpc_prestart(struct grpc_call *call, const uint8_t *msg, size_t len,
     grpc_call_finish(call, GRPC_OK, NULL);
 }
 
-int plugin_serve(struct plugin *p, struct err *e)
+int plugin_serve(struct plugin *p, int fd, struct unixsock_id id, struct err *e)
 {
     static const char *const paths[] = {
         "/v1beta1.DevicePlugin/GetDevicePluginOptions", "/v1beta1.DevicePlugin/ListAndWatch",
@@ -180,7 +180,7 @@ int plugin_serve(struct plugin *p, struct err *e)
     if (p->server)
         grpc_server_close(p->server); /* its streams end; the kubelet reconnects */
     p->server = NULL;
-    return grpc_server_start(&p->server, p->loop, p->socket, p->methods, 5, e);
+    return grpc_server_start(&p->server, p->loop, p->socket, fd, id, p->methods, 5, e);
 }
 
 /* Ends the streams and drains the server (plugin_stop). The streams'

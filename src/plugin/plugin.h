@@ -62,6 +62,10 @@ void plugin_resources_apply(const struct plugin_resource *r, unsigned count,
 /* What the plugin tells its owner. */
 struct plugin_hooks {
     void (*on_allocate)(void *ctx);   /* after each Allocate: a pod is starting */
+    /* Its socket could not be served (bound on the worker pool after
+     * plugin_start returned), and never was: e says why. The plugin tries
+     * again with backoff; the owner may stop instead (an agent's start). */
+    void (*on_unserved)(void *ctx, const struct err *e);
     void *ctx;
 };
 

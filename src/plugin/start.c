@@ -42,10 +42,7 @@ int plugin_start(struct plugin **out, uv_loop_t *loop, const struct config *cfg,
         free(p);
         return -1;
     }
-    if (plugin_lifecycle_start(p, e) < 0) {
-        plugin_stop(p, NULL, NULL); /* not served yet: nothing to drain */
-        return -1;
-    }
+    plugin_lifecycle_start(p); /* its socket is bound off the loop, then served */
     *out = p;
     return 0;
 }

@@ -34,13 +34,42 @@ bool unixsock_id_same(struct unixsock_id a, struct unixsock_id b);
 /* Whether path is still the file whose identity is id. */
 bool unixsock_ours(const char *path, struct unixsock_id id);
 
-/* Listens on a unix socket at path with the (initialised) pipe p: a stale
- * socket file of an earlier run is removed first, never one a live process
- * serves. 0 with the file's identity in *id, or -1 naming path and why
- * (another process serves it; or the bind's error, with whose directory it
- * is where that explains a refusal). */
+/* A server's socket. Its file is on the node's disk, which the agent's loop
+ * never touches (docs/architecture.md, "Executors"): it is bound on libuv's
+ * worker pool (or before the loop serves), served on the loop, and its file
+ * removed on the pool. libuv never learns the file's name, so its close
+ * never removes a file another process bound there since. */
+#include <sys/types.h>
 #include <uv.h>
-int unixsock_listen(uv_pipe_t *p, const char *path, int backlog, uv_connection_cb on_connection,
-                    struct unixsock_id *id, struct err *e);
+
+/* Blocking: binds and listens on a unix socket at path (non-blocking,
+ * close-on-exec): a stale socket file of an earlier run is removed first,
+ * never one a live process serves. 0 with the fd and the file's identity,
+ * or -1 naming path and why (another process serves it; or the bind's
+ * error, with whose directory it is where that explains a refusal). */
+int unixsock_bind(const char *path, int backlog, int *fd, struct unixsock_id *id, struct err *e);
+
+/* On the loop: serves the fd unixsock_bind made with the (initialised)
+ * pipe p, which owns the fd from here on, even when this fails. */
+int unixsock_serve(uv_pipe_t *p, int fd, int backlog, uv_connection_cb on_connection, const char *path,
+                   struct err *e);
+
+/* unixsock_bind on the worker pool, its directory made first (dir_mode; 0:
+ * not made). done gets the fd and the file's identity, or -1 and why. */
+struct unixsock_binding;
+typedef void (*unixsock_bound_cb)(void *ctx, int fd, struct unixsock_id id, const struct err *e);
+struct unixsock_binding *unixsock_bind_start(uv_loop_t *loop, const char *path, mode_t dir_mode,
+                                             int backlog, unixsock_bound_cb done, void *ctx);
+/* done is not called; a socket bound meanwhile is closed and its file removed. */
+void unixsock_bind_cancel(struct unixsock_binding *b);
+
+/* Removes path on the worker pool, if it is still the file whose identity
+ * is id: never one another process bound there since. */
+void unixsock_remove(uv_loop_t *loop, const char *path, struct unixsock_id id);
+
+/* Binds and removals posted and not yet done, in the whole process: a
+ * hand-over answers only once none is (a removal still queued could take
+ * the file the new agent binds in its place). */
+unsigned unixsock_pending(void);
 
 #endif

@@ -59,9 +59,11 @@ def pytest_runtest_setup(item):
             skip_or_fail(m.kwargs["reason"])
 
 
-# The last: the simulator's report of an NVML call on the agent's loop.
+# The last two: the simulator's report of an NVML call on the agent's loop,
+# and tests/shim/loop_disk.c's of a file touched there.
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "WARNING: ThreadSanitizer", "an NVML call on the agent's loop thread")
+                   "WARNING: ThreadSanitizer", "an NVML call on the agent's loop thread",
+                   "a file touched on the agent's loop thread")
 
 
 def check_clean(stderr):
@@ -131,12 +133,30 @@ def ctypes_env(env):
     return env
 
 
+@pytest.fixture(scope="session")
+def loop_disk(tmp_path_factory):
+    """tests/shim/loop_disk.c built here (plain): preloaded into every agent
+    a test starts, it reports a file touched on the agent's loop thread
+    (docs/architecture.md, "Executors"). Not under ThreadSanitizer, whose
+    runtime must see the process's first calls itself."""
+    if TSAN:
+        return None
+    lib = tmp_path_factory.mktemp("shim") / "loop_disk.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(SOURCE / "tests/shim/loop_disk.c"),
+                    "-ldl"], check=True, timeout=60)
+    return lib
+
+
 @pytest.fixture
-def sim_env(tmp_path):
+def sim_env(tmp_path, loop_disk):
     """Environment with a private simulator control socket, and the agent's
     node paths (kubelet root, status socket) under tmp_path: a test that
     leaves them out must not reach a real node's kubelet or /run."""
     env = dict(os.environ)
+    if loop_disk:
+        env["LD_PRELOAD"] = " ".join(filter(None, [env.get("LD_PRELOAD"), str(loop_disk)]))
+        # ASan's runtime would insist on coming first among preloaded libraries.
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
     env["GPULET_SIM_CONTROL"] = str(tmp_path / "sim.sock")
     env["GPULET_KUBELET_ROOT"] = str(tmp_path / "node-kubelet")
     env["GPULET_STATUS_SOCKET"] = str(tmp_path / "node-status.sock")

@@ -53,6 +53,7 @@ class FakeAPI:
         self.open_policies = set()  # deploy/'s policies missing, unbound or Warn-only
         self.node_restriction = True  # in the admission metrics; False: not; None: /metrics refused
         self.requests = []          # (method, path, content type)
+        self.bearers = []           # the bearer token of each request, as it came
         self.fail = 0               # answer this status to every request while set,
         self.fail_path = ""         # or only to those whose path starts with this
         self.cond = threading.Condition()
@@ -100,6 +101,7 @@ class FakeAPI:
                 body = self.rfile.read(length) if length else b""
                 with api.cond:
                     api.arrived.append((method, self.path))  # before any hold
+                    api.bearers.append((self.headers.get("Authorization") or "").removeprefix("Bearer "))
                     api.cond.notify_all()
                 if api.hold:
                     time.sleep(api.hold)

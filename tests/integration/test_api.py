@@ -142,6 +142,44 @@ def test_watch_relists_on_the_410_itself(agent, api, tmp_path):
     api.compacted = 0
 
 
+def test_token_file_read_again_off_the_loop(agent, api, tmp_path, sim_env):
+    """A kubeconfig's tokenFile (a projected token, which the kubelet
+    rotates) is read at start and then again on a timer (a minute; 300 ms
+    here), off the loop, not on every request: a rotated token is used from
+    its next read; a file gone keeps the token read before, said once."""
+    token = tmp_path / "token"
+    token.write_text("one\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{api.port}'}}}}]\n"
+        f"users: [{{name: u, user: {{tokenFile: '{token}'}}}}]\n")
+    a = agent("--simulate", "t4", "--kubeconfig", str(kubeconfig), "--node-name", "n1",
+              "--no-metrics", env=dict(sim_env, GPULET_TOKEN_REREAD_MS="300"))
+    api.wait_for(lambda: "nvidia.com/gpu.count" in api.node["metadata"]["labels"], "labels")
+    with api.cond:
+        assert set(api.bearers) == {"one"}, api.bearers
+    token.write_text("two\n")
+    time.sleep(0.8)  # a read or two
+    n = len(api.bearers)
+    api.end_watches()  # the next requests: a new watch
+    api.wait_for(lambda: len(api.bearers) > n, "a request after the rotation")
+    with api.cond:
+        assert set(api.bearers[n:]) == {"two"}, api.bearers
+    token.unlink()
+    a.wait_log("keeping the token read before")
+    time.sleep(0.8)
+    n = len(api.bearers)
+    api.end_watches()
+    api.wait_for(lambda: len(api.bearers) > n, "a request after the file went")
+    with api.cond:
+        assert set(api.bearers[n:]) == {"two"}, api.bearers
+    assert a.log().count("keeping the token read before") == 1, a.log()
+    token.write_text("three\n")
+    a.wait_log(f"API server credentials: {token} read again")
+
+
 def test_api_outage_delays_nothing_else(agent, api, tmp_path, sim_env):
     """An API server that takes 30 s to answer anything: a prepare answered
     from the checkpoint and a metrics scrape answer at once; the fault that

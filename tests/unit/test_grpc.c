@@ -96,7 +96,10 @@ static int setup(void **state)
     snprintf(sock, sizeof sock, "/tmp/gpulet-grpc-test-%d.sock", (int)getpid());
     uv_loop_init(&loop);
     struct err e;
-    if (grpc_server_start(&srv, &loop, sock, methods, 3, &e) < 0)
+    int fd;
+    struct unixsock_id id;
+    if (unixsock_bind(sock, 128, &fd, &id, &e) < 0 ||
+        grpc_server_start(&srv, &loop, sock, fd, id, methods, 3, &e) < 0)
         fail_msg("%s", e.msg);
     *state = srv;
     return 0;
