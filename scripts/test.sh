@@ -263,7 +263,7 @@ if tsan; then
         /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-tsan/pytest.xml \
         -n "$jobs" -k "not valgrind" -m "not plain" tests/integration/test_dra.py \
         tests/integration/test_metrics_tls.py tests/integration/test_faults.py tests/integration/test_plugin.py \
-        tests/integration/test_sharing.py tests/integration/test_nodeconfig.py
+        tests/integration/test_sharing.py tests/integration/test_nodeconfig.py tests/integration/test_migmgr.py
     count_junit build-tsan/pytest.xml "ThreadSanitizer integration tests"
 else
     failed=$((failed + 1))

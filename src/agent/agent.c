@@ -71,6 +71,7 @@ void agent_release(struct agent *a, const char *by)
     agent_report_stop(a);
     agent_dra_stop(a, DRA_STOP_KEEP);
     agent_mig_stop(a);
+    agent_migmgr_stop(a);
     agent_nodeconfig_stop(a);
     /* the status socket stays until the last write has ended (answer.c) */
 }
@@ -167,6 +168,7 @@ static void agent_shutdown(struct agent *a)
     agent_health_stop(a);
     agent_probe_stop(a);
     agent_mig_stop(a);
+    agent_migmgr_stop(a);
     agent_status_stop(a, true);
     agent_nodeconfig_stop(a);
     agent_kube_stop(a);       /* after all that use it */
@@ -184,6 +186,8 @@ static void agent_shutdown(struct agent *a)
     agent_status_free(a);
     agent_nodeconfig_free(a);
     agent_mig_free(a);
+    agent_migmgr_free(a);
+    migparted_free(&a->migparted);
     agent_mps_modes_free(a);
     agent_probe_free(a);
     agent_driver_stop(a);
@@ -231,7 +235,8 @@ int agent_run(const struct config_args *args)
     }
     /* Bad input is one line and an exit before anything is served or
      * written: 2 for the command line and the environment, 1 for a file. */
-    if (agent_kube_check(&a->cfg, &e) < 0 || metrics_read_files(&a->cfg, &a->metrics_files, &e) < 0) {
+    if (agent_kube_check(&a->cfg, &e) < 0 || metrics_read_files(&a->cfg, &a->metrics_files, &e) < 0 ||
+        agent_migmgr_read(&a->cfg, &a->migparted, &e) < 0) {
         log_error("%s", e.msg);
         rc = e.usage ? 2 : 1;
         goto out;

@@ -107,7 +107,8 @@ static void answer_labels(struct agent *a, const char *format, struct strbuf *ou
         return;
     }
     struct label_set set = {0};
-    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL)};
+    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL),
+                                    agent_migmgr_state(a)};
     labels_build(&in, &set);
     if (!strcmp(format, "json"))
         label_set_json(&set, out);
@@ -154,8 +155,9 @@ static void answer_config(struct agent *a, const char *arg, struct strbuf *out)
 /* "hand-over PID": a new agent (a rolling update's, --take-over) takes
  * this one's place: everything this one serves is let go of, as at its
  * stop (the MPS daemons and the slices stay), and it answers "released"
- * once its last write has ended (the checkpoint, the CDI specs) and the
- * kubelet has let go of its device plugins (agent_reregister_in), else
+ * once its last write has ended (the checkpoint, the CDI specs, a socket's
+ * removal), no MIG layout is being made on a lane, and the kubelet has let
+ * go of its device plugins (agent_reregister_in), else
  * "releasing": the new one asks again, never reads a file this one is
  * still writing, and never registers a resource whose old client the
  * kubelet has yet to drop (it would drop the new one instead). */
@@ -164,7 +166,8 @@ static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *ou
     if (!a->released)
         agent_release(a, arg);
     a->released = true;
-    bool busy = writer_pending() > 0 || unixsock_pending() > 0 || agent_reregister_in(a) != 0;
+    bool busy = writer_pending() > 0 || unixsock_pending() > 0 || agent_migmgr_busy(a) ||
+                agent_reregister_in(a) != 0;
     if (!busy)
         agent_status_stop(a, false); /* this answer still goes */
     strbuf_printf(out, "%s %d\n", busy ? "releasing" : "released", (int)getpid());

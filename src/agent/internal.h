@@ -23,6 +23,7 @@
 #include "plugin/plugin.h"
 #include "report/report.h"
 #include "util/dirs.h"
+#include "migparted/migparted.h"
 #include "util/unixsock.h"
 #include "util/writer.h"
 
@@ -104,6 +105,9 @@ struct agent {
     bool machine_said;                   /* its absence logged (once a process) */
     bool reloading;                      /* a reload's reading on the worker pool (reload.c) */
     struct metrics_files metrics_files;  /* read before the loop serves; metrics start on them */
+    struct migparted_file migparted;     /* --mig-parted-config as read, until the MIG manager
+                                          * takes it (migmgr.c) */
+    struct agent_migmgr *migmgr;         /* NULL without --mig-parted-config */
     bool sighup_again;                   /* a SIGHUP came meanwhile: it reloads after */
     struct label_set label_set;          /* the labels last computed */
     struct driver driver;                /* the driver's files for containers, where driver_ok */
@@ -174,6 +178,22 @@ void agent_mig_start(struct agent *a);
 void agent_mig_apply(struct agent *a);
 void agent_mig_stop(struct agent *a);
 void agent_mig_free(struct agent *a);
+
+/* The GPU Operator's MIG manager, built in (migmgr.c): with
+ * --mig-parted-config, the Node's label nvidia.com/mig.config names the
+ * layout each GPU is made to. read: the file (blocking: before the loop,
+ * or a reload's reading on the pool). start takes it (once the facts are
+ * in; again after a reload). collect takes the lanes' finished changes
+ * (probe.c). state: nvidia.com/mig.config.state's value, or NULL. */
+int agent_migmgr_read(const struct config *cfg, struct migparted_file *out, struct err *e);
+void agent_migmgr_start(struct agent *a, struct migparted_file *file);
+void agent_migmgr_collect(struct agent *a);
+const char *agent_migmgr_state(const struct agent *a);
+/* A change still on a lane: a hand-over waits for it (two agents never
+ * change one GPU's instances at once). */
+bool agent_migmgr_busy(const struct agent *a);
+void agent_migmgr_stop(struct agent *a);
+void agent_migmgr_free(struct agent *a);
 
 /* Takes the MIG checks the lanes have finished (probe.c calls it). */
 void agent_mig_collect(struct agent *a);

@@ -14,7 +14,8 @@ void agent_labels_refresh(struct agent *a)
 {
     if (!a->labels || !a->facts_known)
         return;
-    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL)};
+    const struct labels_input in = {&a->inv, a->devs, &a->cfg, a->machine, (long long)time(NULL),
+                                    agent_migmgr_state(a)};
     labels_build(&in, &a->label_set);
     labels_publisher_update(a->labels, &a->label_set);
 }

@@ -110,6 +110,7 @@ static void probe_lanes_done(uv_async_t *h)
         }
     }
     agent_mig_collect(a);
+    agent_migmgr_collect(a);
     agent_mps_modes_collect(a);
 }
 

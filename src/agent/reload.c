@@ -28,6 +28,7 @@ struct agent_reading {
     int rc;
     struct err e;
     struct agent_machine machine;
+    struct migparted_file migparted; /* --mig-parted-config, read again */
     agent_reload_cb done;
     void *ctx;
 };
@@ -72,6 +73,7 @@ static struct agent_reading *agent_reading_new(struct agent *a, const struct con
 static void agent_reading_free(struct agent_reading *r)
 {
     free(r->machine.text);
+    migparted_free(&r->migparted);
     free(r->text);
     free(r);
 }
@@ -85,6 +87,8 @@ static void agent_reading_run(struct agent_reading *r)
         config_user_paths(&r->cfg);
         r->rc = agent_mps_check(&r->cfg, &r->e); /* the control program is a file */
     }
+    if (r->rc == 0)
+        r->rc = agent_migmgr_read(&r->cfg, &r->migparted, &r->e);
     if (r->rc == 0)
         r->machine = agent_machine_read(&r->cfg);
 }
@@ -143,6 +147,11 @@ static int agent_reload_apply(struct agent *a, struct agent_reading *r, struct e
         agent_report_start(a, &old);
         agent_dra_start(a, &old);
         agent_mig_start(a); /* a MIG strategy may be new */
+        agent_migmgr_start(a, &r->migparted);
+    } else { /* the facts' start takes it */
+        migparted_free(&a->migparted);
+        a->migparted = r->migparted;
+        memset(&r->migparted, 0, sizeof r->migparted);
     }
     /* Not serving yet (start-up), or NVML never started; unless DRA just
      * stopped or started serving every GPU, which moves them to or from

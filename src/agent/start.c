@@ -244,6 +244,7 @@ static void agent_nvml_done(uv_work_t *w, int status)
     if (agent_mps_start(a, &e) < 0)
         log_error("%s; the MPS resources stay unavailable", e.msg);
     agent_mig_start(a);
+    agent_migmgr_start(a, &a->migparted);
     agent_device_changed(a, GPU_DEVICE_ALL, GPU_CHANGED_FACTS);
     double t_modules = nvml_clock_ms();
     /* Metrics matter less than scheduling GPUs: without them the plugin runs on. */

@@ -48,7 +48,7 @@ static int labels_make(const char *cmd, struct config *cfg, bool json, struct st
         plugin_resources_free(res, nres);
         cli_agent_health(cfg->status_socket, &inv, devs, cmd);
         struct label_set set = {0};
-        const struct labels_input in = {&inv, devs, cfg, machine, (long long)time(NULL)};
+        const struct labels_input in = {&inv, devs, cfg, machine, (long long)time(NULL), NULL};
         labels_build(&in, &set);
         if (json)
             label_set_json(&set, out);

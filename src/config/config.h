@@ -130,6 +130,7 @@ struct config {
     char output_file[CONFIG_PATH_MAX];  /* the NFD local feature file */
     bool keep_labels_file;              /* leave the file behind on exit */
     char machine_type_file[CONFIG_PATH_MAX];
+    char mig_parted_config[CONFIG_PATH_MAX]; /* the MIG manager's layouts; empty: off */
     bool no_timestamp;                  /* no nvidia.com/gfd.timestamp (the default) */
     bool use_node_feature_api;          /* GFD's: chooses --labels where --labels is not given */
     char accelerator_label[64];         /* the key; empty: no accelerator label */

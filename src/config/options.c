@@ -116,6 +116,9 @@ const struct config_opt config_options[] = {
      "the Hostname label (default: $NODE_NAME, else the host name)", "NAME", NULL},
     {"process-metrics", "GPULET_PROCESS_METRICS", NULL, T_BOOL, F(process_metrics), NULL, "true",
      "per-container GPU memory and utilization from the GPUs' process lists", NULL, NULL},
+    {"mig-parted-config", "GPULET_MIG_PARTED_CONFIG", NULL, T_STRING, S(mig_parted_config), NULL, "",
+     "the GPU Operator's MIG manager, built in: a mig-parted config file (its ConfigMap, mounted); "
+     "the Node's label nvidia.com/mig.config names the layout to apply", "FILE", NULL},
     {"proc-root", "GPULET_PROC_ROOT", NULL, T_STRING, S(proc_root), NULL, "/proc",
      "the host's /proc, where processes are placed in pods (needs the host's PID namespace)", "PATH", NULL},
     {"container-log-dir", "GPULET_CONTAINER_LOG_DIR", NULL, T_STRING, S(container_log_dir), NULL,

@@ -127,7 +127,10 @@ static void inventory_read_facts(struct nvml *n, struct gpu_info *g)
         return;
     if (inventory_check(n, g, "name", n->DeviceGetName(g->handle, g->name, sizeof g->name)) &&
         inventory_check(n, g, "pci info", n->DeviceGetPciInfo(g->handle, &pci)))
+    {
         snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", pci.busId);
+        g->pci_device_id = pci.pciDeviceId;
+    }
     if (g->lost)
         return;
     inventory_memory(n, g);

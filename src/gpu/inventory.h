@@ -43,6 +43,7 @@ struct gpu_info {
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
     char pci_bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* as NVML writes it: 00000000:1B:00.0 */
+    unsigned pci_device_id;         /* device and vendor: 0x233010DE (mig-parted's device-filter) */
     unsigned long long memory_total; /* bytes */
     int numa_node;                  /* -1: unknown or not a NUMA system */
     int cc_major, cc_minor;         /* -1: unknown */
@@ -131,6 +132,32 @@ int gpu_mig_create(struct nvml *n, struct gpu_info *g, unsigned profile, unsigne
  * NVML's word (IN_USE: a process still runs in it). */
 int gpu_mig_destroy(struct nvml *n, struct gpu_info *g, unsigned gi, unsigned ci, const char *uuid,
                     struct err *e);
+
+/* A MIG device of a layout: a GPU instance of profile gi_profile (its ID)
+ * with one compute instance of ci_slices compute slices. */
+struct gpu_mig_item {
+    unsigned gi_profile, ci_slices;
+};
+#define GPU_MIG_ORDERS 5040         /* 7!: every order of seven MIG devices */
+
+/* Makes g's MIG devices exactly items, as NVIDIA's mig-parted does: every
+ * compute and GPU instance g has is destroyed, then each GPU instance made
+ * in the order given where the driver places it, with its compute
+ * instance; where an order does not fit, the next distinct order (up to
+ * GPU_MIG_ORDERS). On failure g is left with none, never half a layout.
+ * Then reads g's MIG devices again. 0, or -1 with NVML's word (IN_USE: a
+ * process still runs in one). On the GPU's lane. */
+int gpu_mig_layout(struct nvml *n, struct gpu_info *g, const struct gpu_mig_item *items,
+                   unsigned count, struct err *e);
+
+/* Whether items fit on g at all: their compute slices, and some placement
+ * of each in its memory slices (g's profiles as read). Pure. */
+bool gpu_mig_fits(const struct gpu_info *g, const struct gpu_mig_item *items, unsigned count);
+
+/* Turns g's MIG mode on or off; *reset where the driver applies it only at
+ * a GPU reset (before Hopper), which gpulet never does: -1 saying so. Then
+ * reads g's mode, profiles and MIG devices again. On the GPU's lane. */
+int gpu_mig_set_mode(struct nvml *n, struct gpu_info *g, bool on, bool *reset, struct err *e);
 
 /* A MIG device's profile name as NVIDIA's plugin and GFD spell it: slices
  * and memory in GB as a fraction of the GPU's (gpu_total_mib), "+me" for

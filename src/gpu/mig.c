@@ -197,6 +197,181 @@ int gpu_mig_destroy(struct nvml *n, struct gpu_info *g, unsigned gi, unsigned ci
     return 0;
 }
 
+/* --- a whole layout, as mig-parted makes one ------------------------------------------- */
+
+/* Destroys every compute and GPU instance of g (the bare ones too). */
+static nvmlReturn_t gpu_mig_clear(struct nvml *n, const struct gpu_info *g)
+{
+    for (unsigned k = 0; k < g->nmig_profiles; k++) {
+        nvmlGpuInstance_t gis[GPU_MIG_MAX];
+        unsigned count = GPU_MIG_MAX;
+        nvmlReturn_t rc = n->DeviceGetGpuInstances(g->handle, g->mig_profiles[k].info.id, gis, &count);
+        if (rc != NVML_SUCCESS)
+            return rc;
+        for (unsigned i = 0; i < count; i++) {
+            for (unsigned cp = 0; cp < 8; cp++) {
+                nvmlComputeInstance_t cis[GPU_MIG_MAX];
+                unsigned ncis = GPU_MIG_MAX;
+                nvmlComputeInstanceProfileInfo_t info;
+                if (n->GpuInstanceGetComputeInstanceProfileInfo(gis[i], cp, 0, &info) != NVML_SUCCESS ||
+                    n->GpuInstanceGetComputeInstances(gis[i], info.id, cis, &ncis) != NVML_SUCCESS)
+                    continue;
+                for (unsigned c = 0; c < ncis; c++)
+                    if ((rc = n->ComputeInstanceDestroy(cis[c])) != NVML_SUCCESS)
+                        return rc;
+            }
+            if ((rc = n->GpuInstanceDestroy(gis[i])) != NVML_SUCCESS)
+                return rc;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+/* One order of the items: each GPU instance where the driver places it. */
+static nvmlReturn_t gpu_mig_make(struct nvml *n, const struct gpu_info *g,
+                                 const struct gpu_mig_item *items, unsigned count, unsigned *failed)
+{
+    for (unsigned i = 0; i < count; i++) {
+        nvmlGpuInstance_t gi;
+        nvmlComputeInstance_t ci;
+        unsigned ci_profile;
+        *failed = i;
+        nvmlReturn_t rc = n->DeviceCreateGpuInstance(g->handle, items[i].gi_profile, &gi);
+        if (rc != NVML_SUCCESS)
+            return rc;
+        if (gpu_mig_ci_profile(n, gi, items[i].ci_slices, &ci_profile) < 0)
+            return NVML_ERROR_NOT_SUPPORTED;
+        if ((rc = n->GpuInstanceCreateComputeInstance(gi, ci_profile, &ci)) != NVML_SUCCESS)
+            return rc;
+    }
+    return NVML_SUCCESS;
+}
+
+/* mig-parted's iteratePermutationsUntilSuccess: the orders of the items,
+ * each distinct one once, tried until one fits (cleared between). */
+struct gpu_mig_try {
+    struct nvml *n;
+    const struct gpu_info *g;
+    struct gpu_mig_item *items;
+    unsigned count, tries;
+    nvmlReturn_t rc;
+    unsigned failed;
+};
+
+static bool gpu_mig_same_item(const struct gpu_mig_item *a, const struct gpu_mig_item *b)
+{
+    return a->gi_profile == b->gi_profile && a->ci_slices == b->ci_slices;
+}
+
+static bool gpu_mig_orders(struct gpu_mig_try *t, unsigned i)
+{
+    if (i == t->count) {
+        if (t->tries++ >= GPU_MIG_ORDERS)
+            return false;
+        nvmlReturn_t rc = gpu_mig_clear(t->n, t->g);
+        if (rc == NVML_SUCCESS)
+            rc = gpu_mig_make(t->n, t->g, t->items, t->count, &t->failed);
+        t->rc = rc;
+        return rc == NVML_SUCCESS;
+    }
+    for (unsigned j = i; j < t->count; j++) {
+        bool seen = false;
+        for (unsigned k = i; k < j && !seen; k++)
+            seen = gpu_mig_same_item(&t->items[k], &t->items[j]);
+        if (seen)
+            continue;
+        struct gpu_mig_item x = t->items[i];
+        t->items[i] = t->items[j];
+        t->items[j] = x;
+        if (gpu_mig_orders(t, i + 1))
+            return true;
+        t->items[j] = t->items[i];
+        t->items[i] = x;
+    }
+    return false;
+}
+
+/* Whether items[i..] can be placed in the memory slices free (a bit
+ * each), some placement of each: a search, not the driver's first fit. */
+static bool gpu_mig_place(const struct gpu_info *g, const struct gpu_mig_item *items, unsigned i,
+                          unsigned count, unsigned used)
+{
+    if (i == count)
+        return true;
+    const struct gpu_mig_profile *p = gpu_mig_profile_of(g, items[i].gi_profile);
+    if (!p || !p->size)
+        return false;
+    unsigned span = (1u << p->size) - 1;
+    for (unsigned s = 0; s < GPU_MIG_SLICES; s++)
+        if ((p->starts >> s & 1) && !(used & span << s) &&
+            gpu_mig_place(g, items, i + 1, count, used | span << s))
+            return true;
+    return false;
+}
+
+bool gpu_mig_fits(const struct gpu_info *g, const struct gpu_mig_item *items, unsigned count)
+{
+    unsigned slices = 0, most = 0;
+    for (unsigned k = 0; k < g->nmig_profiles; k++)
+        most = g->mig_profiles[k].info.sliceCount > most ? g->mig_profiles[k].info.sliceCount : most;
+    for (unsigned i = 0; i < count; i++) {
+        const struct gpu_mig_profile *p = gpu_mig_profile_of(g, items[i].gi_profile);
+        slices += p ? p->info.sliceCount : most + 1;
+    }
+    return count <= GPU_MIG_MAX && slices <= most && gpu_mig_place(g, items, 0, count, 0);
+}
+
+int gpu_mig_layout(struct nvml *n, struct gpu_info *g, const struct gpu_mig_item *items,
+                   unsigned count, struct err *e)
+{
+    if (!n->DeviceCreateGpuInstance || !n->DeviceGetGpuInstances ||
+        !n->GpuInstanceGetComputeInstances || !n->GpuInstanceGetComputeInstanceProfileInfo ||
+        !n->GpuInstanceCreateComputeInstance || !n->ComputeInstanceDestroy || !n->GpuInstanceDestroy)
+        return err_set(e, "this NVML cannot make MIG devices");
+    if (count > GPU_MIG_MAX)
+        return err_set(e, "GPU %u: %u MIG devices: more than %d", g->index, count, GPU_MIG_MAX);
+    struct gpu_mig_item mine[GPU_MIG_MAX];
+    memcpy(mine, items, count * sizeof *items);
+    struct gpu_mig_try t = {n, g, mine, count, 0, NVML_SUCCESS, 0};
+    bool ok = count ? gpu_mig_orders(&t, 0) : (t.rc = gpu_mig_clear(n, g)) == NVML_SUCCESS;
+    if (!ok && count)
+        gpu_mig_clear(n, g); /* no half layout is left (mig-parted's ClearMigConfig) */
+    gpu_mig_read(n, g);
+    if (ok)
+        return 0;
+    if (!count)
+        return err_set(e, "GPU %u: its MIG devices could not be destroyed: %s", g->index,
+                       nvml_strerror(n, t.rc));
+    return err_set(e, "GPU %u: the layout does not fit in any order (%u tried; the last stopped at "
+                      "its MIG device %u: %s)", g->index, t.tries, t.failed + 1,
+                   nvml_strerror(n, t.rc));
+}
+
+int gpu_mig_set_mode(struct nvml *n, struct gpu_info *g, bool on, bool *reset, struct err *e)
+{
+    *reset = false;
+    if (!n->DeviceSetMigMode)
+        return err_set(e, "this NVML cannot change the MIG mode");
+    nvmlReturn_t activation = NVML_SUCCESS;
+    nvmlReturn_t rc = n->DeviceSetMigMode(g->handle, on ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE,
+                                          &activation);
+    if (rc != NVML_SUCCESS)
+        return err_set(e, "GPU %u: MIG mode not turned %s: %s", g->index, on ? "on" : "off",
+                       nvml_strerror(n, rc));
+    if (activation != NVML_SUCCESS) {
+        *reset = true; /* the driver applies it at the next GPU reset */
+        return err_set(e, "GPU %u: MIG mode turns %s only at a GPU reset or reboot (%s), which "
+                          "gpulet never does", g->index, on ? "on" : "off",
+                       nvml_strerror(n, activation));
+    }
+    unsigned current = 0, pending = 0;
+    if (n->DeviceGetMigMode && n->DeviceGetMigMode(g->handle, &current, &pending) == NVML_SUCCESS)
+        g->mig_mode = current;
+    gpu_mig_profiles_read(n, g);
+    gpu_mig_read(n, g);
+    return 0;
+}
+
 unsigned gpu_mig_cap_minor(const char *proc_root, unsigned gpu_minor, unsigned gi, int ci)
 {
     char want[64], path[512], line[128];

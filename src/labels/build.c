@@ -272,6 +272,8 @@ void labels_build(const struct labels_input *in, struct label_set *out)
     for (unsigned i = 0; i < inv->count; i++)
         mig_capable |= inv->gpus[i].mig_mode >= 0;
     label_set_put(out, "nvidia.com/mig.capable", "%s", mig_capable ? "true" : "false");
+    if (in->mig_config_state) /* the GPU Operator's MIG manager's word, gpulet's now */
+        label_set_put(out, "nvidia.com/mig.config.state", "%s", in->mig_config_state);
     if (cfg->mig_strategy == CONFIG_MIG_SINGLE)
         label_set_put(out, "nvidia.com/mig.strategy", "single");
     else if (cfg->mig_strategy == CONFIG_MIG_MIXED)

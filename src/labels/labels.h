@@ -32,6 +32,7 @@ struct labels_input {
     const struct config *cfg;
     const char *machine;            /* the DMI product name; NULL when it could not be read */
     long long now_s;                /* for nvidia.com/gfd.timestamp, when the config asks */
+    const char *mig_config_state;   /* the MIG manager's nvidia.com/mig.config.state; NULL: none */
 };
 
 /* Computes the node's labels into out (emptied first), sorted by key. */

@@ -61,6 +61,11 @@
       "nvmlDeviceGetGpuInstancePossiblePlacements_v2")                                \
     X(DeviceCreateGpuInstanceWithPlacement, nvmlDeviceCreateGpuInstanceWithPlacement, \
       "nvmlDeviceCreateGpuInstanceWithPlacement")                                     \
+    X(DeviceCreateGpuInstance, nvmlDeviceCreateGpuInstance, "nvmlDeviceCreateGpuInstance") \
+    X(DeviceGetGpuInstances, nvmlDeviceGetGpuInstances, "nvmlDeviceGetGpuInstances")  \
+    X(GpuInstanceGetComputeInstances, nvmlGpuInstanceGetComputeInstances,             \
+      "nvmlGpuInstanceGetComputeInstances")                                           \
+    X(DeviceSetMigMode, nvmlDeviceSetMigMode, "nvmlDeviceSetMigMode")                 \
     X(GpuInstanceGetComputeInstanceProfileInfo, nvmlGpuInstanceGetComputeInstanceProfileInfo, \
       "nvmlGpuInstanceGetComputeInstanceProfileInfo")                                 \
     X(GpuInstanceCreateComputeInstance, nvmlGpuInstanceCreateComputeInstance,         \

@@ -74,7 +74,7 @@ static void build_preset(const char *preset, const struct config *cfg, const cha
     struct err e;
     testutil_sim_start(&n, preset);
     assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
-    const struct labels_input in = {&inv, NULL, cfg, machine, 1700000000};
+    const struct labels_input in = {&inv, NULL, cfg, machine, 1700000000, NULL};
     labels_build(&in, out);
     gpu_inventory_free(&inv);
     nvml_close(&n);
@@ -225,7 +225,7 @@ static void test_health_count(void **state)
     assert_int_equal(gpu_inventory_build(&n, &inv, &e), 0);
     struct gpu_device *devs = gpu_devices_new(&inv, 0);
     struct label_set before = {0}, after = {0};
-    const struct labels_input in = {&inv, devs, &cfg, NULL, 0};
+    const struct labels_input in = {&inv, devs, &cfg, NULL, 0, NULL};
     labels_build(&in, &before);
     gpu_health_on_xid(&devs[2].health, 79, 1);
     labels_build(&in, &after);
@@ -254,7 +254,7 @@ static void test_mode_clique_lost(void **state)
     struct gpu_inventory inv = {.driver_version = "550.54", .cuda_version = 12040, .count = 2,
                                 .gpus = gpus};
     struct label_set got = {0};
-    const struct labels_input in = {&inv, NULL, &cfg, NULL, 0};
+    const struct labels_input in = {&inv, NULL, &cfg, NULL, 0, NULL};
     labels_build(&in, &got);
     assert_string_equal(label_set_get(&got, "nvidia.com/gpu.mode"), "graphics");
     assert_string_equal(label_set_get(&got, "nvidia.com/gpu.clique"),

@@ -1,0 +1,405 @@
+/* The GPU Operator's MIG manager, built in (docs/mig.md, "Layouts by node
+ * label"): with --mig-parted-config, the Node's label nvidia.com/mig.config
+ * names a layout of that mig-parted file; each GPU its entries name is
+ * made so on its lane, as mig-parted makes it, and
+ * nvidia.com/mig.config.state says pending, then success or failed.
+ *
+ * - Never under a running job: a GPU that runs a process (on it or on one
+ *   of its MIG devices) is left as it is, and looked at again every few
+ *   seconds until it runs none; the others change meanwhile.
+ * - Nothing pauses: the GPUs changed are taken into the agent's record at
+ *   once (their mode, profiles and MIG devices), the plugins register
+ *   again on them, and labels, metrics, DRA and the CDI spec follow, as
+ *   after any MIG change (mig.c).
+ * - Idempotent: a GPU already in its layout is not touched. */
+#include "agent/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube/kube.h"
+#include "util/log.h"
+#include "util/xmalloc.h"
+
+#define MIGMGR_LABEL "nvidia.com/mig.config"
+#define MIGMGR_RETRY_MS 5000          /* a GPU in use: looked at again */
+
+/* One GPU's change, on its lane: the loop owns it but between post and done. */
+struct agent_migmgr_job {
+    struct gpu_lane_job job;          /* first: the lane hands it back */
+    struct nvml *nvml;
+    struct gpu_info seen;             /* posted: the agent's record; back: as the change left it */
+    bool want_mig;
+    struct migparted_layout want;
+    bool posted, changed, in_use;
+    int rc;
+    struct err e;
+};
+
+struct agent_migmgr {
+    struct migparted_file file;
+    char label[128];                  /* the label's value as last seen; "" none */
+    char config[128];                 /* the layout being (or last) applied */
+    const char *state;                /* NULL (no label), "pending", "success", "failed" */
+    char reason[600];
+    struct agent_migmgr_job *jobs;    /* per GPU */
+    unsigned posted;
+    bool again;                       /* the label changed while a change ran */
+    uv_timer_t retry;
+    bool retry_on;
+};
+
+/* --- on the GPU's lane ------------------------------------------------------------------ */
+
+/* Whether a process runs on the GPU or on one of its MIG devices. */
+static bool migmgr_in_use(struct nvml *n, const struct gpu_info *g, struct err *e)
+{
+    nvmlProcessInfo_t procs[8];
+    for (int k = -1; k < (int)g->nmig; k++) {
+        unsigned count = 8;
+        nvmlDevice_t h = k < 0 ? g->handle : g->mig[k].handle;
+        nvmlReturn_t rc = n->DeviceGetComputeRunningProcesses(h, &count, procs);
+        if ((rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE) && count) {
+            err_set(e, "GPU %u%s%s runs process %u%s", g->index, k < 0 ? "" : " MIG device ",
+                    k < 0 ? "" : g->mig[k].uuid, procs[0].pid, count > 1 ? " and more" : "");
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The GPU's MIG devices as mig-parted names them. */
+static void migmgr_current(const struct gpu_info *g, struct migparted_layout *out)
+{
+    out->n = 0;
+    struct err e;
+    for (unsigned k = 0; k < g->nmig && out->n < MIGPARTED_INSTANCES; k++)
+        if (migparted_profile_parse(g->mig[k].profile, &out->items[out->n], &e) == 0)
+            out->n++;
+}
+
+/* The layout's items as the GPU's GPU instance profiles, or -1 naming the
+ * profile it lacks. */
+static int migmgr_items(const struct gpu_info *g, const struct migparted_layout *want,
+                        struct gpu_mig_item *items, struct err *e)
+{
+    for (unsigned i = 0; i < want->n; i++) {
+        struct migparted_profile gi = want->items[i];
+        gi.c = gi.g; /* the GPU instance the compute instance lives in */
+        const struct gpu_mig_profile *found = NULL;
+        for (unsigned k = 0; k < g->nmig_profiles && !found; k++) {
+            struct migparted_profile p;
+            if (migparted_profile_parse(g->mig_profiles[k].name, &p, e) == 0 &&
+                migparted_profile_same(&p, &gi))
+                found = &g->mig_profiles[k];
+        }
+        if (!found) {
+            char name[40], have[GPU_MIG_PROFILES * 36] = "";
+            migparted_profile_name(&want->items[i], name, sizeof name);
+            for (unsigned k = 0; k < g->nmig_profiles; k++)
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", k ? ", " : "",
+                         g->mig_profiles[k].name);
+            return err_set(e, "GPU %u (%s) has no MIG profile %s (it has %s)", g->index, g->name,
+                           name, have[0] ? have : "none");
+        }
+        items[i] = (struct gpu_mig_item){found->info.id, want->items[i].c};
+    }
+    return 0;
+}
+
+static void migmgr_run(struct gpu_lane_job *job)
+{
+    struct agent_migmgr_job *j = (struct agent_migmgr_job *)job;
+    struct gpu_info *g = &j->seen;
+    struct nvml *n = j->nvml;
+    j->changed = j->in_use = false;
+    j->rc = 0;
+    bool on = g->mig_mode == NVML_DEVICE_MIG_ENABLE;
+    struct migparted_layout now;
+    migmgr_current(g, &now);
+    if (on == j->want_mig && (!on || migparted_layout_same(&now, &j->want)))
+        return; /* as it should be: untouched */
+    struct gpu_mig_item items[GPU_MIG_MAX];
+    /* A layout that cannot be made is refused before anything is touched
+     * (where MIG is on: the profiles are known). */
+    if (on && j->want_mig && (j->rc = migmgr_items(g, &j->want, items, &j->e)) < 0)
+        return;
+    if (on && j->want_mig && !gpu_mig_fits(g, items, j->want.n)) {
+        j->rc = err_set(&j->e, "GPU %u (%s): the layout does not fit: %u MIG device(s) in %s's "
+                        "slices and placements", g->index, g->name, j->want.n, g->name);
+        return;
+    }
+    if ((j->in_use = migmgr_in_use(n, g, &j->e)))
+        return;
+    bool reset;
+    j->changed = true;
+    if (on && !j->want_mig && (j->rc = gpu_mig_layout(n, g, NULL, 0, &j->e)) < 0)
+        return;
+    if (on != j->want_mig && (j->rc = gpu_mig_set_mode(n, g, j->want_mig, &reset, &j->e)) < 0)
+        return;
+    if (!on && j->want_mig) { /* MIG on now: its profiles are known */
+        j->rc = migmgr_items(g, &j->want, items, &j->e);
+        if (j->rc == 0 && !gpu_mig_fits(g, items, j->want.n))
+            j->rc = err_set(&j->e, "GPU %u (%s): the layout does not fit: %u MIG device(s) in its "
+                            "slices and placements", g->index, g->name, j->want.n);
+        if (j->rc < 0) { /* as it was: MIG off */
+            struct err ignored;
+            gpu_mig_set_mode(n, g, false, &reset, &ignored);
+            return;
+        }
+    }
+    if (j->want_mig)
+        j->rc = gpu_mig_layout(n, g, items, j->want.n, &j->e);
+}
+
+/* --- on the loop ------------------------------------------------------------------------- */
+
+static void migmgr_apply(struct agent *a);
+
+static void migmgr_set(struct agent *a, const char *state, const char *reason)
+{
+    struct agent_migmgr *m = a->migmgr;
+    bool same = m->state == state && !strcmp(m->reason, reason);
+    m->state = state;
+    snprintf(m->reason, sizeof m->reason, "%s", reason);
+    if (same)
+        return;
+    if (state && !strcmp(state, "failed"))
+        log_error("MIG config '%s': failed: %s", m->config, reason);
+    else if (state)
+        log_info("MIG config '%s': %s%s%s", m->config, state, reason[0] ? ": " : "", reason);
+    agent_labels_refresh(a);
+}
+
+static void migmgr_on_retry(uv_timer_t *t)
+{
+    migmgr_apply(t->data);
+}
+
+/* Why the named config cannot apply to the node as it is, or "": a GPU
+ * without MIG that an entry names by index, a GPU DRA makes MIG devices
+ * on, a layout too big. */
+static void migmgr_check(const struct agent *a, const struct migparted_config *c, char *why,
+                         size_t len)
+{
+    why[0] = '\0';
+    for (unsigned i = 0; i < a->inv.count && !why[0]; i++) {
+        const struct gpu_info *g = &a->inv.gpus[i];
+        const struct migparted_entry *en = migparted_entry_for(c, g->index, g->pci_device_id);
+        struct migparted_layout l;
+        struct err e;
+        if (!en || (g->mig_mode < 0 && (en->all || !en->mig_enabled)))
+            continue; /* mig-parted's rule: a GPU without MIG that `all` names is skipped */
+        if (g->mig_mode < 0)
+            snprintf(why, len, "GPU %u (%s) cannot run MIG, and entry %u of '%s' names it",
+                     g->index, g->name, en->line, c->name);
+        else if (config_dra_takes(&a->cfg, g))
+            snprintf(why, len, "GPU %u is DRA's (--dra-gpus): its MIG devices are made per claim",
+                     g->index);
+        else if (migparted_layout_of(en, &l, &e) < 0)
+            snprintf(why, len, "%.380s", e.msg);
+    }
+}
+
+/* Each GPU its entry names, posted to its lane with the layout it wants. */
+static void migmgr_apply(struct agent *a)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (m->posted) {
+        m->again = true; /* this change ends first */
+        return;
+    }
+    snprintf(m->config, sizeof m->config, "%s", m->label);
+    if (!m->label[0]) { /* no label: the layout stays as it is */
+        migmgr_set(a, NULL, "");
+        return;
+    }
+    const struct migparted_config *c = migparted_find(&m->file, m->label);
+    char why[400];
+    if (!c)
+        snprintf(why, sizeof why, "no MIG config named '%.100s' in %.250s", m->label, m->file.source);
+    else
+        migmgr_check(a, c, why, sizeof why);
+    if (why[0]) {
+        migmgr_set(a, "failed", why);
+        return;
+    }
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        const struct gpu_info *g = &a->inv.gpus[i];
+        const struct migparted_entry *en = migparted_entry_for(c, g->index, g->pci_device_id);
+        struct agent_migmgr_job *j = &m->jobs[i];
+        struct err e;
+        if (!en || g->mig_mode < 0 || a->devs[i].health.reason == HEALTH_LOST || !a->devs[i].handle)
+            continue;
+        j->seen = *g;
+        j->seen.handle = a->devs[i].handle;
+        j->want_mig = en->mig_enabled;
+        migparted_layout_of(en, &j->want, &e); /* checked above */
+        if ((j->posted = gpu_lanes_post(a->lanes, i, &j->job)))
+            m->posted++;
+    }
+    migmgr_set(a, m->posted ? "pending" : "success", "");
+}
+
+/* A GPU's change taken into the agent's record: its mode, profiles and
+ * MIG devices (new ones healthy; the GPU's own health stays). */
+static void migmgr_take(struct agent *a, unsigned i, const struct gpu_info *seen)
+{
+    struct gpu_info *g = &a->inv.gpus[i];
+    g->mig_mode = seen->mig_mode;
+    memcpy(g->mig_profiles, seen->mig_profiles, sizeof g->mig_profiles);
+    g->nmig_profiles = seen->nmig_profiles;
+    memcpy(g->mig, seen->mig, sizeof g->mig);
+    g->nmig = seen->nmig;
+    memset(a->devs[i].mig_health, 0, sizeof a->devs[i].mig_health);
+    a->mig_generation++; /* a MIG check posted before this is stale */
+}
+
+void agent_migmgr_collect(struct agent *a)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (!m || !m->posted)
+        return;
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        struct agent_migmgr_job *j = &m->jobs[i];
+        if (!j->posted || gpu_lane_job_busy(&j->job))
+            continue;
+        j->posted = false;
+        m->posted--;
+    }
+    if (m->posted || a->stopping)
+        return;
+    bool changed = false, in_use = false;
+    char why[600] = "";
+    for (unsigned i = 0; i < a->inv.count; i++) {
+        struct agent_migmgr_job *j = &m->jobs[i];
+        if (j->changed) {
+            migmgr_take(a, i, &j->seen);
+            agent_device_changed(a, i, GPU_CHANGED_FACTS); /* metrics, labels, DRA */
+            changed = true;
+            log_info("GPU %u: MIG %s, %u MIG device(s), as MIG config '%s' names", i,
+                     j->seen.mig_mode == NVML_DEVICE_MIG_ENABLE ? "on" : "off", j->seen.nmig, m->config);
+        }
+        if ((j->in_use || j->rc < 0) && !why[0])
+            snprintf(why, sizeof why, "%s", j->e.msg);
+        in_use |= j->in_use;
+        j->changed = j->in_use = false;
+        j->rc = 0;
+    }
+    if (changed) {
+        agent_driver_cdi(a);
+        agent_plugins_restart(a); /* the resources follow the new devices */
+        agent_mig_start(a);       /* the MIG checks, where a GPU is MIG's now */
+    }
+    if (in_use) {
+        migmgr_set(a, "pending", why);
+        uv_timer_start(&m->retry, migmgr_on_retry, MIGMGR_RETRY_MS, 0);
+    } else {
+        migmgr_set(a, why[0] ? "failed" : "success", why);
+    }
+    if (m->again) {
+        m->again = false;
+        migmgr_apply(a);
+    }
+}
+
+static void migmgr_on_node(void *ctx, struct kube_watch *w)
+{
+    struct agent *a = ctx;
+    struct agent_migmgr *m = a->migmgr;
+    const json_t *node = kube_watch_object(w);
+    char label[sizeof m->label] = "";
+    struct err e;
+    if (node && config_node_label(node, MIGMGR_LABEL, label, sizeof label, &e) < 0)
+        log_warn("MIG config: %s", e.msg);
+    if (!strcmp(label, m->label) && (m->state || !label[0]))
+        return; /* the Node changed, not its label */
+    snprintf(m->label, sizeof m->label, "%s", label);
+    uv_timer_stop(&m->retry);
+    migmgr_apply(a);
+}
+
+int agent_migmgr_read(const struct config *cfg, struct migparted_file *out, struct err *e)
+{
+    memset(out, 0, sizeof *out);
+    return cfg->mig_parted_config[0] ? migparted_load(out, cfg->mig_parted_config, e) : 0;
+}
+
+void agent_migmgr_start(struct agent *a, struct migparted_file *file)
+{
+    if (!a->cfg.mig_parted_config[0]) { /* off, or a reload turned it off */
+        migparted_free(file);
+        if (a->migmgr && !a->migmgr->posted) {
+            agent_migmgr_stop(a);
+            agent_migmgr_free(a);
+            agent_labels_refresh(a); /* its state label goes */
+        }
+        return;
+    }
+    if (!a->node) {
+        log_error("MIG config: --mig-parted-config needs the API server's credentials and "
+                  "NODE_NAME (the layout is the Node's label %s); MIG layouts are not applied",
+                  MIGMGR_LABEL);
+        migparted_free(file);
+        return;
+    }
+    struct agent_migmgr *m = a->migmgr;
+    if (!m) {
+        m = a->migmgr = xcalloc(1, sizeof *m);
+        m->jobs = xcalloc(a->inv.count + 1, sizeof *m->jobs);
+        for (unsigned i = 0; i < a->inv.count; i++) {
+            m->jobs[i].job.run = migmgr_run;
+            m->jobs[i].job.notify = &a->lanes_done;
+            m->jobs[i].nvml = &a->nvml;
+        }
+        uv_timer_init(&a->loop, &m->retry);
+        m->retry.data = a;
+        m->retry_on = true;
+        kube_watch_listen(a->node, migmgr_on_node, a);
+        log_info("MIG config: %u layout(s) from %s; the Node's label %s chooses", file->nconfigs,
+                 file->source, MIGMGR_LABEL);
+    }
+    migparted_free(&m->file);
+    m->file = *file;
+    memset(file, 0, sizeof *file);
+    if (kube_watch_known(a->node))
+        migmgr_on_node(a, a->node);
+    if (m->state) /* a reload: the label's layout from the file as it is now */
+        migmgr_apply(a);
+}
+
+bool agent_migmgr_busy(const struct agent *a)
+{
+    return a->migmgr && a->migmgr->posted;
+}
+
+const char *agent_migmgr_state(const struct agent *a)
+{
+    return a->migmgr ? a->migmgr->state : NULL;
+}
+
+void agent_migmgr_stop(struct agent *a)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (!m || !m->retry_on)
+        return;
+    kube_watch_unlisten(a->node, migmgr_on_node, a);
+    uv_close((uv_handle_t *)&m->retry, NULL);
+    m->retry_on = false;
+}
+
+void agent_migmgr_free(struct agent *a)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (!m)
+        return;
+    bool busy = false; /* a change still in a stuck lane's hands is left to it */
+    for (unsigned i = 0; i < a->inv.count; i++)
+        busy |= gpu_lane_job_busy(&m->jobs[i].job);
+    if (!busy)
+        free(m->jobs);
+    migparted_free(&m->file);
+    free(m);
+    a->migmgr = NULL;
+}

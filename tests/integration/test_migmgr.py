@@ -1,0 +1,172 @@
+"""The GPU Operator's MIG manager, built in (--mig-parted-config): the
+Node's label nvidia.com/mig.config names a layout of a mig-parted file;
+the GPUs are made so on the simulator as mig-parted makes them, and
+nvidia.com/mig.config.state says pending, success or failed. A GPU that
+runs a process waits; the plugins advertise the new devices with no
+restart of gpulet."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import GPULET
+from fakeapi import FakeAPI
+
+LAYOUTS = """version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-1g.18gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.18gb": 7
+  all-balanced:
+    - device-filter: ["0x233510DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.18gb": 2
+        "2g.35gb": 1
+        "3g.71gb": 1
+    - devices: [3]
+      mig-enabled: false
+  too-many:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.71gb": 3
+  unknown-profile:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.99gb": 1
+"""
+
+
+@pytest.fixture
+def api():
+    a = FakeAPI("n1")
+    yield a
+    a.stop()
+
+
+def start(plugin_agent, api, tmp_path, kubelet=None):
+    """h200-mig-mixed: GPUs 0-2 with MIG on, GPU 3 whole; mixed: four resources."""
+    cfg = tmp_path / "mig-parted.yaml"
+    cfg.write_text(LAYOUTS)
+    a = plugin_agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--mig-parted-config",
+                     str(cfg), "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
+                     "--node-name", "n1")
+    if kubelet:
+        kubelet.wait_registrations(4, timeout=20)
+    return a
+
+
+def state(api, want, timeout=20):
+    api.wait_for(lambda: api.node["metadata"]["labels"].get("nvidia.com/mig.config.state") == want,
+                 f"nvidia.com/mig.config.state={want}", timeout=timeout)
+
+
+def advertised(kubelet, since, names):
+    """{resource: [device IDs]} of names, each from its last registration
+    after the first `since` (waited for)."""
+    kubelet.wait_for(lambda: set(names) <= {r.resource_name for _, r in kubelet.registrations[since:]},
+                     f"registrations of {names}", timeout=20)
+    last = {r.resource_name: r for _, r in kubelet.registrations[since:]}
+    out = {}
+    for name in names:
+        channel, stub = kubelet.plugin(last[name].endpoint)
+        out[name] = [d.ID for d in next(stub.ListAndWatch(kubelet.pb.Empty(), timeout=5)).devices]
+        channel.close()
+    return out
+
+
+def layout(tmp_path, sim_env):
+    """Each GPU's MIG mode and its MIG devices' profiles, as the running agent has them."""
+    out = subprocess.run([GPULET, "list", "--status-socket", str(tmp_path / "status.sock"), "-o", "json"],
+                         capture_output=True, text=True, env=sim_env, check=True).stdout
+    return [(g.get("mig_mode"), sorted(m["profile"] for m in g.get("mig_devices", [])))
+            for g in json.loads(out)["gpus"]]
+
+
+def test_label_applies_a_layout(plugin_agent, kubelet, api, tmp_path, sim_env):
+    """all-1g.18gb on four H200s: seven 1g.18gb on each, advertised under
+    nvidia.com/mig-1g.18gb; labelled again, nothing is touched; the label's
+    removal leaves the layout and the state label goes."""
+    a = start(plugin_agent, api, tmp_path, kubelet)
+    a.wait_log("MIG config: 5 layout(s) from")
+    assert "nvidia.com/mig.config.state" not in api.labels()  # no label: nothing applied
+    n = len(kubelet.registrations)
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    state(api, "success")
+    assert all(profiles == ["1g.18gb"] * 7 for _, profiles in layout(tmp_path, sim_env)), \
+        layout(tmp_path, sim_env)
+    got = advertised(kubelet, n, ["nvidia.com/mig-1g.18gb"])
+    assert len(got["nvidia.com/mig-1g.18gb"]) == 28, got
+    assert not (kubelet.dir / "gpulet-nvidia-mig-3g.71gb.sock").exists()  # its resource is gone
+    # The same label again (a Node update): idempotent, nothing made or destroyed.
+    a.wait_log("MIG config 'all-1g.18gb': success")
+    before = a.log().count("MIG devices changed") + a.log().count("as MIG config")
+    api.set_label("example.com/other", "x")
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    state(api, "success")
+    assert a.log().count("MIG devices changed") + a.log().count("as MIG config") == before
+    api.set_label("nvidia.com/mig.config", None)
+    api.wait_for(lambda: "nvidia.com/mig.config.state" not in api.node["metadata"]["labels"],
+                 "the state label gone with the config label")
+    assert all(profiles == ["1g.18gb"] * 7 for _, profiles in layout(tmp_path, sim_env))
+
+
+def test_filters_indexes_and_mode(plugin_agent, kubelet, api, tmp_path, sim_env):
+    """all-balanced: the H200s (0x233510DE) get 1g.18gb x2, 2g.35gb, 3g.71gb;
+    GPU 3's later entry turns MIG off there (Hopper: at once, no reset)."""
+    start(plugin_agent, api, tmp_path, kubelet)
+    n = len(kubelet.registrations)
+    api.set_label("nvidia.com/mig.config", "all-balanced")
+    state(api, "success")
+    got = layout(tmp_path, sim_env)
+    balanced = sorted(["1g.18gb", "1g.18gb", "2g.35gb", "3g.71gb"])
+    assert [p for _, p in got[:3]] == [balanced] * 3, got
+    assert got[3][1] == [], got
+    got = advertised(kubelet, n, ["nvidia.com/gpu", "nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
+                                  "nvidia.com/mig-3g.71gb"])
+    assert len(got["nvidia.com/mig-1g.18gb"]) == 6 and len(got["nvidia.com/mig-3g.71gb"]) == 3, got
+
+
+def test_a_gpu_in_use_waits(plugin_agent, api, tmp_path, sim_env, gpulet):
+    """A process on GPU 1: the others change, GPU 1 waits (pending, naming
+    it) and changes once the process is gone."""
+    start(plugin_agent, api, tmp_path)
+    assert gpulet("sim", "proc", "1", "add", "4242", "1024").returncode == 0
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    state(api, "pending")
+    a = None
+    got = layout(tmp_path, sim_env)
+    assert got[0][1] == ["1g.18gb"] * 7 and got[1][1] != ["1g.18gb"] * 7, got
+    assert gpulet("sim", "proc", "1", "clear").returncode == 0
+    state(api, "success", timeout=30)
+    assert layout(tmp_path, sim_env)[1][1] == ["1g.18gb"] * 7
+
+
+@pytest.mark.parametrize("name,why", [
+    ("nope", "no MIG config named 'nope'"),
+    ("unknown-profile", "has no MIG profile 1g.99gb"),
+    ("too-many", "the layout does not fit"),
+])
+def test_bad_layouts_fail_and_change_nothing_else(plugin_agent, api, tmp_path, sim_env, name, why):
+    a = start(plugin_agent, api, tmp_path)
+    before = layout(tmp_path, sim_env)
+    api.set_label("nvidia.com/mig.config", name)
+    state(api, "failed")
+    a.wait_log(why)
+    assert layout(tmp_path, sim_env) == before  # refused before anything was touched
+
+
+def test_bad_file_is_refused_at_start(agent, tmp_path):
+    cfg = tmp_path / "mig-parted.yaml"
+    cfg.write_text("version: v2\nmig-configs: {}\n")
+    a = agent("--simulate", "h200-mig-mixed", "--no-metrics", "--mig-parted-config", str(cfg))
+    assert a.proc.wait(timeout=20) == 1
+    assert "unknown version: v2" in a.log(), a.log()
