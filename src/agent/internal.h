@@ -192,6 +192,9 @@ const char *agent_migmgr_state(const struct agent *a);
 /* A change still on a lane: a hand-over waits for it (two agents never
  * change one GPU's instances at once). */
 bool agent_migmgr_busy(const struct agent *a);
+/* The kubelet's PodResources List: which GPUs pods hold (pods.c). */
+struct V1__ListPodResourcesResponse;
+void agent_migmgr_on_pods(struct agent *a, const struct V1__ListPodResourcesResponse *r);
 void agent_migmgr_stop(struct agent *a);
 void agent_migmgr_free(struct agent *a);
 

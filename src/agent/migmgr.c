@@ -4,9 +4,10 @@
  * made so on its lane, as mig-parted makes it, and
  * nvidia.com/mig.config.state says pending, then success or failed.
  *
- * - Never under a running job: a GPU that runs a process (on it or on one
- *   of its MIG devices) is left as it is, and looked at again every few
- *   seconds until it runs none; the others change meanwhile.
+ * - Never under a running job: a GPU that a pod holds a device of (the
+ *   kubelet's PodResources List says so) or that runs a process (on it or
+ *   on one of its MIG devices) is left as it is, and looked at again every
+ *   few seconds until neither; the others change meanwhile.
  * - Nothing pauses: the GPUs changed are taken into the agent's record at
  *   once (their mode, profiles and MIG devices), the plugins register
  *   again on them, and labels, metrics, DRA and the CDI spec follow, as
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "podresources.pb-c.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -32,6 +34,7 @@ struct agent_migmgr_job {
     struct gpu_info seen;             /* posted: the agent's record; back: as the change left it */
     bool want_mig;
     struct migparted_layout want;
+    char held[160];                   /* the pod that holds one of its devices; "" none */
     bool posted, changed, in_use;
     int rc;
     struct err e;
@@ -44,6 +47,8 @@ struct agent_migmgr {
     const char *state;                /* NULL (no label), "pending", "success", "failed" */
     char reason[600];
     struct agent_migmgr_job *jobs;    /* per GPU */
+    char (*held)[160];                /* per GPU: the first pod holding one of its devices */
+    bool pods_known;                  /* PodResources answered (or failed) once */
     unsigned posted;
     bool again;                       /* the label changed while a change ran */
     uv_timer_t retry;
@@ -120,6 +125,11 @@ static void migmgr_run(struct gpu_lane_job *job)
     migmgr_current(g, &now);
     if (on == j->want_mig && (!on || migparted_layout_same(&now, &j->want)))
         return; /* as it should be: untouched */
+    if (j->held[0]) {
+        j->in_use = true;
+        err_set(&j->e, "GPU %u: pod %s holds a device of it", g->index, j->held);
+        return;
+    }
     struct gpu_mig_item items[GPU_MIG_MAX];
     /* A layout that cannot be made is refused before anything is touched
      * (where MIG is on: the profiles are known). */
@@ -174,7 +184,38 @@ static void migmgr_set(struct agent *a, const char *state, const char *reason)
 
 static void migmgr_on_retry(uv_timer_t *t)
 {
-    migmgr_apply(t->data);
+    struct agent *a = t->data;
+    agent_pods_soon(a, true); /* who holds what, read again */
+    migmgr_apply(a);
+}
+
+void agent_migmgr_on_pods(struct agent *a, const struct V1__ListPodResourcesResponse *r)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (!m)
+        return;
+    bool first = !m->pods_known;
+    m->pods_known = true; /* no answer: no pod is known to hold a GPU (as DRA takes it) */
+    for (unsigned i = 0; i < a->inv.count; i++)
+        m->held[i][0] = '\0';
+    for (size_t p = 0; r && p < r->n_pod_resources; p++) {
+        const V1__PodResources *pod = r->pod_resources[p];
+        for (size_t c = 0; c < pod->n_containers; c++)
+            for (size_t k = 0; k < pod->containers[c]->n_devices; k++) {
+                const V1__ContainerDevices *dev = pod->containers[c]->devices[k];
+                for (size_t x = 0; x < dev->n_device_ids; x++) {
+                    const char *id = dev->device_ids[x], *colons = strstr(id, "::");
+                    unsigned gpu;
+                    int mig;
+                    if (gpu_inventory_find_id(&a->inv, id, colons ? (size_t)(colons - id) : strlen(id),
+                                              &gpu, &mig) && !m->held[gpu][0])
+                        snprintf(m->held[gpu], sizeof m->held[gpu], "%.80s/%.70s", pod->namespace_,
+                                 pod->name);
+                }
+            }
+    }
+    if (first && m->label[0])
+        migmgr_apply(a); /* a label that waited for this */
 }
 
 /* Why the named config cannot apply to the node as it is, or "": a GPU
@@ -215,6 +256,12 @@ static void migmgr_apply(struct agent *a)
         migmgr_set(a, NULL, "");
         return;
     }
+    if (!m->pods_known) { /* which pods hold which GPU: asked at start */
+        migmgr_set(a, "pending", "waiting for the kubelet's PodResources List (which pods hold "
+                                 "which GPU)");
+        agent_pods_soon(a, true);
+        return;
+    }
     const struct migparted_config *c = migparted_find(&m->file, m->label);
     char why[400];
     if (!c)
@@ -235,6 +282,7 @@ static void migmgr_apply(struct agent *a)
         j->seen = *g;
         j->seen.handle = a->devs[i].handle;
         j->want_mig = en->mig_enabled;
+        snprintf(j->held, sizeof j->held, "%s", m->held[i]);
         migparted_layout_of(en, &j->want, &e); /* checked above */
         if ((j->posted = gpu_lanes_post(a->lanes, i, &j->job)))
             m->posted++;
@@ -348,6 +396,7 @@ void agent_migmgr_start(struct agent *a, struct migparted_file *file)
     if (!m) {
         m = a->migmgr = xcalloc(1, sizeof *m);
         m->jobs = xcalloc(a->inv.count + 1, sizeof *m->jobs);
+        m->held = xcalloc(a->inv.count + 1, sizeof *m->held);
         for (unsigned i = 0; i < a->inv.count; i++) {
             m->jobs[i].job.run = migmgr_run;
             m->jobs[i].job.notify = &a->lanes_done;
@@ -399,6 +448,7 @@ void agent_migmgr_free(struct agent *a)
         busy |= gpu_lane_job_busy(&m->jobs[i].job);
     if (!busy)
         free(m->jobs);
+    free(m->held);
     migparted_free(&m->file);
     free(m);
     a->migmgr = NULL;

@@ -1,6 +1,7 @@
 /* The kubelet's PodResources List, one reader for all who need it:
- * metrics (which pod holds a GPU, for pod labels) and DRA (the GPUs pods of
- * a device plugin still hold, kept out of claims). Read at start, every
+ * metrics (which pod holds a GPU, for pod labels), DRA (the GPUs pods of
+ * a device plugin still hold, kept out of claims) and the MIG manager (a
+ * GPU a pod holds keeps its layout). Read at start, every
  * --pod-resources-interval, a moment after an Allocate or a change of the
  * claims, and every AGENT_PODS_HELD_MS while DRA waits for a held GPU to
  * be let go; at most once a second (the kubelet allows 100 a second, and a
@@ -45,6 +46,7 @@ static void agent_pods_done(void *ctx, enum grpc_status st, const char *message,
     a->pods_failing = !r;
     metrics_on_pods(a->metrics, r);
     dra_on_pods(a->dra, r);
+    agent_migmgr_on_pods(a, r);
     if (r)
         v1__list_pod_resources_response__free_unpacked(r, NULL);
     agent_pods_next(a, a->cfg.pod_resources_interval_ms);
@@ -54,7 +56,7 @@ static void agent_pods_tick(uv_timer_t *t)
 {
     struct agent *a = t->data;
     uint64_t now = uv_now(&a->loop);
-    if (a->pods_call || (!a->metrics && !a->dra))
+    if (a->pods_call || (!a->metrics && !a->dra && !a->migmgr))
         return;
     if (a->pods_last_ms && now - a->pods_last_ms < AGENT_PODS_GAP_MS) {
         agent_pods_next(a, AGENT_PODS_GAP_MS - (now - a->pods_last_ms));

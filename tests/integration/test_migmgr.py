@@ -150,6 +150,34 @@ def test_a_gpu_in_use_waits(plugin_agent, api, tmp_path, sim_env, gpulet):
     assert layout(tmp_path, sim_env)[1][1] == ["1g.18gb"] * 7
 
 
+def test_a_gpu_a_pod_holds_waits(plugin_agent, kubelet, api, tmp_path, sim_env):
+    """A pod holds one of GPU 0's MIG devices (the kubelet's PodResources
+    List says so; it runs no process): GPU 0 keeps its layout (pending,
+    naming the pod) while the others change, and changes once the pod is
+    gone."""
+    from kubelet import FakePodResources, load_podresources_stubs
+    pb, pb_grpc = load_podresources_stubs(tmp_path / "prstubs")
+    pods = FakePodResources(kubelet.root, pb, pb_grpc)
+    pods.start()
+    try:
+        gpus = json.loads(subprocess.run([GPULET, "list", "--simulate", "h200-mig-mixed", "-o", "json"],
+                                         capture_output=True, text=True, env=sim_env, check=True).stdout)["gpus"]
+        held = gpus[0]["mig_devices"][0]
+        pods.pods = [("trainer", "ml", "c", "nvidia.com/mig-" + held["profile"], [held["uuid"]])]
+        a = start(plugin_agent, api, tmp_path, kubelet)
+        api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+        state(api, "pending")
+        a.wait_log("GPU 0: pod ml/trainer holds a device of it")
+        got = layout(tmp_path, sim_env)
+        assert got[0][1] == sorted(m["profile"] for m in gpus[0]["mig_devices"]), got
+        assert got[1][1] == ["1g.18gb"] * 7, got
+        pods.pods = []
+        state(api, "success", timeout=30)
+        assert layout(tmp_path, sim_env)[0][1] == ["1g.18gb"] * 7
+    finally:
+        pods.stop()
+
+
 @pytest.mark.parametrize("name,why", [
     ("nope", "no MIG config named 'nope'"),
     ("unknown-profile", "has no MIG profile 1g.99gb"),
