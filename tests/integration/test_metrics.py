@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from conftest import GPULET, SOURCE, plain, tool
+from limits import limit
 
 DEFAULT_FIELDS = [
     ("DCGM_FI_DEV_SM_CLOCK", "gauge"), ("DCGM_FI_DEV_MEM_CLOCK", "gauge"),
@@ -108,11 +109,16 @@ def test_endpoints(metrics_agent):
 
 def test_default_fields_labels_and_types(metrics_agent):
     a, url = metrics_agent("--simulate", "dgx-h100")
-    # A GPU's GPM fields need two of its samples: on a busy machine one GPU's
-    # lane may miss the first interval, and its series come one later.
-    body = wait_for(lambda: (lambda b: b if b.count("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") == 8 else None)(
-        get(url + "/metrics")[2]))
-    assert body, "GPM metrics never appeared for the 8 GPUs"
+    # A GPU's rates (GPM, NVLink bandwidth) need two of its samples, each
+    # class of fields its own: on a busy machine one GPU's lane may miss an
+    # interval of one class, and those series come one later. The body
+    # with every default field for every GPU is the one to check.
+    def complete():
+        b = get(url + "/metrics")[2]
+        got = parse(b)
+        return b if all(len(got.get(name, [])) == 8 for name, _ in DEFAULT_FIELDS) else None
+    body = wait_for(complete, timeout=limit(15))
+    assert body, "the default fields never appeared for all 8 GPUs"
     series = parse(body)
     for name, typ in DEFAULT_FIELDS:
         assert f"# TYPE {name} {typ}\n" in body, name
