@@ -1,10 +1,10 @@
 /* Reloads: SIGHUP, and the node's config (nodeconfig.c). What a reload
  * reads (the config file, the machine type file, the MPS control program's
- * place) is read off the loop, on the worker pool, into a reading, which
- * the loop then applies whole or refuses whole. One reload at a time: one
- * asked for meanwhile runs after it (a SIGHUP), or is chosen again
- * (nodeconfig.c, poked). Start-up, before the loop serves, reads in place
- * (agent_reload). */
+ * place, the MIG layouts) is read off the loop, on the worker pool, into a
+ * reading, which the loop then applies whole or refuses whole. One reload
+ * at a time: one asked for meanwhile runs after it (a SIGHUP), or is
+ * chosen again (nodeconfig.c, poked). Start-up, before the loop serves,
+ * reads in place (agent_reload). */
 #include "agent/internal.h"
 
 #include <stdio.h>
