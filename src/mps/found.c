@@ -1,6 +1,7 @@
 /* Daemons that run already: found by their pipe directory (the daemon's
  * own pid file, a live process whose environment names that directory),
- * for adoption, and swept when nothing needs them any more. */
+ * for adoption, and swept when nothing needs them any more; and what a
+ * daemon's files say, read on the worker pool (mps_look). */
 #include "mps/internal.h"
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/dirs.h"
 #include "util/log.h"
 #include "util/xmalloc.h"
 
@@ -192,4 +194,82 @@ void mps_sweep(uv_loop_t *loop, const struct config *cfg, const char *control,
         strbuf_append(&sw->keep, keep[i], strlen(keep[i]) + 1);
     sw->work.data = sw;
     uv_queue_work(loop, &sw->work, mps_sweep_work, mps_swept);
+}
+
+
+static int mps_mkdirs(const char *path, struct err *e)
+{
+    struct err why;
+    if (dirs_make(NULL, path, 0755, &why) < 0)
+        return err_set(e, "sharing.mps: directory %s: %s", path, why.msg);
+    return 0;
+}
+
+
+/* --- what the daemon's files say, read on the worker pool ------------------------------ */
+
+/* The loop never waits on a disk (--mps-root may be on one): a daemon's
+ * directories are made, and its pid read from its files, on the pool; then
+ * goes on with the answer on the loop. m stays until it is back (counted
+ * as a handle): then sees the state as it is by then. */
+struct mps_look {
+    uv_work_t work;
+    struct mps_daemon *m;
+    unsigned what;                    /* MPS_LOOK_* */
+    pid_t pid;
+    bool failed;
+    struct err e;
+    mps_look_cb then;
+};
+
+/* The pid mps-exec wrote of the daemon it started; 0: none. */
+static pid_t mps_read_started(const struct mps_daemon *m)
+{
+    FILE *f = fopen(m->started, "r");
+    int pid = 0;
+    if (f && (fscanf(f, "%d", &pid) != 1 || pid < 0))
+        pid = 0;
+    if (f)
+        fclose(f);
+    return pid;
+}
+
+static void mps_look_work(uv_work_t *w)
+{
+    struct mps_look *l = w->data;
+    const struct mps_daemon *m = l->m;
+    if ((l->what & MPS_LOOK_DIRS) &&
+        (mps_mkdirs(m->dirs.pipe, &l->e) < 0 || mps_mkdirs(m->dirs.log, &l->e) < 0 ||
+         mps_mkdirs(m->dirs.shm, &l->e) < 0)) {
+        l->failed = true;
+        return;
+    }
+    if (l->what & MPS_LOOK_PID)
+        l->pid = mps_read_pid(m);
+    else if (l->what & MPS_LOOK_STARTED)
+        l->pid = mps_read_started(m);
+}
+
+static void mps_look_done(uv_work_t *w, int status)
+{
+    struct mps_look *l = w->data;
+    struct mps_daemon *m = l->m;
+    m->handles--;
+    if (status < 0 && !l->failed) {
+        l->failed = true;
+        err_set(&l->e, "MPS: %s: not looked at (the agent is stopping)", m->spec.name);
+    }
+    l->then(m, l->pid, l->failed ? &l->e : NULL);
+    free(l);
+}
+
+void mps_look(struct mps_daemon *m, unsigned what, mps_look_cb then)
+{
+    struct mps_look *l = xcalloc(1, sizeof *l);
+    l->m = m;
+    l->what = what;
+    l->then = then;
+    l->work.data = l;
+    m->handles++;
+    uv_queue_work(m->loop, &l->work, mps_look_work, mps_look_done);
 }

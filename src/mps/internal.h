@@ -1,6 +1,7 @@
 /* The MPS module's own: one daemon's record and what its files call of
  * each other (daemon.c: its life; control.c: the commands through the
- * control program; found.c: daemons that run already). Nothing outside
+ * control program; found.c: daemons that run already, and what a
+ * daemon's files say, read on the worker pool). Nothing outside
  * src/mps/ includes it. */
 #ifndef GPULET_MPS_INTERNAL_H
 #define GPULET_MPS_INTERNAL_H
