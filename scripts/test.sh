@@ -141,14 +141,19 @@ current=${GPULET_K8S:-$PWD/../shared/k8s-v1}
 next=${GPULET_K8S_NEXT:-$PWD/../shared/k8s-next}
 # The DRA files: first those that need a Node no device plugin ever served
 # (a pod asking for nvidia.com/gpu goes through DRA), then the move from the
-# device plugin, then the rest.
+# device plugin, then the rest; last, the MIG manager (a device plugin that
+# labels the Node: no session gpulet may serve it meanwhile).
 dra_tests=(tests/e2e/test_dra_health.py tests/e2e/test_dra_shares.py tests/e2e/test_dra_mig.py tests/e2e/test_dra_move.py
-           tests/e2e/test_dra.py tests/e2e/test_quickstart.py)
+           tests/e2e/test_dra.py tests/e2e/test_quickstart.py tests/e2e/test_migmgr.py)
 rm -f build/e2e.xml build/e2e-dra.xml build/e2e-dra-next.xml build/e2e.times build/image.done
 (
     e2e build/e2e.xml "$current" GPULET_K8S "${dra_tests[@]/#/--ignore=}" tests/e2e
     e2e build/e2e-dra.xml "$current" GPULET_K8S "${dra_tests[@]}"
-    e2e build/e2e-dra-next.xml "$next" GPULET_K8S_NEXT "${dra_tests[@]}"
+    # On 1.32 the quickstart's demos whose claims repeat shapes the others
+    # already prove on v1beta1 are left to the 1.36 run (all seven run there),
+    # and so is the MIG manager (a device plugin's, no DRA in it: the list's last).
+    e2e build/e2e-dra-next.xml "$next" GPULET_K8S_NEXT "${dra_tests[@]:0:${#dra_tests[@]}-1}" \
+        -k "not (test_gpu_test2 or test_gpu_test5 or test_gpu_test6)"
 ) >build/e2e.log 2>&1 &
 e2e_pid=$!
 e2e_begun=$SECONDS
@@ -260,10 +265,11 @@ if tsan; then
     count_cmocka build-tsan/Testing/Temporary/LastTest.log build-tsan/unit.log
     # tests/tsan.supp: a descriptor libuv closed on the loop (with a raw
     # syscall ThreadSanitizer does not see) and a worker reused is no race.
+    # test_api_down_at_start waits 10 s twice on the loop alone: ASan has it.
     TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp" GPULET_SOURCE=$PWD GPULET_SANITIZE=thread GPULET_BIN=build-tsan/gpulet \
         GPULET_SIM_LIB=build-tsan/libgpulet-nvml-sim.so guarded \
         /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --timeout=300 --junitxml=build-tsan/pytest.xml \
-        -n "$jobs" -k "not valgrind" -m "not plain" tests/integration/test_dra.py \
+        -n "$jobs" -k "not valgrind and not test_api_down_at_start" -m "not plain" tests/integration/test_dra.py \
         tests/integration/test_metrics_tls.py tests/integration/test_faults.py tests/integration/test_plugin.py \
         tests/integration/test_sharing.py tests/integration/test_nodeconfig.py tests/integration/test_migmgr.py
     count_junit build-tsan/pytest.xml "ThreadSanitizer integration tests"

@@ -173,6 +173,13 @@ static void answer_hand_over(struct agent *a, const char *arg, struct strbuf *ou
     strbuf_printf(out, "%s %d\n", busy ? "releasing" : "released", (int)getpid());
 }
 
+/* "mig-config": the MIG manager's state (agent_migmgr_answer). */
+static void answer_mig_config(struct agent *a, const char *arg, struct strbuf *out)
+{
+    (void)arg;
+    agent_migmgr_answer(a, out);
+}
+
 static const struct agent_request {
     const char *name;
     bool arg;                         /* takes one word after its name */
@@ -184,6 +191,7 @@ static const struct agent_request {
     {"labels", true, answer_labels},    {"cdi", true, answer_cdi},
     {"config", false, answer_config},   {"api", false, answer_api},
     {"hand-over", true, answer_hand_over},
+    {"mig-config", false, answer_mig_config},
 };
 
 void agent_answer(struct agent *a, const char *line, struct strbuf *out)
@@ -198,5 +206,6 @@ void agent_answer(struct agent *a, const char *line, struct strbuf *out)
         return;
     }
     strbuf_printf(out, "error: unknown request '%.64s' (requests: health, plugins, dra, pid, clear "
-                       "GPU, list FORMAT, labels FORMAT, cdi FORMAT, config, api, hand-over PID)\n", line);
+                       "GPU, list FORMAT, labels FORMAT, cdi FORMAT, config, api, hand-over PID, "
+                       "mig-config)\n", line);
 }

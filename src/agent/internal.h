@@ -189,6 +189,10 @@ int agent_migmgr_read(const struct config *cfg, struct migparted_file *out, stru
 void agent_migmgr_start(struct agent *a, struct migparted_file *file);
 void agent_migmgr_collect(struct agent *a);
 const char *agent_migmgr_state(const struct agent *a);
+/* The status socket's "mig-config": "off" without --mig-parted-config,
+ * else STATE<tab>CONFIG<tab>REASON (STATE "none" while the Node has no
+ * label; REASON why it waits or failed, else empty). */
+void agent_migmgr_answer(const struct agent *a, struct strbuf *out);
 /* A change still on a lane: a hand-over waits for it (two agents never
  * change one GPU's instances at once). */
 bool agent_migmgr_busy(const struct agent *a);

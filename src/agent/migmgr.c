@@ -167,6 +167,27 @@ static void migmgr_run(struct gpu_lane_job *job)
 
 static void migmgr_apply(struct agent *a);
 
+/* The Event of a state on the Node (with the fault report's rate limit):
+ * as an operator watching `kubectl get events` would want each step. */
+static void migmgr_event(struct agent *a, const char *state, const char *reason)
+{
+    static const struct {
+        const char *state, *type, *reason, *text;
+    } events[] = {
+        {"pending", "Normal", "MIGConfigWaiting", "MIG config '%s' waits: %s"},
+        {"success", "Normal", "MIGConfigApplied", "MIG config '%s' applied%s"},
+        {"failed", "Warning", "MIGConfigFailed", "MIG config '%s' failed: %s"},
+    };
+    struct agent_migmgr *m = a->migmgr;
+    for (size_t i = 0; i < sizeof events / sizeof *events; i++) {
+        if (strcmp(state, events[i].state) || (!strcmp(state, "pending") && !reason[0]))
+            continue; /* pending without a reason: working, no one to name */
+        char text[400];
+        snprintf(text, sizeof text, events[i].text, m->config, reason);
+        report_note(a->report, events[i].type, events[i].reason, text);
+    }
+}
+
 static void migmgr_set(struct agent *a, const char *state, const char *reason)
 {
     struct agent_migmgr *m = a->migmgr;
@@ -179,6 +200,8 @@ static void migmgr_set(struct agent *a, const char *state, const char *reason)
         log_error("MIG config '%s': failed: %s", m->config, reason);
     else if (state)
         log_info("MIG config '%s': %s%s%s", m->config, state, reason[0] ? ": " : "", reason);
+    if (state)
+        migmgr_event(a, state, reason);
     agent_labels_refresh(a);
 }
 
@@ -340,10 +363,10 @@ void agent_migmgr_collect(struct agent *a)
         agent_plugins_restart(a); /* the resources follow the new devices */
         agent_mig_start(a);       /* the MIG checks, where a GPU is MIG's now */
     }
-    if (in_use) {
+    if (in_use && a->cfg.mig_config_in_use == CONFIG_MIG_IN_USE_WAIT) {
         migmgr_set(a, "pending", why);
         uv_timer_start(&m->retry, migmgr_on_retry, MIGMGR_RETRY_MS, 0);
-    } else {
+    } else { /* --mig-config-in-use fail: a GPU in use fails the layout at once */
         migmgr_set(a, why[0] ? "failed" : "success", why);
     }
     if (m->again) {
@@ -416,6 +439,15 @@ void agent_migmgr_start(struct agent *a, struct migparted_file *file)
         migmgr_on_node(a, a->node);
     if (m->state) /* a reload: the label's layout from the file as it is now */
         migmgr_apply(a);
+}
+
+void agent_migmgr_answer(const struct agent *a, struct strbuf *out)
+{
+    const struct agent_migmgr *m = a->migmgr;
+    if (!m)
+        strbuf_puts(out, "off\n");
+    else
+        strbuf_printf(out, "%s\t%s\t%s\n", m->state ? m->state : "none", m->config, m->reason);
 }
 
 bool agent_migmgr_busy(const struct agent *a)

@@ -94,6 +94,27 @@ static void health_json(const struct health_row *rows, unsigned n)
     strbuf_free(&text);
 }
 
+/* Under the table: the MIG manager's layout where it waits or failed
+ * (the status socket's "mig-config"), so that a GPU kept from its new
+ * layout says why where its health is read. Nothing where it is off, has
+ * no label, or applied the layout. */
+static void health_mig_config(const char *socket)
+{
+    char reply[1024];
+    struct err e;
+    if (unixsock_request(socket, "mig-config\n", reply, sizeof reply, &e) < 0)
+        return;
+    reply[strcspn(reply, "\n")] = '\0';
+    char *config = strchr(reply, '\t'), *why = config ? strchr(config + 1, '\t') : NULL;
+    if (!why)
+        return;
+    *config++ = *why++ = '\0';
+    if (strcmp(reply, "pending") && strcmp(reply, "failed"))
+        return;
+    printf("\nMIG config '%s' (the Node's nvidia.com/mig.config): %s%s%s\n", config, reply,
+           why[0] ? ": " : "", why);
+}
+
 static const struct {
     const char *name;
     void (*print)(const struct health_row *rows, unsigned n);
@@ -178,5 +199,7 @@ int cmd_health(int argc, char **argv)
     }
     health_formats[f].print(rows, n);
     free(rows);
+    if (strcmp(format, "json"))
+        health_mig_config(cli_status_socket(socket, false, user, sizeof user));
     return CLI_OK;
 }

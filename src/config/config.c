@@ -477,7 +477,7 @@ static const char *config_choice(const char *flag, unsigned i)
  * agent's start, where one is given without it (config_log_idle). Those
  * that need the API server to do anything at all (--config-map, --labels
  * api, --dra all) are refused without it instead (agent_kube_check). */
-enum config_need { NEED_DRA, NEED_REPORT };
+enum config_need { NEED_DRA, NEED_REPORT, NEED_MIG_PARTED };
 static const struct {
     const char *flag;
     enum config_need need;
@@ -485,6 +485,7 @@ static const struct {
     {"dra-gpus", NEED_DRA},       {"dra-shares", NEED_DRA},   {"dra-mig", NEED_DRA},
     {"dra-evict-on", NEED_DRA},   {"dra-plugin-dir", NEED_DRA},
     {"fault-taint", NEED_REPORT}, {"fault-taint-on", NEED_REPORT},
+    {"mig-config-in-use", NEED_MIG_PARTED},
 };
 
 void config_log_idle(const struct config *c, bool api)
@@ -492,10 +493,12 @@ void config_log_idle(const struct config *c, bool api)
     static const char *const why[] = {
         [NEED_DRA] = "DRA is off (--dra all turns it on)",
         [NEED_REPORT] = "the fault report is off (it needs the API server, and --fault-report auto)",
+        [NEED_MIG_PARTED] = "the MIG manager is off (--mig-parted-config turns it on)",
     };
     const bool missing[] = {
         [NEED_DRA] = c->dra != CONFIG_DRA_ALL,
         [NEED_REPORT] = !api || c->fault_report == CONFIG_REPORT_NONE,
+        [NEED_MIG_PARTED] = !c->mig_parted_config[0],
     };
     for (size_t i = 0; i < sizeof config_idle / sizeof *config_idle; i++) {
         size_t j = config_index(config_idle[i].flag);

@@ -27,6 +27,7 @@ enum config_dra { CONFIG_DRA_OFF, CONFIG_DRA_ALL };
 /* The Node condition and events of GPU faults: auto is on where labels
  * could go to the API server. */
 enum config_report { CONFIG_REPORT_AUTO, CONFIG_REPORT_NONE };
+enum config_mig_in_use { CONFIG_MIG_IN_USE_WAIT, CONFIG_MIG_IN_USE_FAIL };
 
 #define CONFIG_MAX_RESOURCES 16
 
@@ -131,6 +132,7 @@ struct config {
     bool keep_labels_file;              /* leave the file behind on exit */
     char machine_type_file[CONFIG_PATH_MAX];
     char mig_parted_config[CONFIG_PATH_MAX]; /* the MIG manager's layouts; empty: off */
+    int mig_config_in_use;              /* enum config_mig_in_use */
     bool no_timestamp;                  /* no nvidia.com/gfd.timestamp (the default) */
     bool use_node_feature_api;          /* GFD's: chooses --labels where --labels is not given */
     char accelerator_label[64];         /* the key; empty: no accelerator label */

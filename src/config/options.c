@@ -25,6 +25,7 @@ static const char *const report_choices[] = {"auto", "none", NULL};
 static const char *const layout_choices[] = {"system", "nvidia", NULL}; /* enum driver_layout */
 static const char *const dra_choices[] = {"off", "all", NULL};           /* enum config_dra */
 static const char *const discovery_choices[] = {"auto", "nvml", NULL};  /* NVIDIA's, less tegra */
+static const char *const in_use_choices[] = {"wait", "fail", NULL};     /* enum config_mig_in_use */
 
 #define S(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 #define F(field) offsetof(struct config, field), 0
@@ -119,6 +120,9 @@ const struct config_opt config_options[] = {
     {"mig-parted-config", "GPULET_MIG_PARTED_CONFIG", NULL, T_STRING, S(mig_parted_config), NULL, "",
      "the GPU Operator's MIG manager, built in: a mig-parted config file (its ConfigMap, mounted); "
      "the Node's label nvidia.com/mig.config names the layout to apply", "FILE", NULL},
+    {"mig-config-in-use", "GPULET_MIG_CONFIG_IN_USE", NULL, T_ENUM, F(mig_config_in_use), in_use_choices,
+     "wait", "a GPU a pod or a process uses when its layout should change: wait (pending) until it is "
+     "free, or fail the layout at once", NULL, NULL},
     {"proc-root", "GPULET_PROC_ROOT", NULL, T_STRING, S(proc_root), NULL, "/proc",
      "the host's /proc, where processes are placed in pods (needs the host's PID namespace)", "PATH", NULL},
     {"container-log-dir", "GPULET_CONTAINER_LOG_DIR", NULL, T_STRING, S(container_log_dir), NULL,

@@ -54,3 +54,39 @@ void doctor_agent_unhealthy(struct doctor *d, struct strbuf *out)
             strbuf_printf(out, "%sGPU %u MIG %d: %s", out->len ? "; " : "", g->index, g->mig, why);
     }
 }
+
+/* The MIG manager (docs/mig.md, "Layouts by node label"): the layout the
+ * Node's label names, as the agent's "mig-config" answers it. */
+void doctor_mig_config(struct doctor *d, struct doctor_result *r)
+{
+    char reply[1024], *state = reply, *config = "", *why = "";
+    struct err e;
+    doctor_step(d, "asking the agent at %s for its MIG layout", d->agent_socket);
+    if (unixsock_request(d->agent_socket, "mig-config\n", reply, sizeof reply, &e) < 0) {
+        doctor_set(r, DOCTOR_SKIP, NULL, "gpulet does not answer (see registration): %s", e.msg);
+        return;
+    }
+    reply[strcspn(reply, "\n")] = '\0';
+    char *tab = strchr(state, '\t');
+    if (tab) {
+        *tab = '\0';
+        config = tab + 1;
+        if ((tab = strchr(config, '\t'))) {
+            *tab = '\0';
+            why = tab + 1;
+        }
+    }
+    if (!strcmp(state, "off") || !strncmp(state, "error", 5))
+        doctor_set(r, DOCTOR_SKIP, NULL, "no --mig-parted-config: gpulet leaves MIG layouts as they are");
+    else if (!strcmp(state, "none"))
+        doctor_set(r, DOCTOR_SKIP, NULL, "the Node has no nvidia.com/mig.config label: the layout "
+                   "stays as it is");
+    else if (!strcmp(state, "success"))
+        doctor_set(r, DOCTOR_PASS, NULL, "MIG config '%s' applied", config);
+    else if (!strcmp(state, "failed"))
+        doctor_set(r, DOCTOR_FAIL, "fix the config or the label; kubectl get events names it too",
+                   "MIG config '%s' failed: %s", config, why);
+    else
+        doctor_set(r, DOCTOR_WARN, NULL, "MIG config '%s' %s%s%s", config, state, why[0] ? ": " : "",
+                   why);
+}

@@ -102,6 +102,7 @@ void doctor_metrics(struct doctor *d, struct doctor_result *r);
 void doctor_kubelet(struct doctor *d, struct doctor_result *r);
 void doctor_registration(struct doctor *d, struct doctor_result *r);
 void doctor_dra(struct doctor *d, struct doctor_result *r);
+void doctor_mig_config(struct doctor *d, struct doctor_result *r);
 void doctor_pod_resources(struct doctor *d, struct doctor_result *r);
 void doctor_node(struct doctor *d, struct doctor_result *r);
 void doctor_api_rights(struct doctor *d, struct doctor_result *r);

@@ -38,6 +38,7 @@ static const struct {
     {"kubelet", "kubelet device-plugins socket", doctor_kubelet, 0},
     {"registration", "gpulet registered with the kubelet", doctor_registration, 0},
     {"dra", "DRA driver registered and publishing", doctor_dra, 0},
+    {"mig-config", "the MIG layout the Node's label names", doctor_mig_config, 0},
     {"pod-resources", "kubelet PodResources socket", doctor_pod_resources, 0},
     {"node", "the Node's labels and allocatable", doctor_node, 0},
     {"api-rights", "gpulet's rights on the API server", doctor_api_rights, 0},

@@ -74,7 +74,7 @@ static void report_drop(struct report *r, const char *why)
 
 /* Queues an event: a like one waiting or sent in the last 10 minutes gets
  * its count bumped instead. */
-static void report_event(struct report *r, const char *type, const char *reason, const char *msg)
+void report_event(struct report *r, const char *type, const char *reason, const char *msg)
 {
     char key[600], now[32];
     snprintf(key, sizeof key, "%s %s", reason, msg);

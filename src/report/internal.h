@@ -66,6 +66,7 @@ static inline void report_now(char *buf, size_t len)
 /* Events (events.c): what changed since the last update, queued; an
  * event the API server has now. */
 void report_changes(struct report *r, const struct report_gpu *gpus, unsigned count);
+void report_event(struct report *r, const char *type, const char *reason, const char *msg);
 void report_sent(struct report *r, const struct report_event *ev);
 void report_rename(struct report *r, struct report_event *ev);
 

@@ -177,6 +177,14 @@ void report_update(struct report *r, const struct report_gpu *gpus, unsigned cou
     report_send(r);
 }
 
+void report_note(struct report *r, const char *type, const char *reason, const char *message)
+{
+    if (!r || r->stopping)
+        return;
+    report_event(r, type, reason, message);
+    report_send(r);
+}
+
 int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg,
                  struct kube_client *kc, struct kube_watch *node, struct err *e)
 {

@@ -110,6 +110,11 @@ int report_start(struct report **out, uv_loop_t *loop, const struct config *cfg,
  * NULL. */
 void report_update(struct report *r, const struct report_gpu *gpus, unsigned count);
 
+/* An Event on the Node about something else than a GPU's health (the MIG
+ * manager's outcome): type Normal or Warning, reason in CamelCase. Queued,
+ * aggregated and rate limited as the GPUs' own. r may be NULL. */
+void report_note(struct report *r, const char *type, const char *reason, const char *message);
+
 /* Ends a request in flight; frees once libuv is done. r may be NULL. */
 void report_stop(struct report *r);
 

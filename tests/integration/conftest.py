@@ -249,6 +249,11 @@ def agent(sim_env, tmp_path):
         started.append(a)
         return a
     yield start
+    # Every agent is stopped before any one's log is judged: a report in the
+    # first must not leave the others running.
+    for a in started:
+        if a.proc.poll() is None:
+            a.proc.kill()
     for a in started:
         a.stop(sig=signal.SIGKILL)
 

@@ -143,7 +143,7 @@ def node(stubs):
 # What the right root gives: fabric and cdi-spec do not apply (no NVSwitch
 # fabric in the simulator's preset; the envvar strategy), and without root
 # no device node could be made.
-BASE_SKIP = {"fabric", "cdi-spec", "dra"}
+BASE_SKIP = {"fabric", "cdi-spec", "dra", "mig-config"}
 BASE_FAIL = set() if ROOT_USER else {"device-nodes"}
 
 
@@ -519,7 +519,7 @@ def test_text_output_and_bad_input(node, tmp_path):
                        env=dict(node.env, GPULET_SIM_CONTROL="off"))
     assert p.stdout.startswith(f"gpulet doctor: the node at {node.root}\n")
     assert "PASS  kernel-module  NVIDIA open kernel module 580.159.04 is loaded" in p.stdout
-    assert p.stdout.splitlines()[-1].startswith("19 checks in ")
+    assert p.stdout.splitlines()[-1].startswith("20 checks in ")
     for args, msg in [(["--bogus"], "unknown option '--bogus'"),
                       (["--root", str(tmp_path / "none")], "is not a readable directory"),
                       (["-o", "xml"], "-o must be text or json, not 'xml'"),

@@ -52,21 +52,45 @@ def api():
     a.stop()
 
 
-def start(plugin_agent, api, tmp_path, kubelet=None):
+def start(plugin_agent, api, tmp_path, kubelet=None, *more):
     """h200-mig-mixed: GPUs 0-2 with MIG on, GPU 3 whole; mixed: four resources."""
     cfg = tmp_path / "mig-parted.yaml"
     cfg.write_text(LAYOUTS)
     a = plugin_agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--mig-parted-config",
                      str(cfg), "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
-                     "--node-name", "n1")
+                     "--node-name", "n1", *more)
     if kubelet:
         kubelet.wait_registrations(4, timeout=20)
     return a
 
 
 def state(api, want, timeout=20):
-    api.wait_for(lambda: api.node["metadata"]["labels"].get("nvidia.com/mig.config.state") == want,
-                 f"nvidia.com/mig.config.state={want}", timeout=timeout)
+    """Waits for the state `want`, or for an end (success, failed) that is
+    not it: a change that should wait and did not fails at once."""
+    def now():
+        return api.node["metadata"]["labels"].get("nvidia.com/mig.config.state")
+    api.wait_for(lambda: now() in (want, "success", "failed"), f"nvidia.com/mig.config.state={want}",
+                 timeout=timeout)
+    assert now() == want
+
+
+def event(api, reason, text):
+    """Waits for an Event on the Node of that reason whose message has text."""
+    def found():
+        return [e for e in api.node_events.values()
+                if e["reason"] == reason and text in e["message"] and e["involvedObject"]["name"] == "n1"]
+    api.wait_for(found, f"an Event {reason} saying {text!r}", timeout=20)
+    return found()[0]
+
+
+def said(gpulet, tmp_path):
+    """What `gpulet health` and doctor's mig-config check say of the layout."""
+    sock = str(tmp_path / "status.sock")
+    health = gpulet("health", "--status-socket", sock)
+    assert health.returncode == 0, health.stderr
+    doctor = gpulet("doctor", "--status-socket", sock, "-o", "json")
+    check = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "mig-config")
+    return health.stdout, check["status"], check["message"]
 
 
 def advertised(kubelet, since, names):
@@ -145,9 +169,32 @@ def test_a_gpu_in_use_waits(plugin_agent, api, tmp_path, sim_env, gpulet):
     a = None
     got = layout(tmp_path, sim_env)
     assert got[0][1] == ["1g.18gb"] * 7 and got[1][1] != ["1g.18gb"] * 7, got
+    # Said where an operator looks: an Event, gpulet health, doctor.
+    event(api, "MIGConfigWaiting", "MIG config 'all-1g.18gb' waits: GPU 1")
+    health, status, message = said(gpulet, tmp_path)
+    assert "MIG config 'all-1g.18gb' (the Node's nvidia.com/mig.config): pending: GPU 1" in health, health
+    assert status == "WARN" and "pending: GPU 1" in message, message
     assert gpulet("sim", "proc", "1", "clear").returncode == 0
     state(api, "success", timeout=30)
     assert layout(tmp_path, sim_env)[1][1] == ["1g.18gb"] * 7
+    event(api, "MIGConfigApplied", "MIG config 'all-1g.18gb' applied")
+    health, status, message = said(gpulet, tmp_path)
+    assert "MIG config" not in health and status == "PASS", (health, message)
+
+
+def test_a_gpu_in_use_fails_at_once_by_option(plugin_agent, api, tmp_path, sim_env, gpulet):
+    """--mig-config-in-use fail: a process on GPU 1 fails the layout at
+    once, naming it; the GPUs not in use changed all the same."""
+    start(plugin_agent, api, tmp_path, None, "--mig-config-in-use", "fail")
+    assert gpulet("sim", "proc", "1", "add", "4242", "1024").returncode == 0
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    state(api, "failed")
+    got = layout(tmp_path, sim_env)
+    assert got[0][1] == ["1g.18gb"] * 7 and got[1][1] != ["1g.18gb"] * 7, got
+    ev = event(api, "MIGConfigFailed", "MIG config 'all-1g.18gb' failed: GPU 1")
+    assert ev["type"] == "Warning"
+    health, status, message = said(gpulet, tmp_path)
+    assert "failed: GPU 1" in health and status == "FAIL" and "failed: GPU 1" in message, (health, message)
 
 
 def test_a_gpu_a_pod_holds_waits(plugin_agent, kubelet, api, tmp_path, sim_env):
@@ -190,6 +237,7 @@ def test_bad_layouts_fail_and_change_nothing_else(plugin_agent, api, tmp_path, s
     state(api, "failed")
     a.wait_log(why)
     assert layout(tmp_path, sim_env) == before  # refused before anything was touched
+    assert why in event(api, "MIGConfigFailed", f"MIG config '{name}' failed: ")["message"]
 
 
 def test_bad_file_is_refused_at_start(agent, tmp_path):
