@@ -139,6 +139,7 @@ static nvmlGpuInstance_t gi_make(struct sim_gpu *g, const struct sim_mig_profile
 {
     unsigned id = gi_free_id(g); /* before the new slot counts */
     g->mig[g->nmig++] = (struct sim_mig_device){m, start, id, 0, ++g->mig_generation, true};
+    sim_state.mig_changed = true;
     return sim_gi_handle(g->index, id);
 }
 
@@ -217,11 +218,13 @@ SIM_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode
         return sim_leave(NVML_ERROR_IN_USE); /* its instances first */
     if (g->product->arch < NVML_DEVICE_ARCH_HOPPER) {
         device->mig_pending = on != g->mig_enabled;
+        sim_state.mig_changed = true;
         *activationStatus = device->mig_pending ? NVML_ERROR_RESET_REQUIRED : NVML_SUCCESS;
         return sim_leave(NVML_SUCCESS);
     }
     g->mig_enabled = on;
     device->mig_pending = false;
+    sim_state.mig_changed = true;
     *activationStatus = NVML_SUCCESS;
     return sim_leave(NVML_SUCCESS);
 }
@@ -239,6 +242,7 @@ SIM_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuI
     struct sim_mig_device *made = &g->desc.mig[m - g->desc.mig];
     made->bare = false;
     made->ci = 0;
+    sim_state.mig_changed = true;
     *computeInstance = sim_ci_handle(g->desc.index, m->gi);
     return sim_leave(NVML_SUCCESS);
 }
@@ -263,6 +267,7 @@ SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIns
 {
     SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, computeInstance);
     g->desc.mig[m - g->desc.mig].bare = true;
+    sim_state.mig_changed = true;
     return sim_leave(NVML_SUCCESS);
 }
 
@@ -275,5 +280,6 @@ SIM_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     size_t k = (size_t)(m - d->mig);
     memmove(&d->mig[k], &d->mig[k + 1], (d->nmig - k - 1) * sizeof *d->mig);
     d->nmig--;
+    sim_state.mig_changed = true;
     return sim_leave(NVML_SUCCESS);
 }

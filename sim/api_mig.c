@@ -31,9 +31,12 @@ nvmlReturn_t sim_enter_handle(const void *h, struct sim_mig_handle (*table)[SIM_
     if (!mig_in_table(h, table))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     const struct sim_mig_handle *x = h;
+    if (x->gpu >= sim_state.sc.count)
+        return sim_leave(NVML_ERROR_NOT_FOUND);
     struct nvmlDevice_st *g = &sim_state.gpus[x->gpu];
+    sim_wait_hung(g); /* its instances hang with it */
     /* A handle kept across a reconfiguration that removed its device. */
-    if (x->gpu >= sim_state.sc.count || !g->desc.mig_enabled)
+    if (!g->desc.mig_enabled)
         return sim_leave(NVML_ERROR_NOT_FOUND);
     unsigned k = x->k;
     if (table != sim_state.mig_handles) /* an instance: found by its GPU instance's ID */

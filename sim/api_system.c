@@ -66,6 +66,10 @@ static nvmlReturn_t system_load(void)
         g->nprocs = g->desc.nprocs;
     }
     sim_state.loaded = true;
+    if (sim_state_restore() < 0) {
+        sim_state.loaded = false;
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
     return system_faults();
 }
 
@@ -104,8 +108,10 @@ SIM_API nvmlReturn_t nvmlShutdown(void)
         return NVML_ERROR_UNINITIALIZED;
     }
     bool last = --sim_state.refcount == 0;
-    if (last)
+    if (last) {
         sim_events_clear();
+        sim_state_save();
+    }
     pthread_mutex_unlock(&sim_state.lock);
     if (last)
         sim_control_stop();

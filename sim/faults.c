@@ -127,6 +127,7 @@ static int fault_mig(struct nvmlDevice_st *g, char *list, char *reply, size_t le
     char why[256];
     if (sim_mig_layout(&g->desc, names, n, why, sizeof why) < 0)
         return snprintf(reply, len, "error: %s", why), -1;
+    sim_state.mig_changed = true;
     return 0;
 }
 
@@ -273,6 +274,10 @@ int sim_fault_command(const char *line, char *reply, size_t len)
     int rc = sim_state.refcount == 0
                  ? (snprintf(reply, len, "error: NVML is not initialized in this process"), -1)
                  : sim_fault_command_locked(line, reply, len);
+    if (sim_state.mig_changed) {
+        sim_state.mig_changed = false;
+        sim_state_save();
+    }
     pthread_mutex_unlock(&sim_state.lock);
     return rc;
 }

@@ -94,8 +94,10 @@ void sim_live_reset(struct nvmlDevice_st *g, bool first_boot)
     g->hung = false;
     /* A reset applies what waited for it. */
     g->pages_pending = g->rows_pending = false;
-    if (g->mig_pending)
+    if (g->mig_pending) {
         g->desc.mig_enabled = !g->desc.mig_enabled;
+        sim_state.mig_changed = true;
+    }
     g->mig_pending = false;
     g->ecc_volatile[0] = g->ecc_volatile[1] = 0;
     g->pcie_replays = 0;

@@ -63,6 +63,15 @@ bool sim_is_device(nvmlDevice_t dev)
     return p >= base && (p - base) % size == 0 && (p - base) / size < sim_state.sc.count;
 }
 
+void sim_wait_hung(const struct nvmlDevice_st *dev)
+{
+    while (dev->hung) {
+        pthread_mutex_unlock(&sim_state.lock);
+        usleep(10000);
+        pthread_mutex_lock(&sim_state.lock);
+    }
+}
+
 nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
 {
     nvmlReturn_t rc = sim_enter();
@@ -70,12 +79,7 @@ nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
         return rc;
     if (!sim_is_device(dev))
         return sim_leave(NVML_ERROR_INVALID_ARGUMENT);
-    /* A hung GPU: the call blocks (without the lock) until a reset. */
-    while (dev->hung) {
-        pthread_mutex_unlock(&sim_state.lock);
-        usleep(10000);
-        pthread_mutex_lock(&sim_state.lock);
-    }
+    sim_wait_hung(dev);
     if (dev->lost)
         return sim_leave(NVML_ERROR_GPU_IS_LOST);
     return NVML_SUCCESS;
@@ -83,6 +87,10 @@ nvmlReturn_t sim_enter_device(nvmlDevice_t dev)
 
 nvmlReturn_t sim_leave(nvmlReturn_t rc)
 {
+    if (sim_state.mig_changed) {
+        sim_state.mig_changed = false;
+        sim_state_save();
+    }
     pthread_mutex_unlock(&sim_state.lock);
     return rc;
 }

@@ -90,6 +90,7 @@ struct sim {
     struct sim_mig_handle ci_handles[SIM_MAX_GPUS][SIM_MIG_MAX]; /* nvmlComputeInstance_t */
     struct nvmlEventSet_st *sets;
     double t0;                          /* CLOCK_MONOTONIC seconds at first init */
+    bool mig_changed;                   /* MIG state changed: GPULET_SIM_STATE is written at the unlock */
     /* control socket */
     pthread_t control_thread;
     bool control_running;
@@ -105,6 +106,10 @@ nvmlReturn_t sim_enter(void);
 
 /* True if dev is one of the scenario's GPUs. Caller holds the lock. */
 bool sim_is_device(nvmlDevice_t dev);
+
+/* A hung GPU (`gpulet sim hang`): the call blocks, without the lock,
+ * until a reset. Caller holds the lock. */
+void sim_wait_hung(const struct nvmlDevice_st *dev);
 
 /* sim_enter plus a valid, present device handle. */
 nvmlReturn_t sim_enter_device(nvmlDevice_t dev);
@@ -193,6 +198,14 @@ void sim_event_lost(struct nvmlDevice_st *g);
 
 /* Drops every event set (final shutdown). Caller holds the lock. */
 void sim_events_clear(void);
+
+/* GPULET_SIM_STATE (state.c): the MIG state read at the first load (-1
+ * on a file that does not fit, said on stderr), and written at each last
+ * shutdown and at the unlock after each change (sim_state.mig_changed),
+ * as the kernel keeps it whatever becomes of the process. Caller holds
+ * the lock. */
+int sim_state_restore(void);
+void sim_state_save(void);
 
 /* Applies one control command line; writes the one-line answer to reply. */
 int sim_fault_command(const char *line, char *reply, size_t reply_len);

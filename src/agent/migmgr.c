@@ -12,7 +12,10 @@
  *   once (their mode, profiles and MIG devices), the plugins register
  *   again on them, and labels, metrics, DRA and the CDI spec follow, as
  *   after any MIG change (mig.c).
- * - Idempotent: a GPU already in its layout is not touched. */
+ * - Idempotent: a GPU already in its layout is not touched.
+ * - The file is read again (on the worker pool) at each change of the
+ *   label, as mig-parted reads it at each apply: a mounted ConfigMap that
+ *   was edited applies with no restart. */
 #include "agent/internal.h"
 
 #include <stdio.h>
@@ -40,8 +43,23 @@ struct agent_migmgr_job {
     struct err e;
 };
 
+/* The file read again, on the worker pool, when the label changes: a
+ * mounted ConfigMap changes in place, and mig-parted reads its file at each
+ * apply. The loop owns it but between queue and done. */
+struct agent_migmgr_read {
+    uv_work_t work;
+    struct agent *a;                  /* NULL: the MIG manager went meanwhile */
+    char path[CONFIG_PATH_MAX];
+    struct migparted_file file;
+    int rc;
+    struct err e;
+};
+
 struct agent_migmgr {
     struct migparted_file file;
+    struct agent_migmgr_read *reading; /* a read in flight, or NULL */
+    bool read_again;                  /* the label changed while it read */
+    char file_error[400];             /* the last read's error; "" read */
     char label[128];                  /* the label's value as last seen; "" none */
     char config[128];                 /* the layout being (or last) applied */
     const char *state;                /* NULL (no label), "pending", "success", "failed" */
@@ -287,7 +305,9 @@ static void migmgr_apply(struct agent *a)
     }
     const struct migparted_config *c = migparted_find(&m->file, m->label);
     char why[400];
-    if (!c)
+    if (m->file_error[0])
+        snprintf(why, sizeof why, "%s", m->file_error);
+    else if (!c)
         snprintf(why, sizeof why, "no MIG config named '%.100s' in %.250s", m->label, m->file.source);
     else
         migmgr_check(a, c, why, sizeof why);
@@ -375,6 +395,62 @@ void agent_migmgr_collect(struct agent *a)
     }
 }
 
+static void migmgr_read_work(uv_work_t *w)
+{
+    struct agent_migmgr_read *r = w->data;
+    r->rc = migparted_load(&r->file, r->path, &r->e);
+}
+
+static void migmgr_read_start(struct agent *a);
+
+/* The file as it is now: taken where it parses; where it does not, the
+ * label's layout fails with the file's error (as mig-parted's apply would),
+ * and the layouts read before stay for the next label. */
+static void migmgr_read_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct agent_migmgr_read *r = w->data;
+    struct agent *a = r->a;
+    if (!a) { /* the MIG manager went meanwhile */
+        migparted_free(&r->file);
+        free(r);
+        return;
+    }
+    struct agent_migmgr *m = a->migmgr;
+    m->reading = NULL;
+    m->file_error[0] = '\0';
+    if (r->rc == 0) {
+        migparted_free(&m->file);
+        m->file = r->file;
+    } else {
+        snprintf(m->file_error, sizeof m->file_error, "%.380s", r->e.msg);
+        migparted_free(&r->file);
+    }
+    free(r);
+    if (m->read_again) {
+        m->read_again = false;
+        migmgr_read_start(a);
+        return;
+    }
+    migmgr_apply(a);
+}
+
+/* Reads the file again, then applies the label's layout from it. */
+static void migmgr_read_start(struct agent *a)
+{
+    struct agent_migmgr *m = a->migmgr;
+    if (m->reading) {
+        m->read_again = true;
+        return;
+    }
+    struct agent_migmgr_read *r = xcalloc(1, sizeof *r);
+    r->a = a;
+    r->work.data = r;
+    snprintf(r->path, sizeof r->path, "%s", a->cfg.mig_parted_config);
+    m->reading = r;
+    uv_queue_work(&a->loop, &r->work, migmgr_read_work, migmgr_read_done);
+}
+
 static void migmgr_on_node(void *ctx, struct kube_watch *w)
 {
     struct agent *a = ctx;
@@ -388,7 +464,10 @@ static void migmgr_on_node(void *ctx, struct kube_watch *w)
         return; /* the Node changed, not its label */
     snprintf(m->label, sizeof m->label, "%s", label);
     uv_timer_stop(&m->retry);
-    migmgr_apply(a);
+    if (label[0])
+        migmgr_read_start(a); /* then applies */
+    else
+        migmgr_apply(a);
 }
 
 int agent_migmgr_read(const struct config *cfg, struct migparted_file *out, struct err *e)
@@ -434,6 +513,7 @@ void agent_migmgr_start(struct agent *a, struct migparted_file *file)
     }
     migparted_free(&m->file);
     m->file = *file;
+    m->file_error[0] = '\0';
     memset(file, 0, sizeof *file);
     if (kube_watch_known(a->node))
         migmgr_on_node(a, a->node);
@@ -482,6 +562,8 @@ void agent_migmgr_free(struct agent *a)
         free(m->jobs);
     free(m->held);
     migparted_free(&m->file);
+    if (m->reading)
+        m->reading->a = NULL; /* its done frees it */
     free(m);
     a->migmgr = NULL;
 }

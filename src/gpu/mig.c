@@ -331,7 +331,8 @@ int gpu_mig_layout(struct nvml *n, struct gpu_info *g, const struct gpu_mig_item
     if (count > GPU_MIG_MAX)
         return err_set(e, "GPU %u: %u MIG devices: more than %d", g->index, count, GPU_MIG_MAX);
     struct gpu_mig_item mine[GPU_MIG_MAX];
-    memcpy(mine, items, count * sizeof *items);
+    if (count) /* none: items may be NULL (MIG turned off, every instance destroyed) */
+        memcpy(mine, items, count * sizeof *items);
     struct gpu_mig_try t = {n, g, mine, count, 0, NVML_SUCCESS, 0};
     bool ok = count ? gpu_mig_orders(&t, 0) : (t.rc = gpu_mig_clear(n, g)) == NVML_SUCCESS;
     if (!ok && count)

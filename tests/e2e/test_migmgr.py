@@ -5,7 +5,8 @@ Node's label nvidia.com/mig.config=all-1g.10gb moves the allocatable from
 nvidia.com/gpu to nvidia.com/mig-1g.10gb, a pod gets one such device, and
 all-disabled moves it back; nvidia.com/mig.config.state says success each
 time, and an Event says so. Runs in the DRA run on 1.36, where no session
-gpulet serves the Node's nvidia.com/gpu."""
+gpulet serves the Node's nvidia.com/gpu. The layouts are deploy/mig-manager/'s,
+and that overlay renders them into the DaemonSet as gpulet reads them."""
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GPULET, SIM_LIB, service_account
+from conftest import GPULET, SIM_LIB, SOURCE, service_account
 
 SCENARIO = """name: e2e-migmgr
 driver_version: "580.159.04"
@@ -24,17 +25,7 @@ gpus:
   - {product: h100-sxm}
   - {product: h100-sxm}
 """
-LAYOUTS = """version: v1
-mig-configs:
-  all-disabled:
-    - devices: all
-      mig-enabled: false
-  all-1g.10gb:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 7
-"""
+SHIPPED = SOURCE / "deploy" / "mig-manager"
 
 
 def cap_minor(gpu, gi, ci=None):
@@ -48,7 +39,6 @@ def manager(cluster):
     env = cluster.env
     base = Path(cluster.base)
     (base / "migmgr.yaml").write_text(SCENARIO)
-    (base / "mig-parted.yaml").write_text(LAYOUTS)
     caps = Path(env["K8S_DEV_ROOT"]) / "dev" / "nvidia-caps"
     caps.mkdir(exist_ok=True)
     for gpu in (0, 1):
@@ -62,7 +52,7 @@ def manager(cluster):
     proc = subprocess.Popen(
         [GPULET, "agent", "--simulate", str(base / "migmgr.yaml"), "--kubelet-root", "/var/lib/kubelet",
          "--pod-resources-kubelet-socket", env["K8S_POD_RESOURCES_SOCKET"], "--mig-strategy", "mixed",
-         "--mig-parted-config", str(base / "mig-parted.yaml"), "--labels", "api",
+         "--mig-parted-config", str(SHIPPED / "mig-parted.yaml"), "--labels", "api",
          "--nvidia-dev-root", env["K8S_DEV_ROOT"], "--pass-device-specs", "--no-metrics",
          "--status-socket", str(base / "gpulet-migmgr.sock"), "--proc-root", str(base / "migmgr-proc")],
         stdout=log, stderr=subprocess.STDOUT, env=run_env)
@@ -74,6 +64,21 @@ def manager(cluster):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
         log.close()
+
+
+def test_the_overlay_mounts_its_layouts(cluster):
+    """deploy/mig-manager/ as kubectl renders it: the DaemonSet reads the
+    ConfigMap's file at GPULET_MIG_PARTED_CONFIG, and that file is the one
+    this test applies."""
+    import yaml
+    docs = list(yaml.safe_load_all(cluster.kubectl("kustomize", str(SHIPPED))))
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gpulet-mig-parted-config")
+    assert cm["data"]["mig-parted.yaml"] == (SHIPPED / "mig-parted.yaml").read_text()
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "mig-parted")
+    assert env["GPULET_MIG_PARTED_CONFIG"] == mount["mountPath"] + "/mig-parted.yaml"
+    assert next(v for v in pod["volumes"] if v["name"] == "mig-parted")["configMap"]["name"] == cm["metadata"]["name"]
 
 
 def wait_node(cluster, manager, what, test, timeout=60):

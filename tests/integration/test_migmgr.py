@@ -52,13 +52,13 @@ def api():
     a.stop()
 
 
-def start(plugin_agent, api, tmp_path, kubelet=None, *more):
+def start(plugin_agent, api, tmp_path, kubelet=None, *more, env=None):
     """h200-mig-mixed: GPUs 0-2 with MIG on, GPU 3 whole; mixed: four resources."""
     cfg = tmp_path / "mig-parted.yaml"
     cfg.write_text(LAYOUTS)
     a = plugin_agent("--simulate", "h200-mig-mixed", "--mig-strategy", "mixed", "--mig-parted-config",
                      str(cfg), "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig")),
-                     "--node-name", "n1", *more)
+                     "--node-name", "n1", *more, env=env)
     if kubelet:
         kubelet.wait_registrations(4, timeout=20)
     return a
@@ -225,6 +225,48 @@ def test_a_gpu_a_pod_holds_waits(plugin_agent, kubelet, api, tmp_path, sim_env):
         pods.stop()
 
 
+def held_layout(path):
+    """{GPU: (MIG mode, [profiles])} as the simulator's state file
+    (GPULET_SIM_STATE) holds them: the driver's view, not gpulet's."""
+    gpus = {}
+    for line in path.read_text().splitlines():
+        w = line.split()
+        if w and w[0] == "gpu":
+            gpus[int(w[1])] = (w[3], [])
+        elif w and w[0] == "instance":
+            gpus[int(w[1])][1].append(w[2])
+    return {k: (mode, sorted(p)) for k, (mode, p) in gpus.items()}
+
+
+def test_a_restart_in_the_middle_finishes(plugin_agent, api, tmp_path, sim_env, gpulet):
+    """The MIG state outlives gpulet, as the driver's does (the simulator's
+    state file). gpulet is killed while GPU 1's lane hangs in the change
+    (GPUs 0 and 3 made; GPU 2 had the layout), and GPU 0 is then left half made (three of seven
+    instances, as a kill between two creations leaves it): the next gpulet
+    finishes the layout, says success, and touches no GPU already in it."""
+    held = tmp_path / "mig.state"
+    env = dict(sim_env, GPULET_SIM_STATE=str(held))
+    a = start(plugin_agent, api, tmp_path, env=env)
+    assert gpulet("sim", "hang", "1").returncode == 0
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    seven = ("on", ["1g.18gb"] * 7)
+    api.wait_for(lambda: held.exists() and all(held_layout(held).get(i) == seven for i in (0, 2, 3)),
+                 "GPUs 0 and 3 made", timeout=20)
+    assert held_layout(held)[1] != seven and api.labels()["nvidia.com/mig.config.state"] == "pending", a.log()
+    a.proc.kill()
+    a.proc.wait(timeout=10)
+    lines = held.read_text().splitlines()
+    gpu0 = [i for i, line in enumerate(lines) if line.startswith("instance 0 ")]
+    held.write_text("\n".join(line for i, line in enumerate(lines) if i not in gpu0[3:]) + "\n")
+    assert held_layout(held)[0] == ("on", ["1g.18gb"] * 3)
+    b = start(plugin_agent, api, tmp_path, env=env)
+    b.wait_log("MIG config 'all-1g.18gb': success")
+    state(api, "success")
+    assert held_layout(held) == {i: seven for i in range(4)}, held_layout(held)
+    made = [line for line in b.log().splitlines() if "as MIG config 'all-1g.18gb'" in line]
+    assert sorted(line.split("GPU ")[1][0] for line in made) == ["0", "1"], made  # 2 and 3 untouched
+
+
 @pytest.mark.parametrize("name,why", [
     ("nope", "no MIG config named 'nope'"),
     ("unknown-profile", "has no MIG profile 1g.99gb"),
@@ -238,6 +280,31 @@ def test_bad_layouts_fail_and_change_nothing_else(plugin_agent, api, tmp_path, s
     a.wait_log(why)
     assert layout(tmp_path, sim_env) == before  # refused before anything was touched
     assert why in event(api, "MIGConfigFailed", f"MIG config '{name}' failed: ")["message"]
+
+
+def test_the_file_is_read_again_at_each_label(plugin_agent, api, tmp_path, sim_env):
+    """The file changes in place (a mounted ConfigMap edited): the next
+    label applies the layout as the file says it now, with no restart; a
+    file that no longer parses fails that label with its error, and the
+    fixed file applies at the label after."""
+    a = start(plugin_agent, api, tmp_path)
+    cfg = tmp_path / "mig-parted.yaml"
+    cfg.write_text(LAYOUTS + "  all-2g.35gb:\n    - devices: all\n      mig-enabled: true\n"
+                   "      mig-devices: {\"2g.35gb\": 3}\n")
+    api.set_label("nvidia.com/mig.config", "all-2g.35gb")
+    state(api, "success")
+    assert all(p == ["2g.35gb"] * 3 for _, p in layout(tmp_path, sim_env)), layout(tmp_path, sim_env)
+    def now(want):  # from an end to another: state() would take the first for the answer
+        api.wait_for(lambda: api.labels().get("nvidia.com/mig.config.state") == want, want)
+    cfg.write_text("version: v1\nmig-configs:\n  all-1g.18gb: [oops\n")
+    api.set_label("nvidia.com/mig.config", "all-1g.18gb")
+    a.wait_log(f"MIG config 'all-1g.18gb': failed: {cfg}:")
+    now("failed")
+    cfg.write_text(LAYOUTS)
+    api.set_label("nvidia.com/mig.config", "all-disabled")
+    a.wait_log("MIG config 'all-disabled': success")
+    now("success")
+    assert all(mode == "disabled" for mode, _ in layout(tmp_path, sim_env)), layout(tmp_path, sim_env)
 
 
 def test_bad_file_is_refused_at_start(agent, tmp_path):

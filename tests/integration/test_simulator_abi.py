@@ -122,3 +122,41 @@ def test_grace_hopper(gpulet, sim_env):
                  "nvidia.com/gpu.memory=97871", "nvidia.com/gpu.family=hopper",
                  "nvidia.com/mig.capable=true"):
         assert want in labels, labels
+
+
+MIG_STEP = textwrap.dedent("""
+    import ctypes, sys
+    nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    assert nvml.nvmlInit_v2() == 0
+    h = ctypes.c_void_p()
+    assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+    if sys.argv[1] == "on":
+        status = ctypes.c_int()
+        print(nvml.nvmlDeviceSetMigMode(h, 1, ctypes.byref(status)))
+    else:
+        current, pending = ctypes.c_uint(), ctypes.c_uint()
+        assert nvml.nvmlDeviceGetMigMode(h, ctypes.byref(current), ctypes.byref(pending)) == 0
+        print(current.value)
+    nvml.nvmlShutdown()
+""")
+
+
+def test_state_file_carries_mig_from_process_to_process(tmp_path, sim_env):
+    """GPULET_SIM_STATE: MIG mode set by one short NVML session (as
+    nvidia-mig-parted works) is there in the next process; a file that does
+    not fit the scenario fails nvmlInit, naming its line."""
+    state = tmp_path / "mig.state"
+    env = ctypes_env(dict(sim_env, LD_LIBRARY_PATH=str(Path(SIM_LIB).parent / "sim"),
+                          GPULET_SIM_SCENARIO="hgx-h200", GPULET_SIM_STATE=str(state),
+                          GPULET_SIM_CONTROL="off"))
+
+    def step(what):
+        return subprocess.run(["/usr/bin/python3", "-c", MIG_STEP, what], capture_output=True, text=True,
+                              env=env, timeout=60)
+    assert step("mode").stdout.split() == ["0"]  # no file yet: the scenario's MIG off
+    assert step("on").stdout.split() == ["0"]    # SUCCESS: Hopper changes at once
+    assert "gpu 0 mig on pending 0" in state.read_text()
+    assert step("mode").stdout.split() == ["1"]  # another process: still on
+    state.write_text("gpu 0 mig on pending 0 generation 1\ninstance 0 9g.99gb 0 1 0 1 0\n")
+    p = step("mode")
+    assert p.returncode != 0 and f"GPULET_SIM_STATE {state}:2: the GPU has no such MIG profile" in p.stderr, p.stderr
