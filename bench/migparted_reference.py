@@ -16,7 +16,8 @@ API server, and leaves its state in a file of the same form at its stop.
 
 usage: bench/migparted_reference.py --mig-parted PATH --config FILE
            [--gpulet build/gpulet] [--sim build/libgpulet-nvml-sim.so] [--gpus 2]
-           [--products a100-40gb,a100-80gb,h100-sxm,h200,gh200] [--names all-1g.18gb,...]"""
+           [--products a100-40gb,a100-80gb,h100-sxm,h200,gh200] [--names all-1g.18gb,...]
+           [--record FILE]"""
 import argparse
 import json
 import os
@@ -161,6 +162,28 @@ def compare(ref_ok, ref_l, my_ok, my_why, my_l):
     return "other"
 
 
+def record(o, names):
+    """Each product's scenario, then each layout applied in turn by
+    mig-parted: whether it said it succeeded, and what it left."""
+    out = {"mig-parted": o.mig_parted_version, "config": o.config, "gpus": o.gpus, "products": {}}
+    with tempfile.TemporaryDirectory(prefix="gpulet-migref-") as tmp:
+        tmp = pathlib.Path(tmp)
+        for product in o.products.split(","):
+            scen = scenario(tmp, product, o.gpus)
+            sysfs = fake_sysfs(tmp, o, scen)
+            state = tmp / f"{product}.state"
+            steps = []
+            for name in names:
+                ok, _ = run_mig_parted(o, tmp, scen, sysfs, name, state)
+                left = layout(state) or {}
+                steps.append({"layout": name, "ok": ok,
+                              "gpus": {str(k): [mode, [list(i) for i in insts]] for k, (mode, insts) in left.items()}})
+            out["products"][product] = {"scenario": scen.read_text(), "steps": steps}
+            print(f"{product}: {sum(s['ok'] for s in steps)} of {len(steps)} layouts applied in turn")
+    pathlib.Path(o.record).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mig-parted", required=True, help="NVIDIA's nvidia-mig-parted, built from its source")
@@ -169,11 +192,21 @@ def main():
     ap.add_argument("--sim", default="build/libgpulet-nvml-sim.so")
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--products", default=",".join(p for p, _ in PRODUCTS))
-    ap.add_argument("--names", default="", help="only these layouts (comma list; default all)")
+    ap.add_argument("--names", default="", help="only these layouts, in this order (comma list; default all)")
+    ap.add_argument("--mig-parted-version", default="nvidia-mig-parted v0.12.1",
+                    help="what --record says made it (a build from source says version unknown)")
+    ap.add_argument("--record", help="mig-parted alone, the layouts in turn (each from the one before), "
+                    "what it left written to this JSON file (tests/integration/test_migmgr.py replays it)")
     o = ap.parse_args()
     o.sim = str(pathlib.Path(o.sim).resolve())
     names = list(yaml.safe_load(pathlib.Path(o.config).read_text())["mig-configs"])
-    names = [n for n in names if not o.names or n in o.names.split(",")]
+    if o.names:  # in the order given, a name again where it comes again
+        unknown = [n for n in o.names.split(",") if n not in names]
+        if unknown:
+            ap.error(f"--names: not in {o.config}: {', '.join(unknown)}")
+        names = o.names.split(",")
+    if o.record:
+        return record(o, names)
     kinds = ["same layout", "both refused", "a profile the GPU lacks", "other"]
     totals = dict.fromkeys(kinds, 0)
     with tempfile.TemporaryDirectory(prefix="gpulet-migref-") as tmp:

@@ -5,12 +5,19 @@ nvidia.com/mig.config.state says pending, success or failed. A GPU that
 runs a process waits; the plugins advertise the new devices with no
 restart of gpulet."""
 import json
+import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import GPULET
+from conftest import GPULET, SOURCE
 from fakeapi import FakeAPI
+
+# What NVIDIA's nvidia-mig-parted left on the simulator, step by step, for
+# deploy/mig-manager/mig-parted.yaml's layouts applied in turn
+# (bench/migparted_reference.py --record).
+REFERENCE = json.loads((Path(__file__).parent / "data" / "migparted-reference.json").read_text())
 
 LAYOUTS = """version: v1
 mig-configs:
@@ -265,6 +272,71 @@ def test_a_restart_in_the_middle_finishes(plugin_agent, api, tmp_path, sim_env, 
     assert held_layout(held) == {i: seven for i in range(4)}, held_layout(held)
     made = [line for line in b.log().splitlines() if "as MIG config 'all-1g.18gb'" in line]
     assert sorted(line.split("GPU ")[1][0] for line in made) == ["0", "1"], made  # 2 and 3 untouched
+
+
+def held_places(path):
+    """{GPU: [mode, [[profile, start]...]]} from the state file, as --record writes it."""
+    gpus = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        w = line.split()
+        if w and w[0] == "gpu":
+            gpus[w[1]] = [w[3], []]
+        elif w and w[0] == "instance":
+            gpus[w[1]][1].append([w[2], int(w[3])])
+    return {k: [mode, sorted(insts)] for k, (mode, insts) in gpus.items()}
+
+
+def mig_config(sock):
+    """The status socket's mig-config: (state, config, reason)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(str(sock))
+        s.sendall(b"mig-config\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return tuple((reply.decode().rstrip("\n").split("\t") + ["", ""])[:3])
+
+
+@pytest.mark.parametrize("product", sorted(REFERENCE["products"]))
+def test_layouts_in_turn_as_nvidia_mig_parted_left_them(agent, api, tmp_path, sim_env, product):
+    """deploy/mig-manager/mig-parted.yaml's layouts in turn (each from the
+    one before; all-1g.10gb to all-balanced among them) on two GPUs of each
+    MIG-capable product, beside what NVIDIA's nvidia-mig-parted left on the
+    simulator for the same steps (data/migparted-reference.json). Where
+    both succeed, every GPU has the same mode and the same instances in the
+    same places; where mig-parted fails, gpulet fails; a profile the GPU
+    lacks makes mig-parted clear the GPU and say success, and gpulet fail,
+    naming it, with the GPU as it was."""
+    ref = REFERENCE["products"][product]
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(ref["scenario"])
+    held = tmp_path / "mig.state"
+    sock = tmp_path / "s.sock"
+    a = agent("--simulate", str(scenario), "--mig-strategy", "mixed", "--mig-parted-config",
+              str(SOURCE / "deploy" / "mig-manager" / "mig-parted.yaml"), "--kubeconfig",
+              str(api.kubeconfig(tmp_path / "kc")), "--node-name", "n1", "--no-metrics", "--kubelet-root",
+              str(tmp_path / "k"), "--status-socket", str(sock), env=dict(sim_env, GPULET_SIM_STATE=str(held)))
+    a.wait_log("agent running")
+    before = None
+    for step in ref["steps"]:
+        api.set_label("nvidia.com/mig.config", step["layout"])
+        api.wait_for(lambda: mig_config(sock)[:2] in ((s, step["layout"]) for s in ("success", "failed")),
+                     f"{step['layout']} applied or failed", timeout=20)
+        state, _, why = mig_config(sock)
+        now = held_places(held) or before
+        where = f"{product}, {step['layout']}: gpulet {state} {why!r} {now}, mig-parted {step}"
+        if not step["ok"]:
+            assert state == "failed", where
+        elif state == "failed":  # mig-parted cleared the GPUs: its parser dropped the profile
+            assert "has no MIG profile" in why and not any(i for _, i in step["gpus"].values()), where
+            assert before is None or now == before, where
+        else:
+            assert now == step["gpus"] or (now is None and not any(i for _, i in step["gpus"].values())), where
+        before = now
 
 
 @pytest.mark.parametrize("name,why", [
