@@ -214,8 +214,8 @@ SIM_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode
         *activationStatus = NVML_SUCCESS;
         return sim_leave(NVML_SUCCESS);
     }
-    if (g->nmig)
-        return sim_leave(NVML_ERROR_IN_USE); /* its instances first */
+    if (g->nmig || device->nprocs)
+        return sim_leave(NVML_ERROR_IN_USE); /* its instances first; no process on the GPU */
     if (g->product->arch < NVML_DEVICE_ARCH_HOPPER) {
         device->mig_pending = on != g->mig_enabled;
         sim_state.mig_changed = true;
@@ -266,6 +266,8 @@ SIM_API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuIns
 SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
     SIM_ENTER_HANDLE(computeInstance, sim_state.ci_handles, computeInstance);
+    if (g->nprocs)
+        return sim_leave(NVML_ERROR_IN_USE); /* a process runs on the GPU: mig-parted's "In use" */
     g->desc.mig[m - g->desc.mig].bare = true;
     sim_state.mig_changed = true;
     return sim_leave(NVML_SUCCESS);
@@ -274,8 +276,8 @@ SIM_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIns
 SIM_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
     SIM_ENTER_HANDLE(gpuInstance, sim_state.gi_handles, gpuInstance);
-    if (!m->bare)
-        return sim_leave(NVML_ERROR_IN_USE); /* its compute instance first */
+    if (!m->bare || g->nprocs)
+        return sim_leave(NVML_ERROR_IN_USE); /* its compute instance first; no process on the GPU */
     struct sim_gpu *d = &g->desc;
     size_t k = (size_t)(m - d->mig);
     memmove(&d->mig[k], &d->mig[k + 1], (d->nmig - k - 1) * sizeof *d->mig);

@@ -3,7 +3,8 @@ Node's label nvidia.com/mig.config names a layout of a mig-parted file;
 the GPUs are made so on the simulator as mig-parted makes them, and
 nvidia.com/mig.config.state says pending, success or failed. A GPU that
 runs a process waits; the plugins advertise the new devices with no
-restart of gpulet."""
+restart of gpulet; layouts in turn come out as NVIDIA's nvidia-mig-parted
+left them (data/migparted-reference.json)."""
 import json
 import socket
 import subprocess
@@ -137,6 +138,15 @@ def test_label_applies_a_layout(plugin_agent, kubelet, api, tmp_path, sim_env):
     got = advertised(kubelet, n, ["nvidia.com/mig-1g.18gb"])
     assert len(got["nvidia.com/mig-1g.18gb"]) == 28, got
     assert not (kubelet.dir / "gpulet-nvidia-mig-3g.71gb.sock").exists()  # its resource is gone
+    # Everything else follows, with no restart: the labels and the CDI spec.
+    sock = str(tmp_path / "status.sock")
+    labels = subprocess.run([GPULET, "labels", "--status-socket", sock], capture_output=True, text=True,
+                            env=sim_env, check=True).stdout
+    assert "nvidia.com/mig-1g.18gb.count=28" in labels and "nvidia.com/mig-3g.71gb.count" not in labels, labels
+    cdi = json.loads(subprocess.run([GPULET, "cdi", "generate", "--format", "json", "--status-socket", sock],
+                                    capture_output=True, text=True, env=sim_env, check=True).stdout)
+    migs = {d["name"] for d in cdi["devices"] if d["name"].startswith("MIG-")}
+    assert len(migs) == 28, sorted(d["name"] for d in cdi["devices"])
     # The same label again (a Node update): idempotent, nothing made or destroyed.
     a.wait_log("MIG config 'all-1g.18gb': success")
     before = a.log().count("MIG devices changed") + a.log().count("as MIG config")
@@ -232,17 +242,22 @@ def test_a_gpu_a_pod_holds_waits(plugin_agent, kubelet, api, tmp_path, sim_env):
         pods.stop()
 
 
+def held_places(path):
+    """{GPU: [mode, [[profile, start]...]]} from the state file, as --record writes it."""
+    gpus = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        w = line.split()
+        if w and w[0] == "gpu":
+            gpus[w[1]] = [w[3], []]
+        elif w and w[0] == "instance":
+            gpus[w[1]][1].append([w[2], int(w[3])])
+    return {k: [mode, sorted(insts)] for k, (mode, insts) in gpus.items()}
+
+
 def held_layout(path):
     """{GPU: (MIG mode, [profiles])} as the simulator's state file
     (GPULET_SIM_STATE) holds them: the driver's view, not gpulet's."""
-    gpus = {}
-    for line in path.read_text().splitlines():
-        w = line.split()
-        if w and w[0] == "gpu":
-            gpus[int(w[1])] = (w[3], [])
-        elif w and w[0] == "instance":
-            gpus[int(w[1])][1].append(w[2])
-    return {k: (mode, sorted(p)) for k, (mode, p) in gpus.items()}
+    return {int(k): (mode, sorted(p for p, _ in insts)) for k, (mode, insts) in held_places(path).items()}
 
 
 def test_a_restart_in_the_middle_finishes(plugin_agent, api, tmp_path, sim_env, gpulet):
@@ -272,18 +287,6 @@ def test_a_restart_in_the_middle_finishes(plugin_agent, api, tmp_path, sim_env, 
     assert held_layout(held) == {i: seven for i in range(4)}, held_layout(held)
     made = [line for line in b.log().splitlines() if "as MIG config 'all-1g.18gb'" in line]
     assert sorted(line.split("GPU ")[1][0] for line in made) == ["0", "1"], made  # 2 and 3 untouched
-
-
-def held_places(path):
-    """{GPU: [mode, [[profile, start]...]]} from the state file, as --record writes it."""
-    gpus = {}
-    for line in path.read_text().splitlines() if path.exists() else []:
-        w = line.split()
-        if w and w[0] == "gpu":
-            gpus[w[1]] = [w[3], []]
-        elif w and w[0] == "instance":
-            gpus[w[1]][1].append([w[2], int(w[3])])
-    return {k: [mode, sorted(insts)] for k, (mode, insts) in gpus.items()}
 
 
 def mig_config(sock):
