@@ -1124,6 +1124,9 @@ def test_dra_hand_over_waits_for_the_last_write(agent, sim_env, slow_fsync, tmp_
         gate.touch()
         new.wait_log("DRA: 1 prepared claim(s) from", timeout=30)
         assert [c["uid"] for c in json.loads((plugins / "checkpoint.json").read_text())["claims"]] == ["u0"]
+        # Its socket is bound on the worker pool after the checkpoint is in: the
+        # kubelet asks once the driver is registered, and so does the test.
+        new.wait_log("DRA: gpu.nvidia.com serving on", timeout=30)
         r = prepare_one(plugins / "dra.sock", pb, "u0")  # the kubelet asks the new one again
         assert not r.error and [d.device_name for d in r.devices] == ["gpu-0"]
         assert not list(plugins.glob("*.tmp"))
