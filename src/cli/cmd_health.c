@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "util/unixsock.h"
 #include "gpu/health.h"
+#include "migparted/migparted.h"
 #include "nvml/nvml_abi.h"
 #include "util/jsonx.h"
 #include "util/opts.h"
@@ -104,14 +105,11 @@ static void health_mig_config(const char *socket)
     struct err e;
     if (unixsock_request(socket, "mig-config\n", reply, sizeof reply, &e) < 0)
         return;
-    reply[strcspn(reply, "\n")] = '\0';
-    char *config = strchr(reply, '\t'), *why = config ? strchr(config + 1, '\t') : NULL;
-    if (!why)
+    char *state, *config, *why;
+    migparted_state_split(reply, &state, &config, &why);
+    if (strcmp(state, "pending") && strcmp(state, "failed"))
         return;
-    *config++ = *why++ = '\0';
-    if (strcmp(reply, "pending") && strcmp(reply, "failed"))
-        return;
-    printf("\nMIG config '%s' (the Node's nvidia.com/mig.config): %s%s%s\n", config, reply,
+    printf("\nMIG config '%s' (the Node's nvidia.com/mig.config): %s%s%s\n", config, state,
            why[0] ? ": " : "", why);
 }
 

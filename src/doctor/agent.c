@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "migparted/migparted.h"
 #include "util/unixsock.h"
 #include "util/xmalloc.h"
 
@@ -59,23 +60,14 @@ void doctor_agent_unhealthy(struct doctor *d, struct strbuf *out)
  * Node's label names, as the agent's "mig-config" answers it. */
 void doctor_mig_config(struct doctor *d, struct doctor_result *r)
 {
-    char reply[1024], *state = reply, *config = "", *why = "";
+    char reply[1024], *state, *config, *why;
     struct err e;
     doctor_step(d, "asking the agent at %s for its MIG layout", d->agent_socket);
     if (unixsock_request(d->agent_socket, "mig-config\n", reply, sizeof reply, &e) < 0) {
         doctor_set(r, DOCTOR_SKIP, NULL, "gpulet does not answer (see registration): %s", e.msg);
         return;
     }
-    reply[strcspn(reply, "\n")] = '\0';
-    char *tab = strchr(state, '\t');
-    if (tab) {
-        *tab = '\0';
-        config = tab + 1;
-        if ((tab = strchr(config, '\t'))) {
-            *tab = '\0';
-            why = tab + 1;
-        }
-    }
+    migparted_state_split(reply, &state, &config, &why);
     if (!strcmp(state, "off") || !strncmp(state, "error", 5))
         doctor_set(r, DOCTOR_SKIP, NULL, "no --mig-parted-config: gpulet leaves MIG layouts as they are");
     else if (!strcmp(state, "none"))

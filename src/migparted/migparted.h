@@ -94,4 +94,8 @@ void migparted_layout_sort(struct migparted_layout *l);
 /* The same profiles, as many of each, whatever the order. */
 bool migparted_layout_same(const struct migparted_layout *a, const struct migparted_layout *b);
 
+/* The status socket's "mig-config" line, "STATE<tab>CONFIG<tab>REASON" or
+ * "off" (state.c), split in place; a part it lacks is "". */
+void migparted_state_split(char *line, char **state, char **config, char **reason);
+
 #endif
