@@ -196,9 +196,8 @@ class Gpulet:
         self.driver = drakit.Driver(cluster, "bench", scenario, "--kubelet-registry-dir", str(self.reg_dir), *args)
         self.driver.start()
 
-    def rss_mib(self):
-        return next(int(l.split()[1]) for l in open(f"/proc/{self.driver.proc.pid}/status")
-                    if l.startswith("VmRSS:")) / 1024
+    def pid(self):
+        return self.driver.proc.pid
 
     def log_tail(self):
         return self.driver.log()[-3000:]
@@ -224,7 +223,7 @@ class Nvidia:
         plugins.mkdir(exist_ok=True)
         env = dict(cluster.env, GPULET_SIM_SCENARIO=scenario, NODE_NAME=cluster.node, NAMESPACE="default",
                    GPULET_SIM_CONTROL=str(self.base / "sim-nvidia.sock"))
-        self.log = open(self.base / "nvidia-plugin.log", "w")
+        log = open(self.base / "nvidia-plugin.log", "w")
         self.proc = subprocess.Popen(
             [binary, "--kubeconfig", cluster.env["KUBECONFIG"], "--node-name", cluster.node,
              "--cdi-root", "/var/run/cdi", "--nvidia-driver-root", str(root),
@@ -233,11 +232,11 @@ class Nvidia:
              "--kubelet-plugins-directory-path", str(plugins),
              "--kubelet-registrar-directory-path", str(self.reg_dir), "--feature-gates", gates,
              "--image-name", cluster.env["K8S_BUSYBOX_IMAGE"]],  # its MPS daemons' only: not used here
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+            stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
 
-    def rss_mib(self):
-        return next(int(l.split()[1]) for l in open(f"/proc/{self.proc.pid}/status")
-                    if l.startswith("VmRSS:")) / 1024
+    def pid(self):
+        return self.proc.pid
 
     def log_tail(self):
         return (self.base / "nvidia-plugin.log").read_text()[-3000:]
@@ -284,7 +283,8 @@ def measure(cluster, drakit, reg_pb, driver, kinds, pods):
                   f"p99 {pct(proxy.prepares, 99) * 1000:.1f} ms ({len(proxy.prepares)} calls); "
                   f"scheduled to Running p50 {statistics.median(run) * 1000:.0f} ms p99 {pct(run, 99) * 1000:.0f} ms",
                   flush=True)
-        rows.append((driver.name, "rss", driver.rss_mib()))
+        rss = next(int(l.split()[1]) for l in open(f"/proc/{driver.pid()}/status") if l.startswith("VmRSS:"))
+        rows.append((driver.name, "rss", rss / 1024))
     finally:
         proxy.stop()
     return rows
